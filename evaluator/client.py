@@ -15,7 +15,7 @@ from datetime import datetime, timezone
 from email.utils import parsedate_to_datetime
 from typing import Any
 
-import httpx
+import httpx2 as httpx  # the HTTP library openai >= 3 is built on
 import openai
 
 from evaluator.records import RetryError, Usage

@@ -1,0 +1,356 @@
+"""Command line: `doccount <command>`, plus the `doccount-evaluate` / `doccount-score` scripts."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import re
+import sys
+from collections import Counter
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import click
+
+from evaluator.benchmarks import REGISTRY, get_benchmark
+from evaluator.benchmarks.base import ManifestEntry
+from evaluator.client import RetryPolicy, utc_now
+from evaluator.data import (
+    DataError,
+    DataSource,
+    build_manifest,
+    check_schema,
+    file_sha256,
+    iter_samples,
+    manifest_digest,
+    resolve_hub,
+    resolve_local,
+)
+from evaluator.endpoint import VLLM_DEFAULT_BASE_URL, EndpointError, normalize_base_url
+from evaluator.provenance import environment_info, server_info
+from evaluator.records import Sampling
+from evaluator.request import RequestBuildError, validate_extra_body
+from evaluator.runfolder import (
+    CONFIG,
+    RecordWriter,
+    RunFolderError,
+    RunLock,
+    done_sample_ids,
+    ensure_run_root,
+    read_json,
+    write_json_atomic,
+    write_manifest,
+)
+from evaluator.runner import EvalSettings, Evaluator, Progress, run_with_signals, settings_summary
+from evaluator.scoring import ScoreError, score_run
+
+USER_ERRORS = (DataError, RunFolderError, EndpointError, RequestBuildError, ScoreError)
+# Settings that change the number: a run folder refuses to mix records made under different ones.
+PROTOCOL_KEYS = ("benchmark", "model", "sampling", "retry_parse_failures")
+
+
+class UserError(click.ClickException):
+    """One line on stderr, exit code 2, no traceback."""
+
+    exit_code = 2
+
+    def show(self, file: Any = None) -> None:
+        click.echo(f"error: {self.message}", err=True)
+
+
+def fail(message: str) -> None:
+    raise UserError(message)
+
+
+def default_run_name(benchmark: str, model: str) -> str:
+    return f"{benchmark}__" + re.sub(r"[^A-Za-z0-9._-]+", "_", model).strip("_")
+
+
+def load_source(benchmark_name: str, data_files: str | None, dataset: str | None, revision: str | None):
+    benchmark = get_benchmark(benchmark_name)
+    source = resolve_local(data_files) if data_files else resolve_hub(benchmark, dataset, revision)
+    check_schema(benchmark, source)
+    return benchmark, source
+
+
+def unique_manifest(manifest: list[ManifestEntry]) -> None:
+    counts = Counter(e.sample_id for e in manifest)
+    dups = sorted(sid for sid, c in counts.items() if c > 1)
+    if dups:
+        shown = ", ".join(dups[:10]) + (" ..." if len(dups) > 10 else "")
+        raise DataError(
+            f"{len(dups)} duplicate sample id(s) in the data ({shown}); every question needs a unique id, "
+            "so the data files are probably mixed up or duplicated: check the --data-files glob"
+        )
+
+
+def data_record(source: DataSource, manifest: list[ManifestEntry], selection: list[ManifestEntry]) -> dict[str, Any]:
+    files = [{"name": p.name, "sha256": file_sha256(p), "bytes": p.stat().st_size} for p in source.files]
+    return {
+        **source.origin,
+        "files": files,
+        "questions": len(manifest),
+        "manifest_sha256": manifest_digest(manifest),
+        "selection": {"questions": len(selection), "manifest_sha256": manifest_digest(selection)},
+    }
+
+
+def dry_run(benchmark, source: DataSource, manifest: list[ManifestEntry], selection: list[ManifestEntry]) -> int:
+    """Validate every selected row with its image bytes; report failures by sample id."""
+    wanted = {e.sample_id for e in selection}
+    failures: list[tuple[str, str]] = []
+    groups: Counter[str] = Counter()
+    checked = 0
+    for sample in iter_samples(benchmark, source, with_images=True):
+        if sample.sample_id not in wanted:
+            continue
+        checked += 1
+        for name in benchmark.group_fields:
+            value = sample.groups.get(name)
+            for v in value if isinstance(value, list) else [value]:
+                groups[f"{name}={v}"] += 1
+        if sample.data_error:
+            failures.append((sample.sample_id, sample.data_error))
+    click.echo(f"benchmark: {benchmark.name}")
+    click.echo(f"files: {', '.join(p.name for p in source.files)}")
+    click.echo(f"questions: {len(manifest)} in the data, {len(selection)} selected, {checked} checked")
+    click.echo(f"unique sample ids: yes ({len(manifest)})")
+    for key, count in sorted(groups.items()):
+        click.echo(f"  {key}: {count}")
+    expected = getattr(benchmark, "expected_groups", {})
+    for name, allowed in expected.items():
+        odd = sorted({k.split("=", 1)[1] for k in groups if k.startswith(f"{name}=")} - set(allowed))
+        if odd:
+            click.echo(f"warning: unexpected {name} value(s): {', '.join(odd)}")
+    if failures:
+        click.echo(f"FAILED: {len(failures)} row(s) failed validation:")
+        for sid, err in failures:
+            click.echo(f"  {sid}: {err}")
+        return 1
+    click.echo("OK: schema, ids, answers and every image SHA-256 are valid")
+    return 0
+
+
+def check_protocol(existing: dict[str, Any], new: dict[str, Any], root: Path) -> None:
+    changed = [k for k in PROTOCOL_KEYS if existing.get(k) != new.get(k)]
+    old_digest = (existing.get("data") or {}).get("manifest_sha256")
+    if old_digest and old_digest != new["data"]["manifest_sha256"]:
+        changed.append("data (question set or images)")
+    if existing.get("prompts") and existing.get("prompts") != new.get("prompts"):
+        changed.append("prompts")
+    if changed:
+        raise RunFolderError(
+            f"{root} holds a run made with different {', '.join(changed)}; records made under other settings "
+            "must not be mixed. Use a new --run-name (or --run-root) for the new settings"
+        )
+
+
+def common_data_options(f):
+    f = click.option("--revision", default=None, help="Hub dataset revision (branch, tag or commit) to pin.")(f)
+    f = click.option("--dataset", default=None, help="Hub dataset id (default: the benchmark's).")(f)
+    f = click.option(
+        "--data-files", default=None, help="Local parquet glob, e.g. 'data/test-*.parquet' (quote it)."
+    )(f)
+    f = click.option(
+        "--benchmark", type=click.Choice(sorted(REGISTRY)), default="doccount", show_default=True
+    )(f)
+    return f
+
+
+@click.command("evaluate")
+@click.option("--backend", type=click.Choice(["api", "vllm"]), default="api", show_default=True)
+@click.option("--model", required=True, help="Model id sent in requests.")
+@click.option("--base-url", default=None, help="Endpoint (env MODEL_API_BASE_URL); vllm: http://localhost:8000/v1.")
+@common_data_options
+@click.option("--run-root", type=click.Path(path_type=Path), default=None, help="Run folder (default runs/<run name>).")
+@click.option("--run-name", default=None, help="Run name (env RUN_NAME; default <benchmark>__<model>).")
+@click.option("--dry-run", is_flag=True, help="Validate the data without calling a model.")
+@click.option("--concurrency", type=click.IntRange(1, 4096), default=16, show_default=True)
+@click.option("--temperature", type=click.FloatRange(0, 2), default=None, help="Default 1.")
+@click.option("--top-p", type=click.FloatRange(0, 1, min_open=True), default=None, help="Default 0.95.")
+@click.option("--max-tokens", type=click.IntRange(1), default=None, help="Default 32768 (DocCount).")
+@click.option("--timeout", type=click.FloatRange(0, min_open=True), default=600.0, show_default=True)
+@click.option("--max-retries", type=click.IntRange(0, 100), default=4, show_default=True)
+@click.option("--retry-backoff", type=click.FloatRange(0), default=1.0, show_default=True, help="First backoff (s).")
+@click.option("--retry-max-wait", type=click.FloatRange(0), default=60.0, show_default=True)
+@click.option("--extra-body-json", default=None, help="Extra request fields as a JSON object.")
+@click.option("--overwrite", is_flag=True, help="Re-evaluate every selected row.")
+@click.option("--retry-parse-failures", type=click.IntRange(0, 100), default=0, show_default=True)
+@click.option("--limit", type=click.IntRange(1), default=None, help="First N questions only (smoke runs).")
+@click.option("--quiet", is_flag=True, help="No progress output.")
+def evaluate_cmd(**opts: Any) -> None:
+    """Evaluate a model on a counting benchmark; resumable; writes runs/<name>/."""
+    try:
+        code = _evaluate(**opts)
+    except USER_ERRORS as exc:
+        raise UserError(str(exc)) from None
+    sys.exit(code)
+
+
+def _evaluate(
+    backend: str,
+    model: str,
+    base_url: str | None,
+    benchmark: str,
+    data_files: str | None,
+    dataset: str | None,
+    revision: str | None,
+    run_root: Path | None,
+    run_name: str | None,
+    dry_run: bool,
+    concurrency: int,
+    temperature: float | None,
+    top_p: float | None,
+    max_tokens: int | None,
+    timeout: float,
+    max_retries: int,
+    retry_backoff: float,
+    retry_max_wait: float,
+    extra_body_json: str | None,
+    overwrite: bool,
+    retry_parse_failures: int,
+    limit: int | None,
+    quiet: bool,
+) -> int:
+    extra: dict[str, Any] = {}
+    if extra_body_json:
+        try:
+            extra = json.loads(extra_body_json)
+        except ValueError as exc:
+            fail(f"--extra-body-json is not valid JSON ({exc}); pass an object such as '{{\"top_k\": 20}}'")
+        extra = validate_extra_body(extra)
+    bench, source = load_source(benchmark, data_files, dataset, revision)
+    manifest = build_manifest(bench, source)
+    unique_manifest(manifest)
+    if not manifest:
+        raise DataError("the data has no rows")
+    selection = manifest[:limit] if limit else manifest
+    if dry_run:
+        return dry_run_fn(bench, source, manifest, selection)
+
+    url = base_url or os.environ.get("MODEL_API_BASE_URL")
+    if not url:
+        if backend == "vllm":
+            url = VLLM_DEFAULT_BASE_URL
+        else:
+            fail("--backend api needs an endpoint: pass --base-url or set MODEL_API_BASE_URL")
+    url = normalize_base_url(url)
+    api_key = os.environ.get("MODEL_API_KEY") or None
+    d = bench.default_sampling
+    sampling = Sampling(
+        temperature=d.temperature if temperature is None else temperature,
+        top_p=d.top_p if top_p is None else top_p,
+        max_tokens=d.max_tokens if max_tokens is None else max_tokens,
+        extra_body=extra,
+    )
+    settings = EvalSettings(
+        benchmark=bench,
+        model=model,
+        backend=backend,
+        base_url=url,
+        api_key=api_key,
+        sampling=sampling,
+        concurrency=concurrency,
+        timeout_s=timeout,
+        policy=RetryPolicy(max_retries=max_retries, backoff_base_s=retry_backoff, backoff_max_s=retry_max_wait),
+        retry_parse_failures=retry_parse_failures,
+        overwrite=overwrite,
+    )
+    name = run_name or os.environ.get("RUN_NAME") or default_run_name(bench.name, model)
+    root = ensure_run_root(run_root or Path("runs") / name)
+    with RunLock(root):
+        config = {
+            "schema_version": 1,
+            **settings_summary(settings),
+            "data": data_record(source, manifest, selection),
+            "prompts": bench.prompt_hashes(),
+            "environment": environment_info(),
+            "server": server_info(url, api_key),
+        }
+        config_path = root / CONFIG
+        if config_path.exists():
+            existing = read_json(config_path)
+            check_protocol(existing, config, root)
+            config["created_at"] = existing.get("created_at")
+            config["invocations"] = existing.get("invocations", 0) + 1
+        else:
+            config["created_at"] = utc_now()
+            config["invocations"] = 1
+        config["updated_at"] = utc_now()
+        write_json_atomic(config_path, config)
+        write_manifest(root, selection)
+        done, report = done_sample_ids(root)
+        if report.torn_tail:
+            click.echo("note: the last record line was torn by an earlier crash; that row will be re-evaluated", err=True)
+        skip = set() if overwrite else done
+        pending = sum(1 for e in selection if e.sample_id not in skip)
+        click.echo(
+            f"[evaluate] {bench.name} | model {model} | {url} | {len(selection)} questions, "
+            f"{len(selection) - pending} already done, {pending} to evaluate | run folder {root}",
+            err=True,
+        )
+        writer = RecordWriter(root)
+        ev = Evaluator(settings, writer)
+        progress = Progress(pending, enabled=not quiet)
+        try:
+            stats = asyncio.run(run_with_signals(ev, source, selection, skip, progress))
+        finally:
+            progress.close()
+    rec = stats.recorded
+    click.echo(
+        f"[evaluate] recorded {sum(rec.values())} row(s): ok {rec['ok']}, request errors {rec['request_error']}, "
+        f"data errors {rec['data_error']} | run folder {root}",
+        err=True,
+    )
+    if stats.interrupted:
+        click.echo("[evaluate] interrupted: finished rows are saved; re-run the same command to resume", err=True)
+        return 130
+    if rec["request_error"]:
+        click.echo(
+            f"[evaluate] {rec['request_error']} request(s) failed after retries (see request_error in the "
+            "records); re-run the same command to retry them",
+            err=True,
+        )
+        return 3
+    return 0
+
+
+dry_run_fn = dry_run
+
+
+@click.command("score")
+@click.option("--run-root", type=click.Path(path_type=Path), required=True, help="The run folder to score.")
+def score_cmd(run_root: Path) -> None:
+    """Score a run folder over its full question set; writes responses.jsonl and scores/."""
+    try:
+        result = score_run(run_root)
+    except USER_ERRORS as exc:
+        raise UserError(str(exc)) from None
+    for w in result.warnings:
+        click.echo(f"warning: {w}", err=True)
+    click.echo(result.markdown)
+
+
+@click.group()
+@click.version_option(package_name="doccount-eval")
+def main() -> None:
+    """Reproducible semantic-counting evaluation (DocCount, CountQA)."""
+    logging.basicConfig(level=logging.WARNING, format="%(message)s")
+
+
+main.add_command(evaluate_cmd)
+main.add_command(score_cmd)
+
+
+def evaluate_main() -> None:
+    evaluate_cmd(prog_name="doccount-evaluate")
+
+
+def score_main() -> None:
+    score_cmd(prog_name="doccount-score")
+
+
+__all__ = ["asdict", "main"]

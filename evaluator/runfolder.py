@@ -1,0 +1,249 @@
+"""The run folder on disk: lock, append-only records, manifest, run_config.json.
+
+Crash safety: each record is one line, written whole and fsynced before it counts as finished; a torn
+last line (from a kill mid-write) is skipped and reported, never fatal.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import fcntl
+import json
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from evaluator.benchmarks.base import ManifestEntry
+from evaluator.records import ResponseRecord
+
+PARTIAL = "responses.partial.jsonl"
+MERGED = "responses.jsonl"
+CONFIG = "run_config.json"
+MANIFEST = "manifest.jsonl"
+LOCK = ".lock"
+
+
+class RunFolderError(Exception):
+    pass
+
+
+def ensure_run_root(path: Path) -> Path:
+    if path.exists() and not path.is_dir():
+        raise RunFolderError(
+            f"run root {path} is a file, not a folder; pass a folder with --run-root or --run-name"
+        )
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        probe = path / ".write-test"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        raise RunFolderError(
+            f"run root {path} is not writable ({exc.strerror}); choose another --run-root"
+        ) from None
+    return path
+
+
+class RunLock:
+    """An advisory lock the kernel drops when the holder dies, so a killed run never blocks forever."""
+
+    def __init__(self, root: Path) -> None:
+        self.path = root / LOCK
+        self.fd: int | None = None
+
+    def __enter__(self) -> RunLock:
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            if exc.errno not in (errno.EAGAIN, errno.EACCES):
+                os.close(fd)
+                raise
+            holder = os.read(fd, 200).decode("utf-8", "replace").strip() or "unknown"
+            os.close(fd)
+            raise RunFolderError(
+                f"run folder {self.path.parent} is in use by another evaluator ({holder}); wait for it to "
+                "finish or stop that process, or use another --run-name"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.write(fd, f"pid {os.getpid()} on {os.uname().nodename}".encode())
+        self.fd = fd
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.fd is not None:
+            fcntl.flock(self.fd, fcntl.LOCK_UN)
+            os.close(self.fd)
+            self.fd = None
+
+
+@dataclass
+class ReadReport:
+    records: list[dict[str, Any]] = field(default_factory=list)
+    bad_lines: list[int] = field(default_factory=list)  # 1-based line numbers that were not JSON objects
+    torn_tail: bool = False  # the last line had no newline and did not parse (a crash mid-write)
+
+
+def read_jsonl(path: Path) -> ReadReport:
+    report = ReadReport()
+    if not path.exists():
+        return report
+    with open(path, "rb") as f:
+        data = f.read()
+    lines = data.split(b"\n")
+    last_index = len(lines) - 1
+    for i, line in enumerate(lines):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except ValueError:
+            obj = None
+        if isinstance(obj, dict):
+            report.records.append(obj)
+        elif i == last_index:  # no trailing newline: the write was cut short
+            report.torn_tail = True
+        else:
+            report.bad_lines.append(i + 1)
+    return report
+
+
+def latest_by_sample(records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The latest record per sample id (file order is completion order)."""
+    latest: dict[str, dict[str, Any]] = {}
+    for rec in records:
+        sid = rec.get("sample_id")
+        if isinstance(sid, str):
+            latest[sid] = rec
+    return latest
+
+
+def done_sample_ids(root: Path) -> tuple[set[str], ReadReport]:
+    report = read_jsonl(root / PARTIAL)
+    done = {
+        sid
+        for sid, rec in latest_by_sample(report.records).items()
+        if rec.get("status") == "ok" and rec.get("parsed_answer") is not None
+    }
+    return done, report
+
+
+class RecordWriter:
+    """Appends records with group commit: a batch is written, flushed and fsynced, then acknowledged."""
+
+    def __init__(self, root: Path) -> None:
+        self.path = root / PARTIAL
+        self._repair_torn_tail()
+        self.file = open(self.path, "ab", buffering=0)  # noqa: SIM115 - closed in close()
+        self.queue: asyncio.Queue[tuple[ResponseRecord, asyncio.Future[None]] | None] = asyncio.Queue()
+        self.task: asyncio.Task[None] | None = None
+        self.written = 0
+
+    def _repair_torn_tail(self) -> None:
+        """Terminate a torn last line so the next record starts on its own line."""
+        if not self.path.exists() or self.path.stat().st_size == 0:
+            return
+        with open(self.path, "rb+") as f:
+            f.seek(-1, os.SEEK_END)
+            if f.read(1) != b"\n":
+                f.write(b"\n")
+                f.flush()
+                os.fsync(f.fileno())
+
+    def start(self) -> None:
+        self.task = asyncio.create_task(self._run())
+
+    async def write(self, record: ResponseRecord) -> None:
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        await self.queue.put((record, fut))
+        await fut
+
+    def _write_batch(self, payload: bytes) -> None:
+        view = memoryview(payload)
+        while view:
+            n = os.write(self.file.fileno(), view)
+            view = view[n:]
+        os.fsync(self.file.fileno())
+
+    async def _run(self) -> None:
+        while True:
+            item = await self.queue.get()
+            batch = [item]
+            while not self.queue.empty():
+                batch.append(self.queue.get_nowait())
+            stop = any(i is None for i in batch)
+            pending = [i for i in batch if i is not None]
+            if pending:
+                payload = b"".join((rec.to_json() + "\n").encode("utf-8") for rec, _ in pending)
+                try:
+                    await asyncio.to_thread(self._write_batch, payload)
+                except OSError as exc:
+                    err = RunFolderError(
+                        f"cannot write {self.path} ({exc.strerror}); records already written stay valid. "
+                        "Free disk space or fix permissions, then re-run the same command to resume"
+                    )
+                    for _, fut in pending:
+                        if not fut.done():
+                            fut.set_exception(err)
+                    # Refuse everything after a failed write: a half-written batch must not be followed.
+                    while True:
+                        item = await self.queue.get()
+                        if item is None:
+                            return
+                        if not item[1].done():
+                            item[1].set_exception(err)
+                self.written += len(pending)
+                for _, fut in pending:
+                    if not fut.done():
+                        fut.set_result(None)
+            if stop:
+                return
+
+    async def close(self) -> None:
+        if self.task is not None:
+            await self.queue.put(None)
+            await self.task
+            self.task = None
+        self.file.close()
+
+
+def write_json_atomic(path: Path, obj: Any) -> None:
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(obj, f, indent=2, sort_keys=True, ensure_ascii=False)
+        f.write("\n")
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def read_json(path: Path) -> Any:
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def write_manifest(root: Path, entries: list[ManifestEntry]) -> None:
+    tmp = root / (MANIFEST + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        for e in entries:
+            f.write(json.dumps(e.to_dict(), sort_keys=True, ensure_ascii=False) + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, root / MANIFEST)
+
+
+def read_manifest(root: Path) -> Iterator[ManifestEntry]:
+    with open(root / MANIFEST, encoding="utf-8") as f:
+        for line in f:
+            if line.strip():
+                d = json.loads(line)
+                yield ManifestEntry(
+                    d["sample_id"],
+                    d.get("image_sha256"),
+                    d.get("ground_truth"),
+                    d.get("groups") or {},
+                    d.get("data_error"),
+                )

@@ -1,0 +1,288 @@
+"""evaluate: data -> request -> record, concurrently, resumably.
+
+The queue holds samples (encoded bytes as read from parquet), never pre-built requests: a request body
+(base64 + JSON, ~1.3x the image) exists only while it is in flight.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import random
+import signal
+import sys
+import time
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from evaluator.benchmarks.base import Benchmark, ManifestEntry, Sample
+from evaluator.client import ChatSender, Redactor, RetryPolicy, SendOutcome, make_client, utc_now
+from evaluator.data import DataSource, iter_samples
+from evaluator.records import ResponseAttempt, ResponseRecord, Sampling
+from evaluator.request import build_body, canonical_json
+from evaluator.runfolder import RecordWriter
+
+log = logging.getLogger("doccount")
+
+
+@dataclass
+class EvalSettings:
+    benchmark: Benchmark
+    model: str
+    backend: str
+    base_url: str
+    api_key: str | None
+    sampling: Sampling
+    concurrency: int = 16
+    timeout_s: float = 600.0
+    policy: RetryPolicy = field(default_factory=RetryPolicy)
+    retry_parse_failures: int = 0
+    overwrite: bool = False
+
+
+@dataclass
+class RunStats:
+    selected: int = 0
+    skipped_done: int = 0
+    to_send: int = 0
+    recorded: Counter[str] = field(default_factory=Counter)
+    interrupted: bool = False
+
+
+class Progress:
+    """A tqdm bar on a terminal; plain periodic lines otherwise (CI logs, containers)."""
+
+    def __init__(self, total: int, enabled: bool = True, interval_s: float = 10.0) -> None:
+        self.total = total
+        self.done = 0
+        self.counts: Counter[str] = Counter()
+        self.t0 = time.monotonic()
+        self.last = 0.0
+        self.interval_s = interval_s
+        self.bar = None
+        self.enabled = enabled
+        if enabled and sys.stderr.isatty():
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=total, unit="row", dynamic_ncols=True, file=sys.stderr)
+
+    def update(self, status: str, parsed: bool) -> None:
+        self.done += 1
+        self.counts[status] += 1
+        if status == "ok" and not parsed:
+            self.counts["parse_failure"] += 1
+        if self.bar is not None:
+            self.bar.update(1)
+            self.bar.set_postfix(
+                ok=self.counts["ok"], err=self.counts["request_error"] + self.counts["data_error"], refresh=False
+            )
+        elif self.enabled:
+            now = time.monotonic()
+            if now - self.last >= self.interval_s or self.done == self.total:
+                self.last = now
+                print(self.line(), file=sys.stderr, flush=True)
+
+    def line(self) -> str:
+        elapsed = time.monotonic() - self.t0
+        rate = self.done / elapsed if elapsed > 0 else 0.0
+        eta = (self.total - self.done) / rate if rate > 0 else float("nan")
+        return (
+            f"[evaluate] {self.done}/{self.total} rows | ok {self.counts['ok']} "
+            f"(parse failures {self.counts['parse_failure']}) | request errors {self.counts['request_error']} "
+            f"| data errors {self.counts['data_error']} | {rate:.2f} req/s | ETA {eta:.0f}s"
+        )
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+def _attempt_of(outcome: SendOutcome, parse_status: str) -> ResponseAttempt:
+    c = outcome.completion
+    assert c is not None
+    return ResponseAttempt(
+        response_text=c.response_text,
+        reasoning_text=c.reasoning_text,
+        parse_status=parse_status,
+        finish_reason=c.finish_reason,
+        response_id=c.response_id,
+        usage=c.usage,
+        latency_s=c.latency_s,
+        attempts=outcome.attempts,
+        retry_errors=outcome.retry_errors,
+        started_at=outcome.started_at,
+        finished_at=outcome.finished_at,
+    )
+
+
+class Evaluator:
+    def __init__(self, settings: EvalSettings, writer: RecordWriter) -> None:
+        self.s = settings
+        self.writer = writer
+        self.redact = Redactor(settings.api_key)
+        self.stats = RunStats()
+
+    def _base_record(self, sample: Sample, started_at: str) -> ResponseRecord:
+        return ResponseRecord(
+            sample_id=sample.sample_id,
+            benchmark=self.s.benchmark.name,
+            groups=sample.groups,
+            ground_truth=sample.ground_truth,
+            model=self.s.model,
+            backend=self.s.backend,
+            sampling=self.s.sampling,
+            started_at=started_at,
+            finished_at=started_at,
+            status="data_error",
+            endpoint=self.s.base_url,
+            image_sha256=sample.image_sha256,
+        )
+
+    async def evaluate_sample(self, sample: Sample, sender: ChatSender) -> ResponseRecord:
+        started = utc_now()
+        record = self._base_record(sample, started)
+        if sample.data_error:
+            record.data_error = sample.data_error
+            record.finished_at = utc_now()
+            return record
+        try:
+            body = canonical_json(build_body(self.s.benchmark, sample, self.s.model, self.s.sampling))
+        except ValueError as exc:  # e.g. bytes that are not an image we can label
+            record.data_error = str(exc)
+            record.finished_at = utc_now()
+            return record
+        record.request_sha256 = hashlib.sha256(body).hexdigest()
+        del sample  # the image bytes are not needed any more; only the body is
+        bench = self.s.benchmark
+        earlier: list[ResponseAttempt] = []
+        for parse_try in range(self.s.retry_parse_failures + 1):
+            outcome = await sender.send(body)
+            completion = outcome.completion
+            record.attempts = outcome.attempts
+            record.retry_errors = outcome.retry_errors
+            record.finished_at = outcome.finished_at
+            if completion is None:
+                record.status = "request_error"
+                record.request_error = outcome.error
+                if outcome.last_empty is not None:
+                    record.finish_reason = outcome.last_empty.finish_reason
+                    record.usage = outcome.last_empty.usage
+                    record.response_id = outcome.last_empty.response_id
+                    record.reasoning_text = outcome.last_empty.reasoning_text
+                    record.response_text = outcome.last_empty.response_text
+                break
+            parsed = bench.parse(completion.response_text)
+            record.status = "ok"
+            record.request_error = None
+            record.response_text = completion.response_text
+            record.reasoning_text = completion.reasoning_text
+            record.finish_reason = completion.finish_reason
+            record.response_id = completion.response_id
+            record.system_fingerprint = completion.system_fingerprint
+            record.usage = completion.usage
+            record.latency_s = completion.latency_s
+            record.parsed_answer = parsed.answer
+            record.parse_status = parsed.status
+            record.fallback_answer = bench.fallback(completion.response_text)
+            record.correct = bench.is_correct(parsed.answer, record.ground_truth)
+            if parsed.ok or parse_try == self.s.retry_parse_failures:
+                break
+            earlier.append(_attempt_of(outcome, parsed.status))
+        record.earlier_attempts = earlier
+        return record
+
+    async def run(
+        self, source: DataSource, selection: list[ManifestEntry], skip: set[str], progress: Progress
+    ) -> RunStats:
+        stats = self.stats = RunStats(selected=len(selection))
+        wanted = {e.sample_id for e in selection} - skip
+        stats.skipped_done = len(selection) - len(wanted)
+        stats.to_send = len(wanted)
+        if not wanted:
+            return stats
+        queue: asyncio.Queue[Sample | None] = asyncio.Queue(maxsize=max(2, self.s.concurrency))
+        client = make_client(self.s.base_url, self.s.api_key, self.s.timeout_s, self.s.concurrency)
+        sender = ChatSender(client, self.s.policy, self.redact, random.Random())
+        remaining = set(wanted)
+
+        async def produce() -> None:
+            it = iter_samples(self.s.benchmark, source, with_images=True)
+            while remaining:
+                sample = await asyncio.to_thread(next, it, None)
+                if sample is None:
+                    break
+                if sample.sample_id in remaining:
+                    remaining.discard(sample.sample_id)
+                    await queue.put(sample)
+            for _ in range(self.s.concurrency):
+                await queue.put(None)
+
+        async def work() -> None:
+            while (sample := await queue.get()) is not None:
+                record = await self.evaluate_sample(sample, sender)
+                await self.writer.write(record)
+                stats.recorded[record.status] += 1
+                progress.update(record.status, record.parsed_answer is not None)
+
+        producer = asyncio.create_task(produce())
+        workers = [asyncio.create_task(work()) for _ in range(self.s.concurrency)]
+        try:
+            await asyncio.gather(producer, *workers)
+        finally:
+            for t in [producer, *workers]:
+                t.cancel()
+            await asyncio.gather(producer, *workers, return_exceptions=True)
+            await client.close()
+        return stats
+
+
+async def run_with_signals(evaluator: Evaluator, *args: Any) -> RunStats:
+    """SIGINT/SIGTERM cancel in-flight requests; finished rows are already on disk, in-flight ones are not."""
+    loop = asyncio.get_running_loop()
+    task = asyncio.current_task()
+    interrupted = False
+
+    def stop() -> None:
+        nonlocal interrupted
+        interrupted = True
+        assert task is not None
+        task.cancel()
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop)
+    evaluator.writer.start()
+    try:
+        stats = await evaluator.run(*args)
+    except asyncio.CancelledError:
+        if not interrupted:
+            raise
+        stats = evaluator.stats
+        stats.interrupted = True
+    finally:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
+        await evaluator.writer.close()
+    return stats
+
+
+def settings_summary(s: EvalSettings) -> dict[str, Any]:
+    return {
+        "benchmark": s.benchmark.name,
+        "model": s.model,
+        "backend": s.backend,
+        "endpoint": s.base_url,
+        "sampling": asdict(s.sampling),
+        "retry_parse_failures": s.retry_parse_failures,
+        "request_policy": {
+            "concurrency": s.concurrency,
+            "timeout_s": s.timeout_s,
+            "max_retries": s.policy.max_retries,
+            "backoff_base_s": s.policy.backoff_base_s,
+            "backoff_max_s": s.policy.backoff_max_s,
+            "retry_after_max_s": s.policy.retry_after_max_s,
+        },
+    }
+
+
