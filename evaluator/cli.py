@@ -354,3 +354,7 @@ def score_main() -> None:
 
 
 __all__ = ["asdict", "main"]
+
+
+if __name__ == "__main__":
+    main()

@@ -44,7 +44,9 @@ def doccount_rows(n: int, start: int = 0) -> list[dict[str, Any]]:
                 "target_class": cls,
                 "class_definition": definition,
                 "question": question,
-                "prompt": PROMPT_TEMPLATE.format(target_class=cls, class_definition=definition, question=question),
+                "prompt": PROMPT_TEMPLATE.format(
+                    target_class=cls, class_definition=definition, question=question
+                ),
                 "answer": (i * 7) % 9 + 1,
             }
         )

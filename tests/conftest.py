@@ -1,0 +1,56 @@
+"""Shared fixtures: test data written as parquet, a loopback test server, and the CLI run as a process."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+TESTS = Path(__file__).resolve().parent
+sys.path.insert(0, str(TESTS))
+
+from datagen import doccount_rows, write_doccount  # noqa: E402
+from openai_test_server import TestServer  # noqa: E402
+
+REPO = TESTS.parent
+FAST_RETRIES = ["--retry-backoff", "0.01", "--retry-max-wait", "0.05"]
+
+
+def run_cli(
+    *args: str, env: dict[str, str] | None = None, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
+    """Run the real console entry point in a subprocess (exit codes and stderr are part of the contract)."""
+    full_env = {
+        k: v for k, v in os.environ.items() if k not in ("MODEL_API_KEY", "MODEL_API_BASE_URL", "RUN_NAME")
+    }
+    full_env.update(env or {})
+    return subprocess.run(
+        [sys.executable, "-m", "evaluator.cli", *args],
+        capture_output=True,
+        text=True,
+        env=full_env,
+        cwd=str(REPO),
+        timeout=timeout,
+    )
+
+
+@pytest.fixture
+def doc_rows() -> list[dict[str, Any]]:
+    return doccount_rows(12)
+
+
+@pytest.fixture
+def doc_data(tmp_path: Path, doc_rows: list[dict[str, Any]]) -> str:
+    write_doccount(tmp_path / "data" / "test-00000-of-00001.parquet", doc_rows)
+    return str(tmp_path / "data" / "test-*.parquet")
+
+
+@pytest.fixture
+def server() -> Iterator[TestServer]:
+    with TestServer() as srv:
+        yield srv
