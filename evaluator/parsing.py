@@ -9,6 +9,9 @@ ANSWER_TAG = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)
 STRICT_INTEGER = re.compile(r"[+-]?[0-9]+")
 ANY_INTEGER = re.compile(r"-?[0-9]+")
 DIGIT_RUN = re.compile(r"\d+")
+# No count has this many digits; a longer run is degenerate output (a model looping until max_tokens),
+# and int() refuses more than 4300 digits by default: such a run is a parse failure, never an exception.
+MAX_ANSWER_DIGITS = 1000
 
 
 @dataclass(frozen=True)
@@ -38,7 +41,7 @@ def parse_answer_tag(text: str | None) -> ParseResult:
     if text[tag.end() :].strip():
         return ParseResult(None, "not_final")
     inner = tag.group(1).strip()
-    if not STRICT_INTEGER.fullmatch(inner):
+    if not STRICT_INTEGER.fullmatch(inner) or len(inner) > MAX_ANSWER_DIGITS:
         return ParseResult(None, "not_integer")
     return ParseResult(int(inner), "ok")
 
@@ -48,7 +51,7 @@ def last_integer_fallback(text: str | None) -> int | None:
     if not text:
         return None
     found = ANY_INTEGER.findall(text)
-    return int(found[-1]) if found else None
+    return int(found[-1]) if found and len(found[-1]) <= MAX_ANSWER_DIGITS else None
 
 
 _COUNTQA_STRIP = "*_\"'`.,:; \t\r\n\u201c\u201d\u2018\u2019"
@@ -63,9 +66,11 @@ def parse_countqa(text: str | None) -> ParseResult:
     if text is None or not text.strip():
         return ParseResult(None, "no_response")
     stripped = text.strip(_COUNTQA_STRIP)
-    if DIGIT_RUN.fullmatch(stripped):
+    if DIGIT_RUN.fullmatch(stripped) and len(stripped) <= MAX_ANSWER_DIGITS:
         return ParseResult(int(stripped), "ok")
     first = DIGIT_RUN.search(text)
     if first is None:
         return ParseResult(None, "no_number")
+    if len(first.group(0)) > MAX_ANSWER_DIGITS:
+        return ParseResult(None, "not_integer")
     return ParseResult(int(first.group(0)), "ok")
