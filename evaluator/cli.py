@@ -87,7 +87,9 @@ def unique_manifest(manifest: list[ManifestEntry]) -> None:
         )
 
 
-def data_record(source: DataSource, manifest: list[ManifestEntry], selection: list[ManifestEntry]) -> dict[str, Any]:
+def data_record(
+    source: DataSource, manifest: list[ManifestEntry], selection: list[ManifestEntry]
+) -> dict[str, Any]:
     files = [{"name": p.name, "sha256": file_sha256(p), "bytes": p.stat().st_size} for p in source.files]
     return {
         **source.origin,
@@ -98,7 +100,9 @@ def data_record(source: DataSource, manifest: list[ManifestEntry], selection: li
     }
 
 
-def dry_run(benchmark, source: DataSource, manifest: list[ManifestEntry], selection: list[ManifestEntry]) -> int:
+def dry_run(
+    benchmark, source: DataSource, manifest: list[ManifestEntry], selection: list[ManifestEntry]
+) -> int:
     """Validate every selected row with its image bytes; report failures by sample id."""
     wanted = {e.sample_id for e in selection}
     failures: list[tuple[str, str]] = []
@@ -149,7 +153,9 @@ def check_protocol(existing: dict[str, Any], new: dict[str, Any], root: Path) ->
 
 
 def common_data_options(f):
-    f = click.option("--revision", default=None, help="Hub dataset revision (branch, tag or commit) to pin.")(f)
+    f = click.option("--revision", default=None, help="Hub dataset revision (branch, tag or commit) to pin.")(
+        f
+    )
     f = click.option("--dataset", default=None, help="Hub dataset id (default: the benchmark's).")(f)
     f = click.option(
         "--data-files", default=None, help="Local parquet glob, e.g. 'data/test-*.parquet' (quote it)."
@@ -163,9 +169,17 @@ def common_data_options(f):
 @click.command("evaluate")
 @click.option("--backend", type=click.Choice(["api", "vllm"]), default="api", show_default=True)
 @click.option("--model", required=True, help="Model id sent in requests.")
-@click.option("--base-url", default=None, help="Endpoint (env MODEL_API_BASE_URL); vllm: http://localhost:8000/v1.")
+@click.option(
+    "--base-url",
+    "base_urls",
+    multiple=True,
+    help="Endpoint (env MODEL_API_BASE_URL, comma-separated for several); vllm: http://localhost:8000/v1. "
+    "Repeat to spread requests over several servers.",
+)
 @common_data_options
-@click.option("--run-root", type=click.Path(path_type=Path), default=None, help="Run folder (default runs/<run name>).")
+@click.option(
+    "--run-root", type=click.Path(path_type=Path), default=None, help="Run folder (default runs/<run name>)."
+)
 @click.option("--run-name", default=None, help="Run name (env RUN_NAME; default <benchmark>__<model>).")
 @click.option("--dry-run", is_flag=True, help="Validate the data without calling a model.")
 @click.option("--concurrency", type=click.IntRange(1, 4096), default=16, show_default=True)
@@ -174,7 +188,9 @@ def common_data_options(f):
 @click.option("--max-tokens", type=click.IntRange(1), default=None, help="Default 32768 (DocCount).")
 @click.option("--timeout", type=click.FloatRange(0, min_open=True), default=600.0, show_default=True)
 @click.option("--max-retries", type=click.IntRange(0, 100), default=4, show_default=True)
-@click.option("--retry-backoff", type=click.FloatRange(0), default=1.0, show_default=True, help="First backoff (s).")
+@click.option(
+    "--retry-backoff", type=click.FloatRange(0), default=1.0, show_default=True, help="First backoff (s)."
+)
 @click.option("--retry-max-wait", type=click.FloatRange(0), default=60.0, show_default=True)
 @click.option("--extra-body-json", default=None, help="Extra request fields as a JSON object.")
 @click.option("--overwrite", is_flag=True, help="Re-evaluate every selected row.")
@@ -193,7 +209,7 @@ def evaluate_cmd(**opts: Any) -> None:
 def _evaluate(
     backend: str,
     model: str,
-    base_url: str | None,
+    base_urls: tuple[str, ...],
     benchmark: str,
     data_files: str | None,
     dataset: str | None,
@@ -231,13 +247,14 @@ def _evaluate(
     if dry_run:
         return dry_run_fn(bench, source, manifest, selection)
 
-    url = base_url or os.environ.get("MODEL_API_BASE_URL")
-    if not url:
+    urls = list(base_urls) or [u for u in os.environ.get("MODEL_API_BASE_URL", "").split(",") if u.strip()]
+    if not urls:
         if backend == "vllm":
-            url = VLLM_DEFAULT_BASE_URL
+            urls = [VLLM_DEFAULT_BASE_URL]
         else:
             fail("--backend api needs an endpoint: pass --base-url or set MODEL_API_BASE_URL")
-    url = normalize_base_url(url)
+    urls = list(dict.fromkeys(normalize_base_url(u) for u in urls))
+    url = urls[0]
     api_key = os.environ.get("MODEL_API_KEY") or None
     d = bench.default_sampling
     sampling = Sampling(
@@ -250,12 +267,14 @@ def _evaluate(
         benchmark=bench,
         model=model,
         backend=backend,
-        base_url=url,
+        base_urls=urls,
         api_key=api_key,
         sampling=sampling,
         concurrency=concurrency,
         timeout_s=timeout,
-        policy=RetryPolicy(max_retries=max_retries, backoff_base_s=retry_backoff, backoff_max_s=retry_max_wait),
+        policy=RetryPolicy(
+            max_retries=max_retries, backoff_base_s=retry_backoff, backoff_max_s=retry_max_wait
+        ),
         retry_parse_failures=retry_parse_failures,
         overwrite=overwrite,
     )
@@ -269,6 +288,7 @@ def _evaluate(
             "prompts": bench.prompt_hashes(),
             "environment": environment_info(),
             "server": server_info(url, api_key),
+            **({"servers": {u: server_info(u, api_key) for u in urls}} if len(urls) > 1 else {}),
         }
         config_path = root / CONFIG
         if config_path.exists():
@@ -284,11 +304,14 @@ def _evaluate(
         write_manifest(root, selection)
         done, report = done_sample_ids(root)
         if report.torn_tail:
-            click.echo("note: the last record line was torn by an earlier crash; that row will be re-evaluated", err=True)
+            click.echo(
+                "note: the last record line was torn by an earlier crash; that row will be re-evaluated",
+                err=True,
+            )
         skip = set() if overwrite else done
         pending = sum(1 for e in selection if e.sample_id not in skip)
         click.echo(
-            f"[evaluate] {bench.name} | model {model} | {url} | {len(selection)} questions, "
+            f"[evaluate] {bench.name} | model {model} | {', '.join(urls)} | {len(selection)} questions, "
             f"{len(selection) - pending} already done, {pending} to evaluate | run folder {root}",
             err=True,
         )
@@ -306,7 +329,9 @@ def _evaluate(
         err=True,
     )
     if stats.interrupted:
-        click.echo("[evaluate] interrupted: finished rows are saved; re-run the same command to resume", err=True)
+        click.echo(
+            "[evaluate] interrupted: finished rows are saved; re-run the same command to resume", err=True
+        )
         return 130
     if rec["request_error"]:
         click.echo(
@@ -343,6 +368,41 @@ def main() -> None:
 
 main.add_command(evaluate_cmd)
 main.add_command(score_cmd)
+
+
+@click.command("compare")
+@click.argument("run_dirs", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option(
+    "--output",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help="Also write the comparison (leaderboard, paired statistics) as JSON to this file.",
+)
+@click.option(
+    "--intersect",
+    is_flag=True,
+    help="Compare on the questions all runs share instead of refusing different sets.",
+)
+def compare_cmd(run_dirs: tuple[Path, ...], output: Path | None, intersect: bool) -> None:
+    """Compare run folders over the same questions: leaderboard with 95% intervals; for two runs the
+    paired table, a paired-bootstrap interval of the difference and the exact McNemar p-value."""
+    from evaluator.compare import compare_json, compare_runs
+
+    try:
+        result = compare_runs(list(run_dirs), intersect=intersect)
+    except USER_ERRORS as exc:
+        raise UserError(str(exc)) from None
+    if output is not None:
+        try:
+            output.write_bytes(compare_json(result.data))
+        except OSError as exc:
+            raise UserError(f"cannot write {output} ({exc.strerror})") from None
+    for w in result.warnings:
+        click.echo(f"warning: {w}", err=True)
+    click.echo(result.markdown)
+
+
+main.add_command(compare_cmd)
 
 
 def evaluate_main() -> None:

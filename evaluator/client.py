@@ -63,6 +63,7 @@ class SendOutcome:
     retry_errors: list[RetryError] = field(default_factory=list)
     error: str | None = None  # the final error when completion is None
     last_empty: Completion | None = None  # an empty answer's metadata (finish_reason, usage)
+    endpoint: str | None = None  # the endpoint of the last attempt
     started_at: str = ""
     finished_at: str = ""
 
@@ -153,29 +154,81 @@ def make_client(base_url: str, api_key: str | None, timeout_s: float, concurrenc
     )
 
 
+@dataclass
+class Endpoint:
+    """One server. Taken out of rotation after repeated failures, tried again after a cooldown."""
+
+    url: str
+    client: openai.AsyncOpenAI
+    in_flight: int = 0
+    sent: int = 0
+    consecutive_failures: int = 0
+    ejected_until: float = 0.0
+    ejections: int = 0
+
+
+class EndpointPool:
+    """Spreads attempts over endpoints, least in-flight first; a failing endpoint sits out a cooldown."""
+
+    def __init__(self, endpoints: list[Endpoint], eject_after: int = 3, cooldown_s: float = 5.0) -> None:
+        if not endpoints:
+            raise ValueError("at least one endpoint is needed")
+        self.endpoints = endpoints
+        self.eject_after = eject_after
+        self.cooldown_s = cooldown_s
+
+    def choose(self) -> Endpoint:
+        now = time.monotonic()
+        healthy = [e for e in self.endpoints if e.ejected_until <= now]
+        if not healthy:  # everyone is out: probe the one that comes back first
+            return min(self.endpoints, key=lambda e: e.ejected_until)
+        return min(healthy, key=lambda e: (e.in_flight, e.sent))
+
+    def succeeded(self, endpoint: Endpoint) -> None:
+        endpoint.consecutive_failures = 0
+
+    def failed(self, endpoint: Endpoint) -> None:
+        """A server-side failure (connection, timeout, 5xx, bad body); client errors do not count."""
+        endpoint.consecutive_failures += 1
+        if len(self.endpoints) > 1 and endpoint.consecutive_failures >= self.eject_after:
+            endpoint.ejections += 1
+            backoff = min(60.0, self.cooldown_s * 2 ** (endpoint.ejections - 1))
+            endpoint.ejected_until = time.monotonic() + backoff
+            endpoint.consecutive_failures = 0
+
+    async def close(self) -> None:
+        for e in self.endpoints:
+            await e.client.close()
+
+
 class ChatSender:
-    """Sends one body with retries. One instance per run (shares the connection pool)."""
+    """Sends one body with retries, each attempt to the pool's best endpoint at that moment."""
 
     def __init__(
         self,
-        client: openai.AsyncOpenAI,
+        pool: EndpointPool,
         policy: RetryPolicy,
         redact: Redactor,
         rng: random.Random | None = None,
     ) -> None:
-        self.client = client
+        self.pool = pool
         self.policy = policy
         self.redact = redact
         self.rng = rng or random.Random()
 
-    async def _attempt(self, body: bytes) -> Completion:
+    async def _attempt(self, endpoint: Endpoint, body: bytes) -> Completion:
         t0 = time.perf_counter()
-        raw = await self.client.post(
-            "/chat/completions",
-            cast_to=bytes,
-            content=body,
-            options={"headers": {"Content-Type": "application/json"}},
-        )
+        endpoint.in_flight += 1
+        endpoint.sent += 1
+        try:
+            raw = await endpoint.client.post(
+                "/chat/completions",
+                cast_to=bytes,
+                content=body,
+                options={"headers": {"Content-Type": "application/json"}},
+            )
+        finally:
+            endpoint.in_flight -= 1
         latency = time.perf_counter() - t0
         try:
             payload = json.loads(raw)
@@ -192,8 +245,10 @@ class ChatSender:
             outcome.attempts = attempt
             retry_after: float | None = None
             status: int | None = None
+            endpoint = self.pool.choose()
+            outcome.endpoint = endpoint.url
             try:
-                completion = await self._attempt(body)
+                completion = await self._attempt(endpoint, body)
             except openai.APIStatusError as exc:
                 status = exc.status_code
                 retry_after = parse_retry_after(exc.response.headers.get("retry-after"))
@@ -209,12 +264,15 @@ class ChatSender:
                 kind, retryable, message = "malformed_response", True, str(exc)
             else:
                 if completion.response_text is not None and completion.response_text.strip():
+                    self.pool.succeeded(endpoint)
                     outcome.completion = completion
                     outcome.error = None
                     break
                 outcome.last_empty = completion
                 kind, retryable = "empty_content", True
                 message = f"empty content (finish_reason={completion.finish_reason})"
+            if kind != "http_status" or status is None or status >= 500:
+                self.pool.failed(endpoint)
             message = self.redact(message)[:2000]
             outcome.retry_errors.append(
                 RetryError(
@@ -224,6 +282,7 @@ class ChatSender:
                     status_code=status,
                     retry_after_s=retry_after,
                     at=utc_now(),
+                    endpoint=endpoint.url if len(self.pool.endpoints) > 1 else None,
                 )
             )
             outcome.error = message

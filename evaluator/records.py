@@ -40,6 +40,7 @@ class RetryError:
     status_code: int | None = None
     retry_after_s: float | None = None
     at: str | None = None
+    endpoint: str | None = None  # set when several endpoints share the run
 
 
 @dataclass

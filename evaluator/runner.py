@@ -18,7 +18,16 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from evaluator.benchmarks.base import Benchmark, ManifestEntry, Sample
-from evaluator.client import ChatSender, Redactor, RetryPolicy, SendOutcome, make_client, utc_now
+from evaluator.client import (
+    ChatSender,
+    Endpoint,
+    EndpointPool,
+    Redactor,
+    RetryPolicy,
+    SendOutcome,
+    make_client,
+    utc_now,
+)
 from evaluator.data import DataSource, iter_samples
 from evaluator.records import ResponseAttempt, ResponseRecord, Sampling
 from evaluator.request import build_body, canonical_json
@@ -32,7 +41,7 @@ class EvalSettings:
     benchmark: Benchmark
     model: str
     backend: str
-    base_url: str
+    base_urls: list[str]
     api_key: str | None
     sampling: Sampling
     concurrency: int = 16
@@ -40,6 +49,10 @@ class EvalSettings:
     policy: RetryPolicy = field(default_factory=RetryPolicy)
     retry_parse_failures: int = 0
     overwrite: bool = False
+
+    @property
+    def base_url(self) -> str:
+        return self.base_urls[0]
 
 
 @dataclass
@@ -76,7 +89,9 @@ class Progress:
         if self.bar is not None:
             self.bar.update(1)
             self.bar.set_postfix(
-                ok=self.counts["ok"], err=self.counts["request_error"] + self.counts["data_error"], refresh=False
+                ok=self.counts["ok"],
+                err=self.counts["request_error"] + self.counts["data_error"],
+                refresh=False,
             )
         elif self.enabled:
             now = time.monotonic()
@@ -136,7 +151,7 @@ class Evaluator:
             started_at=started_at,
             finished_at=started_at,
             status="data_error",
-            endpoint=self.s.base_url,
+            endpoint=None,
             image_sha256=sample.image_sha256,
         )
 
@@ -161,6 +176,7 @@ class Evaluator:
             outcome = await sender.send(body)
             completion = outcome.completion
             record.attempts = outcome.attempts
+            record.endpoint = outcome.endpoint
             record.retry_errors = outcome.retry_errors
             record.finished_at = outcome.finished_at
             if completion is None:
@@ -203,8 +219,14 @@ class Evaluator:
         if not wanted:
             return stats
         queue: asyncio.Queue[Sample | None] = asyncio.Queue(maxsize=max(2, self.s.concurrency))
-        client = make_client(self.s.base_url, self.s.api_key, self.s.timeout_s, self.s.concurrency)
-        sender = ChatSender(client, self.s.policy, self.redact, random.Random())
+        pool = EndpointPool(
+            [
+                Endpoint(url, make_client(url, self.s.api_key, self.s.timeout_s, self.s.concurrency))
+                for url in self.s.base_urls
+            ]
+        )
+        self.pool = pool
+        sender = ChatSender(pool, self.s.policy, self.redact, random.Random())
         remaining = set(wanted)
 
         async def produce() -> None:
@@ -234,7 +256,7 @@ class Evaluator:
             for t in [producer, *workers]:
                 t.cancel()
             await asyncio.gather(producer, *workers, return_exceptions=True)
-            await client.close()
+            await pool.close()
         return stats
 
 
@@ -273,6 +295,7 @@ def settings_summary(s: EvalSettings) -> dict[str, Any]:
         "model": s.model,
         "backend": s.backend,
         "endpoint": s.base_url,
+        "endpoints": s.base_urls,
         "sampling": asdict(s.sampling),
         "retry_parse_failures": s.retry_parse_failures,
         "request_policy": {
@@ -284,5 +307,3 @@ def settings_summary(s: EvalSettings) -> dict[str, Any]:
             "retry_after_max_s": s.policy.retry_after_max_s,
         },
     }
-
-
