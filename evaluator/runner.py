@@ -218,7 +218,8 @@ class Evaluator:
         stats.to_send = len(wanted)
         if not wanted:
             return stats
-        queue: asyncio.Queue[Sample | None] = asyncio.Queue(maxsize=max(2, self.s.concurrency))
+        # A short read-ahead is enough to keep every worker busy; a long one would hold images for nothing.
+        queue: asyncio.Queue[Sample | None] = asyncio.Queue(maxsize=min(8, self.s.concurrency))
         pool = EndpointPool(
             [
                 Endpoint(url, make_client(url, self.s.api_key, self.s.timeout_s, self.s.concurrency))
@@ -241,9 +242,19 @@ class Evaluator:
             for _ in range(self.s.concurrency):
                 await queue.put(None)
 
+        async def next_sample() -> Sample:
+            sample = await queue.get()
+            if sample is None:
+                raise StopAsyncIteration
+            return sample
+
         async def work() -> None:
-            while (sample := await queue.get()) is not None:
-                record = await self.evaluate_sample(sample, sender)
+            while True:
+                try:
+                    # the sample is not bound here, so its image is freed once its request body exists
+                    record = await self.evaluate_sample(await next_sample(), sender)
+                except StopAsyncIteration:
+                    return
                 await self.writer.write(record)
                 stats.recorded[record.status] += 1
                 progress.update(record.status, record.parsed_answer is not None)
