@@ -75,11 +75,16 @@ def resolve_hub(benchmark: Benchmark, dataset: str | None, revision: str | None)
     )
 
 
+def _one_line(exc: Exception) -> str:
+    """Arrow messages can span lines and carry raw bytes; an error must stay one readable line."""
+    return " ".join("".join(c if c.isprintable() else " " for c in str(exc)).split())
+
+
 def open_parquet(path: Path) -> pq.ParquetFile:
     try:
         return pq.ParquetFile(path)
     except (pa.ArrowInvalid, OSError) as exc:
-        raise DataError(f"{path} is not a readable parquet file ({exc}); re-download it") from None
+        raise DataError(f"{path} is not a readable parquet file ({_one_line(exc)}); re-download it") from None
 
 
 def check_schema(benchmark: Benchmark, source: DataSource) -> None:
@@ -107,7 +112,7 @@ def iter_samples(benchmark: Benchmark, source: DataSource, with_images: bool = T
                 row_index += batch.num_rows
         except (pa.ArrowInvalid, OSError) as exc:
             raise DataError(
-                f"{path} could not be read past row {row_index} ({exc}); re-download it"
+                f"{path} could not be read past row {row_index} ({_one_line(exc)}); re-download it"
             ) from None
 
 
