@@ -14,6 +14,7 @@ from evaluator.benchmarks.base import (
     image_bytes_of,
     prompts_dir,
     sha256_hex,
+    sniff_image_mime,
 )
 from evaluator.parsing import ParseResult, parse_countqa
 from evaluator.records import Sampling
@@ -74,6 +75,8 @@ class CountQA(Benchmark):
         row_errors: list[str] = []
         if with_images and image is None:
             row_errors.append("image bytes are missing")
+        elif with_images and sniff_image_mime(image) is None:  # caught by --dry-run, not at request time
+            row_errors.append("image bytes are not JPEG, PNG, GIF or WebP")
         if len(questions) != len(answers):
             row_errors.append(f"{len(questions)} questions but {len(answers)} answers")
         categories = row.get("categories") or []

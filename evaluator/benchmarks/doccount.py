@@ -8,7 +8,14 @@ from typing import Any
 
 import pyarrow as pa
 
-from evaluator.benchmarks.base import Benchmark, Sample, check_answer, image_bytes_of, sha256_hex
+from evaluator.benchmarks.base import (
+    Benchmark,
+    Sample,
+    check_answer,
+    image_bytes_of,
+    sha256_hex,
+    sniff_image_mime,
+)
 from evaluator.parsing import ParseResult, parse_answer_tag
 from evaluator.records import Sampling
 
@@ -63,6 +70,8 @@ class DocCount(Benchmark):
                 errors.append("image bytes are missing")
             elif released is not None and sha256_hex(image) != released:
                 errors.append(f"image SHA-256 {sha256_hex(image)} does not match the released {released}")
+            elif sniff_image_mime(image) is None:  # caught by --dry-run, not first at request time
+                errors.append("image bytes are not JPEG, PNG, GIF or WebP")
         prompt = row.get("prompt")
         if not isinstance(prompt, str) or not prompt.strip():
             errors.append("prompt is empty")
