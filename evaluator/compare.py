@@ -1,0 +1,291 @@
+"""compare: paired comparison of runs over the same questions, and a leaderboard with intervals.
+
+Each run is merged with `scoring.merge_run` (from responses.partial.jsonl + manifest.jsonl, the same
+code `score` uses), so a stale or missing responses.jsonl never matters. Questions are matched by
+(sample_id, image_sha256). Runs over different question sets are refused unless `intersect=True`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from evaluator.scoring import (
+    MergedRun,
+    ScoreError,
+    accuracy_block,
+    extra_metrics_of,
+    group_keys,
+    merge_run,
+    ordered_values,
+    outcome_counts,
+)
+from evaluator.stats import (
+    BOOTSTRAP_RESAMPLES,
+    BOOTSTRAP_SEED,
+    CONFIDENCE,
+    mcnemar_exact,
+    paired_bootstrap_diff,
+)
+
+COMPARE_SCHEMA_VERSION = 1
+MAX_LEADERBOARD_VALUES = 8  # a group field with more values gets no per-value columns
+
+
+class CompareError(ScoreError):
+    """Runs that cannot be compared (a user error)."""
+
+
+@dataclass
+class CompareResult:
+    data: dict[str, Any]
+    markdown: str
+    warnings: list[str] = field(default_factory=list)
+
+
+Key = tuple[str, str | None]
+
+
+def _key(row: dict[str, Any]) -> Key:
+    return (row["sample_id"], row.get("image_sha256"))
+
+
+def _labels(runs: list[MergedRun], roots: Sequence[Path]) -> list[str]:
+    names = [r.run_root.resolve().name for r in runs]
+    return [n if names.count(n) == 1 else str(root) for n, root in zip(names, roots, strict=True)]
+
+
+def paired_table(a: list[bool], b: list[bool]) -> dict[str, int]:
+    return {
+        "both_correct": sum(1 for x, y in zip(a, b, strict=True) if x and y),
+        "only_a": sum(1 for x, y in zip(a, b, strict=True) if x and not y),
+        "only_b": sum(1 for x, y in zip(a, b, strict=True) if y and not x),
+        "neither": sum(1 for x, y in zip(a, b, strict=True) if not x and not y),
+    }
+
+
+def paired_comparison(
+    label_a: str, a: list[bool], label_b: str, b: list[bool], resamples: int, seed: int
+) -> dict[str, Any]:
+    n = len(a)
+    table = paired_table(a, b)
+    acc_a = sum(a) / n
+    acc_b = sum(b) / n
+    ci = paired_bootstrap_diff(a, b, resamples=resamples, seed=seed)
+    return {
+        "a": label_a,
+        "b": label_b,
+        "questions": n,
+        "table": table,
+        "accuracy_a": acc_a,
+        "accuracy_b": acc_b,
+        "difference": acc_a - acc_b,
+        "difference_ci95": list(ci) if ci else None,
+        "mcnemar_exact_p": mcnemar_exact(table["only_a"], table["only_b"]),
+    }
+
+
+def _question_sets(
+    runs: list[MergedRun], labels: list[str], intersect: bool, warnings: list[str]
+) -> list[Key]:
+    keys = [[_key(r) for r in run.rows] for run in runs]
+    sets = [set(k) for k in keys]
+    common = set.intersection(*sets)
+    if any(s != sets[0] for s in sets):
+        detail = "; ".join(f"{lab}: {len(s)} questions" for lab, s in zip(labels, sets, strict=True))
+        if not intersect:
+            raise CompareError(
+                f"the runs are over different question sets ({detail}; {len(common)} shared, matched by sample id "
+                "and image hash). Accuracies over different questions are not comparable; pass --intersect to "
+                "compare on the shared questions only"
+            )
+        if not common:
+            raise CompareError(f"the runs share no question ({detail}); there is nothing to compare")
+        warnings.append(
+            f"--intersect: comparing on the {len(common)} question(s) all runs share ({detail}); the numbers "
+            "differ from each run's own score"
+        )
+    return [k for k in keys[0] if k in common]
+
+
+def _leaderboard_columns(
+    runs: list[MergedRun], rows_by_run: list[list[dict[str, Any]]]
+) -> list[tuple[str, str]]:
+    bench = runs[0].benchmark
+    cols: list[tuple[str, str]] = []
+    for name in bench.group_fields:
+        seen = {k for rows in rows_by_run for r in rows for k in group_keys(r.get("groups") or {}, name)}
+        values = ordered_values(bench, name, seen)
+        if len(values) <= MAX_LEADERBOARD_VALUES:
+            cols += [(name, v) for v in values]
+    return cols
+
+
+def compare_runs(
+    roots: Sequence[Path],
+    intersect: bool = False,
+    resamples: int = BOOTSTRAP_RESAMPLES,
+    seed: int = BOOTSTRAP_SEED,
+) -> CompareResult:
+    roots = [Path(r) for r in roots]
+    if len(roots) < 2:
+        raise CompareError("compare needs at least two run folders")
+    resolved = [r.resolve() for r in roots]
+    if len(set(resolved)) != len(resolved):
+        raise CompareError("the same run folder is given twice; pass distinct run folders")
+    runs = []
+    for root in roots:
+        try:
+            runs.append(merge_run(root))
+        except CompareError:
+            raise
+        except ScoreError as exc:
+            raise CompareError(f"cannot read run {root}: {exc}") from None
+    labels = _labels(runs, roots)
+    benches = {r.benchmark.name for r in runs}
+    if len(benches) > 1:
+        detail = ", ".join(f"{lab}: {r.benchmark.name}" for lab, r in zip(labels, runs, strict=True))
+        raise CompareError(f"the runs are on different benchmarks ({detail}); compare runs of one benchmark")
+    warnings: list[str] = []
+    for lab, run in zip(labels, runs, strict=True):
+        warnings += [f"{lab}: {w}" for w in run.warnings]
+    common = _question_sets(runs, labels, intersect, warnings)
+    rows_by_run = []
+    for run in runs:
+        index = {_key(r): r for r in run.rows}
+        rows_by_run.append([index[k] for k in common])
+    truth_diff: list[str] = []
+    for i, k in enumerate(common):
+        truths = {rows[i].get("ground_truth") for rows in rows_by_run}
+        if len(truths) > 1:
+            truth_diff.append(k[0])
+    if truth_diff:
+        warnings.append(
+            f"{len(truth_diff)} shared question(s) have different ground truths in different runs "
+            f"(e.g. {', '.join(truth_diff[:5])}); each run is scored against its own manifest"
+        )
+    bench = runs[0].benchmark
+    columns = _leaderboard_columns(runs, rows_by_run)
+    entries = []
+    for lab, run, rows in zip(labels, runs, rows_by_run, strict=True):
+        groups: dict[str, dict[str, Any]] = {}
+        for name, value in columns:
+            sub = [r for r in rows if value in group_keys(r.get("groups") or {}, name)]
+            groups.setdefault(name, {})[value] = accuracy_block(sub)
+        entries.append(
+            {
+                "run": lab,
+                "model": run.config.get("model"),
+                **accuracy_block(rows),
+                "outcomes": outcome_counts(rows),
+                "groups": groups,
+                "extra_metrics": extra_metrics_of(bench, rows),
+                "partial_sha256": run.summary["inputs"]["partial_sha256"],
+            }
+        )
+        missing = entries[-1]["outcomes"]["missing"]
+        if missing:
+            warnings.append(
+                f"{lab}: {missing} of {len(rows)} compared question(s) have no record and count as wrong"
+            )
+    ranked = sorted(entries, key=lambda e: (-e["correct"], e["run"]))
+    for rank, e in enumerate(ranked, start=1):
+        e["rank"] = rank
+    correct = {lab: [bool(r["correct"]) for r in rows] for lab, rows in zip(labels, rows_by_run, strict=True)}
+    if len(runs) == 2:
+        pair_list = [(labels[0], labels[1])]
+    else:
+        leader = ranked[0]["run"]
+        pair_list = [(leader, e["run"]) for e in ranked[1:]]
+    pairs = [paired_comparison(a, correct[a], b, correct[b], resamples, seed) for a, b in pair_list]
+    data = {
+        "schema_version": COMPARE_SCHEMA_VERSION,
+        "benchmark": bench.name,
+        "questions": len(common),
+        "intersect": intersect,
+        "methods": {
+            "accuracy_interval": "wilson",
+            "confidence": CONFIDENCE,
+            "difference_interval": "paired bootstrap over questions, percentile method",
+            "bootstrap_resamples": resamples,
+            "bootstrap_seed": seed,
+            "mcnemar": "exact two-sided binomial test on the discordant pairs",
+        },
+        "leaderboard": ranked,
+        "pairs": pairs,
+        "warnings": warnings,
+    }
+    return CompareResult(data, render_compare_markdown(data, columns), warnings)
+
+
+def _cell(block: dict[str, Any]) -> str:
+    if not block["questions"]:
+        return "n/a"
+    lo, hi = block["ci95"]
+    return f"{100 * block['accuracy']:.2f} [{100 * lo:.1f}, {100 * hi:.1f}]"
+
+
+def render_compare_markdown(data: dict[str, Any], columns: list[tuple[str, str]]) -> str:
+    board = data["leaderboard"]
+    extra = sorted({k for e in board for k in e["extra_metrics"]})
+    fields = {name for name, _ in columns}
+    head = ["Rank", "Run", "Model"] + [v if len(fields) == 1 else f"{n}={v}" for n, v in columns]
+    head += [k.replace("_", " ") for k in extra] + ["Acc. [95% CI]", "Correct", "Not answered"]
+    out = [
+        f"# Leaderboard: {data['benchmark']}, {data['questions']} questions"
+        + (" (shared questions only)" if data["intersect"] else ""),
+        "",
+        "Exact-count accuracy in % with 95% Wilson intervals; unanswered questions count as wrong.",
+        "",
+        "| " + " | ".join(head) + " |",
+        "| ---: | --- | --- |" + " ---: |" * (len(head) - 3),
+    ]
+    for e in board:
+        cells = [str(e["rank"]), e["run"], str(e["model"])]
+        cells += [_cell(e["groups"][n][v]) for n, v in columns]
+        cells += [f"{100 * e['extra_metrics'][k]:.2f}" if k in e["extra_metrics"] else "n/a" for k in extra]
+        unanswered = e["questions"] - e["outcomes"]["ok"]
+        cells += [_cell(e), f"{e['correct']} / {e['questions']}", str(unanswered)]
+        out.append("| " + " | ".join(cells) + " |")
+    out.append("")
+    m = data["methods"]
+    if data["pairs"]:
+        out += [
+            "## Paired comparison" + ("" if len(board) == 2 else "s against the leader (unadjusted)"),
+            "",
+            f"Difference = accuracy(A) - accuracy(B) in points; interval: paired bootstrap, "
+            f"{m['bootstrap_resamples']} resamples, seed {m['bootstrap_seed']}; p: exact McNemar (two-sided).",
+            "",
+            "| A | B | both right | only A | only B | neither | difference [95% CI] | McNemar p |",
+            "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+        ]
+        for p in data["pairs"]:
+            t = p["table"]
+            lo, hi = p["difference_ci95"]
+            out.append(
+                f"| {p['a']} | {p['b']} | {t['both_correct']} | {t['only_a']} | {t['only_b']} | {t['neither']} "
+                f"| {100 * p['difference']:+.2f} [{100 * lo:+.1f}, {100 * hi:+.1f}] | {p['mcnemar_exact_p']:.4g} |"
+            )
+        out.append("")
+    if len(board) == 2 and data["pairs"]:
+        p = data["pairs"][0]
+        t = p["table"]
+        out += [
+            f"### Paired table ({p['questions']} questions)",
+            "",
+            f"| | {p['b']} right | {p['b']} wrong |",
+            "| --- | ---: | ---: |",
+            f"| {p['a']} right | {t['both_correct']} | {t['only_a']} |",
+            f"| {p['a']} wrong | {t['only_b']} | {t['neither']} |",
+            "",
+        ]
+    if data["warnings"]:
+        out += ["## Warnings", ""] + [f"- {w}" for w in data["warnings"]] + [""]
+    return "\n".join(out)
+
+
+def compare_json(data: dict[str, Any]) -> bytes:
+    return (json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode("utf-8")

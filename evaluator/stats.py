@@ -1,0 +1,119 @@
+"""Statistics for scoring and comparing runs. Pure functions: numbers in, numbers out (no files).
+
+* `wilson_interval`: score interval for a binomial proportion (the accuracy of one run).
+* `mcnemar_exact`: exact two-sided McNemar test, a binomial test on the discordant pairs.
+* `paired_bootstrap_diff`: percentile interval of an accuracy difference, resampling questions
+  with a fixed seed so the same inputs always give the same interval.
+* `percentile` / `describe`: linear-interpolation percentiles (numpy's default method).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from fractions import Fraction
+
+import numpy as np
+
+CONFIDENCE = 0.95
+# Two-sided 95% standard-normal quantile, Phi^-1(0.975).
+Z95 = 1.959963984540054
+BOOTSTRAP_RESAMPLES = 10_000
+BOOTSTRAP_SEED = 20240611
+_BOOTSTRAP_CHUNK = 1_000  # resamples drawn per numpy call (the draws do not depend on the chunk size)
+
+
+def wilson_interval(successes: int, n: int, z: float = Z95) -> tuple[float, float] | None:
+    """Wilson score interval for successes/n; None when n == 0 (no questions, no interval)."""
+    if n <= 0:
+        return None
+    if not 0 <= successes <= n:
+        raise ValueError(f"successes {successes} outside 0..{n}")
+    p = successes / n
+    z2 = z * z
+    denom = 1.0 + z2 / n
+    center = (p + z2 / (2 * n)) / denom
+    half = z * math.sqrt(p * (1.0 - p) / n + z2 / (4 * n * n)) / denom
+    low = 0.0 if successes == 0 else max(0.0, center - half)
+    high = 1.0 if successes == n else min(1.0, center + half)
+    return low, high
+
+
+def mcnemar_exact(only_a: int, only_b: int) -> float:
+    """Exact two-sided McNemar p-value from the discordant counts (A right/B wrong, A wrong/B right).
+
+    Under the null each discordant pair is a fair coin: p = min(1, 2 * P[X <= min(b, c)]),
+    X ~ Binomial(b + c, 1/2). No discordant pairs gives p = 1. Computed with exact integers.
+    """
+    if only_a < 0 or only_b < 0:
+        raise ValueError("discordant counts must be non-negative")
+    n = only_a + only_b
+    if n == 0:
+        return 1.0
+    k = min(only_a, only_b)
+    tail = sum(math.comb(n, i) for i in range(k + 1))
+    return float(min(Fraction(1), Fraction(2 * tail, 2**n)))
+
+
+def paired_bootstrap_diff(
+    correct_a: Sequence[bool],
+    correct_b: Sequence[bool],
+    resamples: int = BOOTSTRAP_RESAMPLES,
+    seed: int = BOOTSTRAP_SEED,
+    confidence: float = CONFIDENCE,
+) -> tuple[float, float] | None:
+    """Percentile interval of accuracy(A) - accuracy(B), resampling paired questions.
+
+    Recipe (reproducible with numpy alone): ``rng = numpy.random.default_rng(seed)``; draw an index
+    matrix ``rng.integers(0, n, size=(resamples, n))`` (drawn in row chunks, which yields the same
+    numbers); each row's difference is ``mean(a[idx] - b[idx])``; the interval is
+    ``numpy.percentile(diffs, [2.5, 97.5])`` (linear interpolation). None when there are no questions.
+    """
+    if len(correct_a) != len(correct_b):
+        raise ValueError("paired bootstrap needs the same questions in both runs")
+    n = len(correct_a)
+    if n == 0:
+        return None
+    d = np.asarray(correct_a, dtype=np.int64) - np.asarray(correct_b, dtype=np.int64)
+    rng = np.random.default_rng(seed)
+    diffs = np.empty(resamples, dtype=np.float64)
+    done = 0
+    while done < resamples:
+        rows = min(_BOOTSTRAP_CHUNK, resamples - done)
+        idx = rng.integers(0, n, size=(rows, n))
+        diffs[done : done + rows] = d[idx].sum(axis=1) / n
+        done += rows
+    alpha = (1.0 - confidence) / 2.0
+    low, high = np.percentile(diffs, [100 * alpha, 100 * (1 - alpha)])
+    return float(low), float(high)
+
+
+def percentile(values: Sequence[float], q: float) -> float | None:
+    """The q-th percentile (0..100) with linear interpolation between order statistics."""
+    if not values:
+        return None
+    if not 0 <= q <= 100:
+        raise ValueError(f"percentile {q} outside 0..100")
+    s = sorted(values)
+    pos = (len(s) - 1) * q / 100.0
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(s) - 1)
+    frac = pos - lo
+    return s[lo] + (s[hi] - s[lo]) * frac
+
+
+PERCENTILES = (50, 90, 95, 99)
+
+
+def describe(values: Sequence[float], with_sum: bool = False) -> dict[str, float | int | None]:
+    """n, mean, min, p50/p90/p95/p99, max (and sum) of the values; None entries when empty."""
+    vals = [float(v) for v in values]
+    out: dict[str, float | int | None] = {"n": len(vals)}
+    if with_sum:
+        out["sum"] = sum(values)  # stays an integer for token counts
+    out["mean"] = sum(vals) / len(vals) if vals else None
+    out["min"] = min(vals) if vals else None
+    for q in PERCENTILES:
+        out[f"p{q}"] = percentile(vals, q)
+    out["max"] = max(vals) if vals else None
+    return out
