@@ -55,6 +55,14 @@ class EvalSettings:
         return self.base_urls[0]
 
 
+class EndpointDown(Exception):
+    def __init__(self, count: int, last_error: str) -> None:
+        super().__init__(
+            f"stopped early: {count} rows in a row failed after their retries (last: {last_error}); check the "
+            "endpoint, the model name and --max-tokens, then re-run the same command to resume"
+        )
+
+
 @dataclass
 class RunStats:
     selected: int = 0
@@ -258,7 +266,17 @@ class Evaluator:
                 await self.writer.write(record)
                 stats.recorded[record.status] += 1
                 progress.update(record.status, record.parsed_answer is not None)
+                if record.status == "request_error":
+                    failures_in_a_row[0] += 1
+                    if failures_in_a_row[0] >= breaker:
+                        raise EndpointDown(breaker, record.request_error or "")
+                elif record.status == "ok":
+                    failures_in_a_row[0] = 0
 
+        # Stop early when the endpoint is plainly down or misconfigured, instead of spending every row's
+        # retries on it; the rows that failed are recorded as request errors and a re-run retries them.
+        breaker = max(20, 2 * self.s.concurrency)
+        failures_in_a_row = [0]
         producer = asyncio.create_task(produce())
         workers = [asyncio.create_task(work()) for _ in range(self.s.concurrency)]
         try:

@@ -161,3 +161,31 @@ def test_data_errors_are_never_sent(tmp_path, doc_rows, server) -> None:
         assert rec["status"] == "data_error" and needle in rec["data_error"] and rec["correct"] is False
         assert rec["attempts"] == 0 and rec["request_sha256"] is None
     assert [r["image_sha256"] for r in server.requests()] == [rows[0]["image_sha256"]]
+
+
+def test_a_dead_endpoint_stops_the_run_early_with_rows_recorded(tmp_path, server) -> None:
+    from datagen import doccount_rows, write_doccount
+
+    rows = doccount_rows(60)
+    write_doccount(tmp_path / "d" / "test-0.parquet", rows)
+    server.set_config({"always_fault": "503"})
+    res = run_cli(
+        "evaluate",
+        "--model",
+        "m",
+        "--base-url",
+        server.base_url,
+        "--data-files",
+        str(tmp_path / "d" / "*.parquet"),
+        "--run-root",
+        str(tmp_path / "r"),
+        "--concurrency",
+        "2",
+        "--max-retries",
+        "1",
+        *FAST_RETRIES,
+    )
+    assert res.returncode == 3 and "stopped early" in res.stderr and "Traceback" not in res.stderr
+    recs = records(tmp_path / "r")
+    assert 20 <= len(recs) < 60 and all(r["status"] == "request_error" for r in recs)
+    assert len({r["sample_id"] for r in recs}) == len(recs)
