@@ -416,5 +416,162 @@ def score_main() -> None:
 __all__ = ["asdict", "main"]
 
 
+@click.command("archive")
+@click.option(
+    "--run-root", type=click.Path(path_type=Path), required=True, help="The scored run folder to archive."
+)
+@click.option(
+    "--output", type=click.Path(path_type=Path), required=True, help="The archive to write, e.g. run.tar.gz."
+)
+@click.option(
+    "--bundle-root",
+    type=click.Path(path_type=Path, file_okay=False),
+    default=None,
+    help="Folder with Dockerfile.eval, Dockerfile.vllm, compose.yaml, Makefile, requirements.lock "
+    "(default: the checkout the evaluator runs from).",
+)
+def archive_cmd(run_root: Path, output: Path, bundle_root: Path | None) -> None:
+    """Pack a scored run, its prompts, lock and container files into one deterministic .tar.gz."""
+    from evaluator.archive import ArchiveError, create_archive
+
+    try:
+        info = create_archive(
+            run_root, output, bundle_root=bundle_root, secret=os.environ.get("MODEL_API_KEY")
+        )
+    except (*USER_ERRORS, ArchiveError) as exc:
+        raise UserError(str(exc)) from None
+    for name, why in sorted(info.missing.items()):
+        click.echo(f"note: {name} not archived ({why})", err=True)
+    click.echo(f"wrote {info.output} ({len(info.entries)} entries, {info.size} bytes, sha256 {info.sha256})")
+
+
+@click.command("verify")
+@click.argument("archive_file", type=click.Path(path_type=Path))
+def verify_cmd(archive_file: Path) -> None:
+    """Check an archive offline: checksums, recorded hashes, and a re-score of the archived records."""
+    import tempfile
+
+    from evaluator.archive import ArchiveError, read_archive, verify_archive
+
+    try:
+        archive = read_archive(archive_file)
+        with tempfile.TemporaryDirectory(prefix="doccount-verify-") as work:
+            result = verify_archive(archive, Path(work))
+    except ArchiveError as exc:
+        raise UserError(str(exc)) from None
+    for line in result.checks:
+        click.echo(line)
+    if result.ok:
+        click.echo(f"OK: {archive_file} verified")
+        sys.exit(0)
+    for problem in result.problems:
+        click.echo(f"MISMATCH {problem}")
+    names = list(dict.fromkeys(p.path for p in result.problems))
+    click.echo(f"FAILED: {len(names)} file(s) do not match: {', '.join(names)}")
+    sys.exit(1)
+
+
+@click.command("reproduce")
+@click.argument("archive_file", type=click.Path(path_type=Path))
+@click.option(
+    "--base-url", default=None, help="Endpoint (default env MODEL_API_BASE_URL, else the recorded one)."
+)
+@click.option(
+    "--data-files", default=None, help="Local parquet glob with the archived data files (quote it)."
+)
+@click.option(
+    "--run-root",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="New run folder (default runs/<name>-reproduce).",
+)
+@click.option("--concurrency", type=click.IntRange(1, 4096), default=None, help="Default: the recorded one.")
+@click.option("--quiet", is_flag=True, help="No progress output.")
+def reproduce_cmd(
+    archive_file: Path,
+    base_url: str | None,
+    data_files: str | None,
+    run_root: Path | None,
+    concurrency: int | None,
+    quiet: bool,
+) -> None:
+    """Re-run an archived evaluation with the same settings, data and prompts, then compare with it."""
+    import tempfile
+
+    from evaluator import archive as arc
+
+    try:
+        archive = arc.read_archive(archive_file)
+    except arc.ArchiveError as exc:
+        raise UserError(str(exc)) from None
+    with tempfile.TemporaryDirectory(prefix="doccount-reproduce-") as work:
+        try:
+            result = arc.verify_archive(archive, Path(work))
+        except arc.ArchiveError as exc:
+            raise UserError(str(exc)) from None
+        if not result.ok or result.run_dir is None:
+            for problem in result.problems:
+                click.echo(f"MISMATCH {problem}", err=True)
+            click.echo(f"error: {archive_file} does not verify; refusing to reproduce from it", err=True)
+            sys.exit(1)
+        config = arc.config_of(archive)
+        name = archive.run_name
+        try:
+            data_args, data_note = arc.check_reproduction_data(config, data_files)
+        except (*USER_ERRORS, arc.ArchiveError) as exc:
+            raise UserError(str(exc)) from None
+        recorded = config.get("endpoints") or [config.get("endpoint")]
+        urls = (
+            [base_url] if base_url else [u for u in os.environ.get("MODEL_API_BASE_URL", "").split(",") if u]
+        )
+        urls = urls or [u for u in recorded if u]
+        new_root = run_root or Path("runs") / f"{name}-reproduce"
+        args = arc.evaluate_args(config, data_args, urls, str(new_root), concurrency=concurrency)
+        if quiet:
+            args.append("--quiet")
+        click.echo(f"[reproduce] {archive_file} verified; data: {data_note}", err=True)
+        click.echo(f"[reproduce] {arc.format_command(['doccount', 'evaluate', *args])}", err=True)
+        old_prompts = os.environ.get("DOCCOUNT_PROMPTS_DIR")
+        os.environ["DOCCOUNT_PROMPTS_DIR"] = str(arc.extract_prompts(archive, Path(work) / "bundle"))
+        try:
+            evaluate_cmd.main(args=args, prog_name="doccount evaluate", standalone_mode=False)
+            code = 0
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else 1
+        finally:
+            if old_prompts is None:
+                os.environ.pop("DOCCOUNT_PROMPTS_DIR", None)
+            else:
+                os.environ["DOCCOUNT_PROMPTS_DIR"] = old_prompts
+        if code not in (0, 3):
+            sys.exit(code)
+        try:
+            score_run(new_root)
+        except USER_ERRORS as exc:
+            raise UserError(str(exc)) from None
+        original_rows = arc.read_rows(result.run_dir / "responses.jsonl")
+        new_rows = arc.read_rows(new_root / "responses.jsonl")
+        paired = arc.paired_comparison(original_rows, new_rows)
+        try:
+            from evaluator.compare import compare_runs
+        except ImportError:
+            compare_runs = None
+        if compare_runs is not None:
+            try:
+                click.echo(compare_runs([result.run_dir, new_root]).markdown)
+            except USER_ERRORS as exc:
+                click.echo(f"warning: the full comparison failed ({exc})", err=True)
+                compare_runs = None
+        click.echo(
+            arc.render_comparison(paired, name or "original", new_root.name, table=compare_runs is None)
+        )
+    sys.exit(code)
+
+
+main.add_command(archive_cmd)
+main.add_command(verify_cmd)
+main.add_command(reproduce_cmd)
+
+
 if __name__ == "__main__":
     main()
