@@ -373,6 +373,12 @@ def merge_run(run_root: Path) -> MergedRun:
     manifest = _load_manifest(run_root)
     warnings: list[str] = []
     data_check = _check_manifest_digest(config, manifest, warnings)
+    full = (config.get("data") or {}).get("questions") if isinstance(config.get("data"), dict) else None
+    if _is_int(full) and full > len(manifest):
+        warnings.append(
+            f"this run covers {len(manifest)} of the {full} questions in the data (--limit): the score is over "
+            "that subset, not a full-benchmark result"
+        )
     partial = run_root / PARTIAL
     try:
         report = read_jsonl(partial)

@@ -155,6 +155,7 @@ def test_different_question_sets_are_refused_unless_intersect(runs: dict[str, Pa
     alpha = next(e for e in result.data["leaderboard"] if e["run"] == "alpha")
     assert alpha["correct"] == sum(i not in WRONG["alpha"] for i in range(20))
     assert any("--intersect" in w for w in result.warnings)
+    assert any("covers 20 of the 24 questions" in w for w in result.warnings)
 
 
 def test_compare_reads_partial_records_without_a_scored_responses_file(runs: dict[str, Path]) -> None:

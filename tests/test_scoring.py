@@ -372,9 +372,15 @@ def test_latest_record_wins_and_ground_truth_comes_from_the_manifest(tmp_path: P
         {**record(entries[2], "doccount", answer=5), "ground_truth": 5, "correct": True},  # stale truth
         record(ManifestEntry("not-in-run", None, 1, {}), "doccount", answer=1),
     ]
+    bad = ManifestEntry("s3", None, None, {"target_class": "Table"}, "answer is None, expected an integer")
+    entries.append(bad)
+    records.append({**record(bad, "doccount", "data_error"), "data_error": bad.data_error})
     run = write_run(tmp_path / "run", "doccount", entries, records)
     s = score_run(run).summary
-    assert (s["primary"]["correct"], s["primary"]["questions"]) == (1, 3)
+    assert (s["primary"]["correct"], s["primary"]["questions"]) == (1, 4)
+    assert s["outcomes"] == {"ok": 3, "parse_failure": 0, "request_error": 0, "data_error": 1, "missing": 0}
+    assert s["count_buckets"]["order"][-1] == "unknown"
+    assert s["count_buckets"]["values"]["unknown"]["questions"] == 1
     assert any("ground truth different" in w for w in s["warnings"])
     assert any("not in this run's question set" in w for w in s["warnings"])
     assert s["groups"]["target_class"]["order"] == [*CLASSES, "Oddity"]
