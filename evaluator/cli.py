@@ -44,7 +44,14 @@ from evaluator.runfolder import (
     write_json_atomic,
     write_manifest,
 )
-from evaluator.runner import EvalSettings, Evaluator, Progress, run_with_signals, settings_summary
+from evaluator.runner import (
+    EndpointDown,
+    EvalSettings,
+    Evaluator,
+    Progress,
+    run_with_signals,
+    settings_summary,
+)
 from evaluator.scoring import ScoreError, score_run
 
 USER_ERRORS = (DataError, RunFolderError, EndpointError, RequestBuildError, ScoreError)
@@ -320,6 +327,10 @@ def _evaluate(
         progress = Progress(pending, enabled=not quiet)
         try:
             stats = asyncio.run(run_with_signals(ev, source, selection, skip, progress))
+        except EndpointDown as exc:
+            progress.close()
+            click.echo(f"error: {exc}", err=True)
+            return 3
         finally:
             progress.close()
     rec = stats.recorded
@@ -414,6 +425,29 @@ def score_main() -> None:
 
 
 __all__ = ["asdict", "main"]
+
+
+@click.command("report")
+@click.option("--run-root", type=click.Path(path_type=Path), required=True, help="The run folder to report on.")
+@click.option(
+    "--data-files", default=None, help="Parquet glob for the thumbnails (default: the data recorded in run_config.json)."
+)
+@click.option("--no-images", is_flag=True, help="Write the report without thumbnails (a small file).")
+@click.option(
+    "--output", type=click.Path(path_type=Path), default=None, help="HTML file (default <run-root>/scores/report.html)."
+)
+def report_cmd(run_root: Path, data_files: str | None, no_images: bool, output: Path | None) -> None:
+    """Write the self-contained HTML report of a run: one row per question, filters, thumbnails."""
+    from evaluator.report import ReportError, write_report
+
+    try:
+        path = write_report(run_root, data_files=data_files, images=not no_images, output=output)
+    except (*USER_ERRORS, ReportError) as exc:
+        raise UserError(str(exc)) from None
+    click.echo(f"wrote {path} ({path.stat().st_size / 1e6:.1f} MB)")
+
+
+main.add_command(report_cmd)
 
 
 @click.command("archive")
@@ -571,6 +605,34 @@ def reproduce_cmd(
 main.add_command(archive_cmd)
 main.add_command(verify_cmd)
 main.add_command(reproduce_cmd)
+
+
+@click.command("demo")
+@click.option("--run-root", type=click.Path(path_type=Path), default=Path("runs/demo"), show_default=True)
+@click.option("--data-root", type=click.Path(path_type=Path), default=Path("runs/demo-data"), show_default=True)
+@click.option("--pages", type=click.IntRange(4, 2000), default=40, show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--concurrency", type=click.IntRange(1, 64), default=2, show_default=True)
+def demo_cmd(run_root: Path, data_root: Path, pages: int, seed: int, concurrency: int) -> None:
+    """Run the whole pipeline on a CPU: sample pages, a reference model on loopback, evaluate, score."""
+    from evaluator.demo.pipeline import run_demo
+
+    sys.exit(run_demo(run_root, data_root, pages, seed, concurrency))
+
+
+@click.command("serve-reference")
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", type=click.IntRange(0, 65535), default=8000, show_default=True)
+@click.option("--model-name", default="reference-layout-cdla", show_default=True)
+def serve_reference_cmd(host: str, port: int, model_name: str) -> None:
+    """Serve the CPU reference model (a document-layout detector) as an OpenAI-compatible endpoint."""
+    from evaluator.demo.reference_server import run_reference_server
+
+    run_reference_server(host, port, model_name)
+
+
+main.add_command(demo_cmd)
+main.add_command(serve_reference_cmd)
 
 
 if __name__ == "__main__":
