@@ -68,8 +68,15 @@ class RunLock:
                 f"run folder {self.path.parent} is in use by another evaluator ({holder}); wait for it to "
                 "finish or stop that process, or use another --run-name"
             ) from None
-        os.ftruncate(fd, 0)
-        os.write(fd, f"pid {os.getpid()} on {os.uname().nodename}".encode())
+        try:
+            os.ftruncate(fd, 0)
+            os.write(fd, f"pid {os.getpid()} on {os.uname().nodename}".encode())
+        except OSError as exc:  # e.g. a full disk: nothing has been written to the run folder yet
+            os.close(fd)
+            raise RunFolderError(
+                f"cannot write {self.path} ({exc.strerror}); free disk space or fix permissions, "
+                "or choose another --run-root"
+            ) from None
         self.fd = fd
         return self
 
@@ -210,14 +217,24 @@ class RecordWriter:
         self.file.close()
 
 
+def _write_error(path: Path, exc: OSError) -> RunFolderError:
+    return RunFolderError(
+        f"cannot write {path} ({exc.strerror}); the files already there are unchanged. Free disk space "
+        "or fix permissions, then re-run the same command"
+    )
+
+
 def write_json_atomic(path: Path, obj: Any) -> None:
     tmp = path.with_suffix(path.suffix + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(obj, f, indent=2, sort_keys=True, ensure_ascii=False)
-        f.write("\n")
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(obj, f, indent=2, sort_keys=True, ensure_ascii=False)
+            f.write("\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except OSError as exc:
+        raise _write_error(path, exc) from None
 
 
 def read_json(path: Path) -> Any:
@@ -227,12 +244,15 @@ def read_json(path: Path) -> Any:
 
 def write_manifest(root: Path, entries: list[ManifestEntry]) -> None:
     tmp = root / (MANIFEST + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        for e in entries:
-            f.write(json.dumps(e.to_dict(), sort_keys=True, ensure_ascii=False) + "\n")
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, root / MANIFEST)
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            for e in entries:
+                f.write(json.dumps(e.to_dict(), sort_keys=True, ensure_ascii=False) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, root / MANIFEST)
+    except OSError as exc:
+        raise _write_error(root / MANIFEST, exc) from None
 
 
 def read_manifest(root: Path) -> Iterator[ManifestEntry]:
