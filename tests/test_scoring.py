@@ -212,8 +212,8 @@ def test_rescoring_is_byte_identical(doc_run: Path, tmp_path: Path) -> None:
     run = fresh_copy(doc_run, tmp_path / "run")
     names = ["responses.jsonl", "scores/summary.json", "scores/summary.md", "scores/per_class_accuracy.png",
              "scores/predicted_vs_true.png"]  # fmt: skip
-    r1 = run_cli("score", "--run-root", str(run), cwd=tmp_path)
-    assert r1.returncode == 0, r1.stderr
+    r1 = score_in_process(run)
+    assert r1.exit_code == 0, r1.output
     first = {name: (run / name).read_bytes() for name in names}
     r2 = score_in_process(run)
     assert r2.exit_code == 0, r2.output
