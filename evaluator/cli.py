@@ -17,7 +17,7 @@ import click
 
 from evaluator.benchmarks import REGISTRY, get_benchmark
 from evaluator.benchmarks.base import ManifestEntry
-from evaluator.client import RetryPolicy, utc_now
+from evaluator.client import Redactor, RetryPolicy, utc_now
 from evaluator.data import (
     DataError,
     DataSource,
@@ -65,7 +65,8 @@ class UserError(click.ClickException):
     exit_code = 2
 
     def show(self, file: Any = None) -> None:
-        click.echo(f"error: {self.message}", err=True)
+        # A key pasted into the wrong place (e.g. --base-url) must not be echoed back into logs.
+        click.echo(f"error: {Redactor(os.environ.get('MODEL_API_KEY'))(self.message)}", err=True)
 
 
 def fail(message: str) -> None:
@@ -262,7 +263,7 @@ def _evaluate(
             fail("--backend api needs an endpoint: pass --base-url or set MODEL_API_BASE_URL")
     urls = list(dict.fromkeys(normalize_base_url(u) for u in urls))
     url = urls[0]
-    api_key = os.environ.get("MODEL_API_KEY") or None
+    api_key = os.environ.get("MODEL_API_KEY", "").strip() or None  # a CRLF .env file leaves a "\r"
     d = bench.default_sampling
     sampling = Sampling(
         temperature=d.temperature if temperature is None else temperature,

@@ -72,7 +72,9 @@ class Redactor:
     """Removes the API key from any text that might be stored or printed (servers can echo it)."""
 
     def __init__(self, secret: str | None) -> None:
-        self.secret = secret or None
+        # Stripped: with stray whitespace the HTTP layer quotes the key escaped ('...\\r'), so only
+        # the bare key is sure to appear verbatim in an error text.
+        self.secret = (secret or "").strip() or None
 
     def __call__(self, text: str) -> str:
         if self.secret and self.secret in text:
