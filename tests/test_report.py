@@ -1,0 +1,312 @@
+"""scores/report.html and the comparison page, built from real run folders (evaluate + score via the CLI).
+
+The browser checks are in test_report_browser.py; these read the HTML as text.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import re
+import shutil
+from html.parser import HTMLParser
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import REPO, run_cli
+from datagen import doccount_rows, image_bytes, sha, write_doccount
+from openai_test_server import TestServer
+from PIL import Image
+
+from evaluator.report import clip_text, thumbnail_data_url, write_compare_report, write_report
+
+NEEDLE = "needle-phrase"
+INJECTION = "<script>window.__pwned = 1</script>"
+
+
+def make_run(tmp: Path, server, variant: bool = False) -> tuple[Path, list[dict], dict]:
+    """A scored run of 12 DocCount pages with every outcome, and what each row should show.
+
+    0 right | 1 over by 2 | 2 under by 1 | 3 parse failure (says the needle) | 4 request error |
+    5 missing (its record removed) | 6 data error (released hash wrong) | 7 image replaced in the data
+    after evaluation (its thumbnail must be refused) | 8 right, reply with HTML in it | rest right.
+    `variant` swaps rows 0 and 1 (0 wrong by +1, 1 right) for the comparison page.
+    """
+    tmp.mkdir(parents=True, exist_ok=True)
+    rows = doccount_rows(12)
+    bad = image_bytes(999)
+    rows[6]["image_sha256"] = sha(bad)  # well-formed but not the hash of the bytes: a data error
+    data = tmp / "data" / "test-00000-of-00001.parquet"
+    write_doccount(data, rows)
+    answers: dict[str, str] = {}
+    offsets = {1: 2, 2: -1} if not variant else {0: 1}
+    expected: dict[str, dict[str, Any]] = {}
+    for i, r in enumerate(rows):
+        sid, truth = r["sample_id"], r["answer"]
+        n = truth + offsets.get(i, 0)
+        reply = f"I see {n} regions.\n<answer>{n}</answer>"
+        if i == 3:
+            reply = f"Perhaps {n} of them, a {NEEDLE} in a haystack."
+        if i == 8:
+            reply = f"Counting {INJECTION} <b>bold</b> {n}.\n<answer>{n}</answer>"
+        answers[r["image_sha256"]] = reply
+        outcome = {3: "parse_failure", 4: "request_error", 5: "missing", 6: "data_error"}.get(i, "ok")
+        error = n - truth if outcome == "ok" else None
+        expected[sid] = {
+            "outcome": outcome,
+            "error": error,
+            "correct": error == 0,
+            "needle": i == 3,
+            "no_thumb": i in (6, 7),
+        }
+    server.set_config(
+        {
+            "answers": answers,
+            "reasoning": "Let me count the regions one by one.",
+            "script": {rows[4]["image_sha256"]: ["500"] * 20},
+        }
+    )
+    run = tmp / "run"
+    res = run_cli(
+        "evaluate",
+        "--model",
+        "model-b" if variant else "model-a",
+        "--base-url",
+        server.base_url,
+        "--data-files",
+        str(tmp / "data" / "*.parquet"),
+        "--run-root",
+        str(run),
+        "--max-retries",
+        "0",
+        "--quiet",
+    )
+    assert res.returncode == 3, res.stderr  # the request error
+    partial = run / "responses.partial.jsonl"
+    kept = [
+        line
+        for line in partial.read_text().splitlines()
+        if json.loads(line)["sample_id"] != rows[5]["sample_id"]
+    ]
+    partial.write_text("".join(line + "\n" for line in kept))
+    # Replace row 7's image after the run (a self-consistent but different data file).
+    other = image_bytes(777)
+    rows7 = [dict(r) for r in rows]
+    rows7[7] = {**rows7[7], "image": {"bytes": other, "path": "x.jpg"}, "image_sha256": sha(other)}
+    write_doccount(data, rows7)
+    res = run_cli("score", "--run-root", str(run))
+    assert res.returncode == 0, res.stderr
+    res = run_cli("report", "--run-root", str(run))
+    assert res.returncode == 0, res.stderr
+    assert rows[7]["sample_id"] in res.stderr  # the refused image is reported
+    return run, rows, expected
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory) -> dict[str, tuple[Path, list[dict], dict]]:
+    """Two scored runs with reports, built once: A and its variant B (rows 0 and 1 differ)."""
+    base = tmp_path_factory.mktemp("report-runs")
+    with TestServer() as server:
+        return {"a": make_run(base / "a", server), "b": make_run(base / "b", server, variant=True)}
+
+
+def copy_run(run: Path, dst: Path) -> Path:
+    shutil.copytree(run, dst)
+    return dst
+
+
+class RowParser(HTMLParser):
+    """Collects the question rows (tr.q) with their data attributes, and every src/href."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.rows: list[dict[str, str]] = []
+        self.urls: list[str] = []
+        self.thumbs: list[str] = []
+        self.meta_csp: str | None = None
+        self._row: dict[str, str] | None = None
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        a = {k: v or "" for k, v in attrs}
+        if tag == "tr" and "q" in a.get("class", "").split():
+            self._row = a
+            self.rows.append(a)
+        if tag == "img" and "thumb" in a.get("class", "").split() and self._row is not None:
+            self.thumbs.append(self._row["data-sid"])
+        for k in ("src", "href", "action", "poster", "srcset"):
+            if k in a:
+                self.urls.append(a[k])
+        if tag == "meta" and a.get("http-equiv", "").lower() == "content-security-policy":
+            self.meta_csp = a.get("content")
+
+
+def parse(path: Path) -> tuple[str, RowParser]:
+    text = path.read_text(encoding="utf-8")
+    p = RowParser()
+    p.feed(text)
+    return text, p
+
+
+def images_blob(text: str) -> dict[str, str]:
+    m = re.search(r'<script type="application/json" id="report-images">(.*?)</script>', text, re.S)
+    assert m
+    return json.loads(m.group(1))
+
+
+def test_report_has_every_question_and_nothing_external(runs) -> None:
+    run, rows, expected = runs["a"]
+    text, p = parse(run / "scores" / "report.html")
+    ids = [r["sample_id"] for r in rows]
+    assert [r["data-sid"] for r in p.rows] == ids  # full denominator, manifest order
+    for r in p.rows:
+        e = expected[r["data-sid"]]
+        assert r["data-f-status"] == f"|{e['outcome']}|"
+        assert r["data-f-result"] == ("|correct|" if e["correct"] else "|wrong|")
+        err = e["error"]
+        assert r["data-s-err"] == ("" if err is None else str(abs(err)))
+        assert (
+            r["data-f-dir"]
+            == "|" + ("none" if err is None else "over" if err > 0 else "under" if err < 0 else "exact") + "|"
+        )
+    # thumbnails: every verified image, none for the data error and the replaced image
+    assert p.thumbs == [sid for sid in ids if not expected[sid]["no_thumb"]]
+    blob = images_blob(text)
+    assert len(blob) == len(p.thumbs) and all(u.startswith("data:image/jpeg;base64,") for u in blob.values())
+    assert "do not match the SHA-256 recorded in the run" in text and rows[7]["sample_id"] in text
+    # header: model, accuracy with interval, class table, both plots inline
+    assert "model-a" in text and "exact-count accuracy" in text and "95% Wilson interval" in text
+    assert text.count('class="stats group-table"') == 1
+    for cls in ("Brand Logo", "Photograph", "Table", "Chart / Graph"):
+        assert f"<td>{cls}</td>" in text
+    assert text.count('<img class="plot" src="data:image/png;base64,') == 2
+    # question texts from the data, reasoning collapsed, fallback shown
+    assert rows[0]["question"] in text
+    assert "<details><summary>reasoning (" in text and "fallback:" in text
+    # nothing to fetch: every URL attribute is a data URL, a strict CSP, no url() in styles
+    assert p.urls and all(u.startswith("data:") for u in p.urls)
+    assert p.meta_csp is not None and "default-src 'none'" in p.meta_csp and "connect-src" not in p.meta_csp
+    assert not re.search(r"url\(\s*['\"]?(?!data:)", text)
+    assert "@import" not in text
+    # model output is escaped, never markup
+    assert INJECTION not in text and "&lt;script&gt;window.__pwned" in text
+    assert text.count("<script") == 2  # the image blob and the page script, nothing else
+
+
+def test_no_images_option_and_output(tmp_path, runs) -> None:
+    run, rows, _ = runs["a"]
+    out = tmp_path / "elsewhere" / "r.html"
+    res = run_cli("report", "--run-root", str(run), "--no-images", "--output", str(out))
+    assert res.returncode == 0, res.stderr
+    assert str(out) in res.stdout
+    text, p = parse(out)
+    assert len(p.rows) == len(rows) and p.thumbs == []
+    assert images_blob(text) == {}
+    assert "data:image/jpeg" not in text
+    assert "written without images" in text
+    assert rows[1]["question"] in text  # questions still come from the (local) data
+
+
+def test_data_not_found_still_writes_the_report(tmp_path, runs) -> None:
+    run, rows, _ = runs["a"]
+    run = copy_run(run, tmp_path / "run")
+    config = json.loads((run / "run_config.json").read_text())
+    config["data"]["pattern"] = str(tmp_path / "gone" / "*.parquet")  # the recorded data is not there
+    (run / "run_config.json").write_text(json.dumps(config))
+    res = run_cli("report", "--run-root", str(run))
+    assert res.returncode == 0, res.stderr
+    assert "data was not found" in res.stderr and "--data-files" in res.stderr
+    text, p = parse(run / "scores" / "report.html")
+    assert len(p.rows) == len(rows) and p.thumbs == []
+    assert "data was not found" in text
+    # --data-files pointing at a copy of the data brings the thumbnails back (verified per image)
+    copy = tmp_path / "copy" / "test-00000-of-00001.parquet"
+    write_doccount(copy, doccount_rows(12))
+    res = run_cli("report", "--run-root", str(run), "--data-files", str(copy.parent / "*.parquet"))
+    assert res.returncode == 0, res.stderr
+    text, p = parse(run / "scores" / "report.html")
+    # row 6 was evaluated as a data error (its released hash was wrong), so its bytes do not match
+    assert p.thumbs == [r["sample_id"] for i, r in enumerate(rows) if i != 6]
+
+
+def test_hub_source_unavailable_offline(tmp_path, runs, monkeypatch, capsys) -> None:
+    run, rows, _ = runs["a"]
+    run = copy_run(run, tmp_path / "run")
+    config_path = run / "run_config.json"
+    config = json.loads(config_path.read_text())
+    config["data"] = {
+        **config["data"],
+        "source": "hub",
+        "dataset": "nobody/no-such-dataset",
+        "revision": "0" * 40,
+    }
+    config["data"].pop("pattern", None)
+    config_path.write_text(json.dumps(config))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    path = write_report(run)
+    err = capsys.readouterr().err
+    assert "nobody/no-such-dataset" in err
+    text, p = parse(path)
+    assert len(p.rows) == len(rows) and p.thumbs == []
+    assert "Hugging Face <code>nobody/no-such-dataset</code>" in text
+    path = write_report(run, images=False)  # without images the hub is never contacted
+    assert "not in the local Hugging Face cache" in capsys.readouterr().err
+
+
+def test_bad_run_folder_is_a_user_error(tmp_path) -> None:
+    res = run_cli("report", "--run-root", str(tmp_path / "nope"))
+    assert res.returncode == 2
+    assert res.stderr.startswith("error: ") and "Traceback" not in res.stderr
+
+
+def test_compare_page_puts_disagreements_first(tmp_path, runs) -> None:
+    run_a, rows, _ = runs["a"]
+    run_b, _, _ = runs["b"]
+    out = write_compare_report(run_a, run_b, tmp_path / "cmp" / "compare.html")
+    text, p = parse(out)
+    ids = [r["sample_id"] for r in rows]
+    got = [r["data-sid"] for r in p.rows]
+    assert sorted(got) == sorted(ids)
+    ranks = [int(r["data-s-rank"]) for r in p.rows]
+    assert ranks == sorted(ranks)
+    # row 0: A right, B wrong; row 1: A wrong, B right; row 2: both wrong with the same answer
+    by = {r["data-sid"]: r for r in p.rows}
+    assert by[ids[0]]["data-f-verdict"] == "|only_a|disagree|"
+    assert by[ids[1]]["data-f-verdict"] == "|only_b|disagree|"
+    assert got[:2] == ids[:2]
+    assert by[ids[3]]["data-f-verdict"] == "|both_wrong_same|"
+    assert "model-a" in text and "model-b" in text
+    assert p.thumbs and all(u.startswith("data:") for u in p.urls)
+
+
+def test_thumbnail_is_a_small_jpeg_copy() -> None:
+    img = Image.new("RGBA", (1200, 1600), (10, 200, 30, 0))
+    buf = io.BytesIO()
+    img.save(buf, format="PNG")
+    original = buf.getvalue()
+    before = bytes(original)
+    url = thumbnail_data_url(original, 320)
+    assert original == before
+    assert url.startswith("data:image/jpeg;base64,")
+    thumb = Image.open(io.BytesIO(base64.b64decode(url.split(",", 1)[1])))
+    assert thumb.format == "JPEG" and max(thumb.size) == 320 and thumb.size == (240, 320)
+    assert thumb.getpixel((5, 5)) == pytest.approx((255, 255, 255), abs=3)  # transparency on white
+
+
+def test_long_texts_keep_head_and_tail() -> None:
+    text = "A" * 30_000 + "MIDDLE" + "Z" * 30_000
+    clipped, omitted = clip_text(text, keep=1000)
+    assert clipped.startswith("A" * 1000) and clipped.endswith("Z" * 1000)
+    assert omitted == len(text) - 2000 and "MIDDLE" not in clipped
+    assert clip_text("short") == ("short", 0)
+
+
+def test_assets_are_declared_as_package_data() -> None:
+    """The stylesheet and script are files; a non-editable install needs them listed as package data."""
+    tomllib = pytest.importorskip("tomllib")
+    data = tomllib.loads((REPO / "pyproject.toml").read_text())
+    patterns = data["tool"]["setuptools"].get("package-data", {}).get("evaluator", [])
+    if not any(p.startswith("report_assets") for p in patterns):
+        pytest.xfail("pyproject.toml: add 'report_assets/*' to [tool.setuptools.package-data] evaluator")
