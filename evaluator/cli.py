@@ -17,7 +17,6 @@ import click
 
 from evaluator.benchmarks import REGISTRY, get_benchmark
 from evaluator.benchmarks.base import ManifestEntry
-from evaluator.client import Redactor, RetryPolicy, utc_now
 from evaluator.data import (
     DataError,
     DataSource,
@@ -25,6 +24,7 @@ from evaluator.data import (
     check_schema,
     file_sha256,
     iter_samples,
+    labels_digest,
     manifest_digest,
     resolve_hub,
     resolve_local,
@@ -33,6 +33,7 @@ from evaluator.endpoint import VLLM_DEFAULT_BASE_URL, EndpointError, normalize_b
 from evaluator.provenance import environment_info, server_info
 from evaluator.records import Sampling
 from evaluator.request import RequestBuildError, validate_extra_body
+from evaluator.retry import Redactor, RetryPolicy, utc_now
 from evaluator.runfolder import (
     CONFIG,
     RecordWriter,
@@ -43,14 +44,6 @@ from evaluator.runfolder import (
     read_json,
     write_json_atomic,
     write_manifest,
-)
-from evaluator.runner import (
-    EndpointDown,
-    EvalSettings,
-    Evaluator,
-    Progress,
-    run_with_signals,
-    settings_summary,
 )
 from evaluator.scoring import ScoreError, score_run
 
@@ -104,6 +97,7 @@ def data_record(
         "files": files,
         "questions": len(manifest),
         "manifest_sha256": manifest_digest(manifest),
+        "labels_sha256": labels_digest(manifest),
         "selection": {"questions": len(selection), "manifest_sha256": manifest_digest(selection)},
     }
 
@@ -151,6 +145,9 @@ def check_protocol(existing: dict[str, Any], new: dict[str, Any], root: Path) ->
     old_digest = (existing.get("data") or {}).get("manifest_sha256")
     if old_digest and old_digest != new["data"]["manifest_sha256"]:
         changed.append("data (question set or images)")
+    old_labels = (existing.get("data") or {}).get("labels_sha256")
+    if old_labels and old_labels != new["data"]["labels_sha256"]:
+        changed.append("data (ground truth or class labels)")
     if existing.get("prompts") and existing.get("prompts") != new.get("prompts"):
         changed.append("prompts")
     if changed:
@@ -271,6 +268,16 @@ def _evaluate(
         max_tokens=d.max_tokens if max_tokens is None else max_tokens,
         extra_body=extra,
     )
+    # Imported here so that score/compare/report do not pay for the HTTP client's import.
+    from evaluator.runner import (
+        EndpointDown,
+        EvalSettings,
+        Evaluator,
+        Progress,
+        run_with_signals,
+        settings_summary,
+    )
+
     settings = EvalSettings(
         benchmark=bench,
         model=model,
@@ -429,13 +436,20 @@ __all__ = ["asdict", "main"]
 
 
 @click.command("report")
-@click.option("--run-root", type=click.Path(path_type=Path), required=True, help="The run folder to report on.")
 @click.option(
-    "--data-files", default=None, help="Parquet glob for the thumbnails (default: the data recorded in run_config.json)."
+    "--run-root", type=click.Path(path_type=Path), required=True, help="The run folder to report on."
+)
+@click.option(
+    "--data-files",
+    default=None,
+    help="Parquet glob for the thumbnails (default: the data recorded in run_config.json).",
 )
 @click.option("--no-images", is_flag=True, help="Write the report without thumbnails (a small file).")
 @click.option(
-    "--output", type=click.Path(path_type=Path), default=None, help="HTML file (default <run-root>/scores/report.html)."
+    "--output",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="HTML file (default <run-root>/scores/report.html).",
 )
 def report_cmd(run_root: Path, data_files: str | None, no_images: bool, output: Path | None) -> None:
     """Write the self-contained HTML report of a run: one row per question, filters, thumbnails."""
@@ -610,7 +624,9 @@ main.add_command(reproduce_cmd)
 
 @click.command("demo")
 @click.option("--run-root", type=click.Path(path_type=Path), default=Path("runs/demo"), show_default=True)
-@click.option("--data-root", type=click.Path(path_type=Path), default=Path("runs/demo-data"), show_default=True)
+@click.option(
+    "--data-root", type=click.Path(path_type=Path), default=Path("runs/demo-data"), show_default=True
+)
 @click.option("--pages", type=click.IntRange(4, 2000), default=40, show_default=True)
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--concurrency", type=click.IntRange(1, 64), default=2, show_default=True)

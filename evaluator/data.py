@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import glob
 import hashlib
+import json
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -82,7 +83,9 @@ def _one_line(exc: Exception) -> str:
 
 def open_parquet(path: Path) -> pq.ParquetFile:
     try:
-        return pq.ParquetFile(path)
+        # pre_buffer=False: pyarrow's default pre-buffers every row group of the selected columns, i.e.
+        # the whole dataset's images in memory before the first batch is yielded
+        return pq.ParquetFile(path, pre_buffer=False)
     except (pa.ArrowInvalid, OSError) as exc:
         raise DataError(f"{path} is not a readable parquet file ({_one_line(exc)}); re-download it") from None
 
@@ -122,6 +125,15 @@ def build_manifest(benchmark: Benchmark, source: DataSource) -> list[ManifestEnt
         ManifestEntry(s.sample_id, s.image_sha256, s.ground_truth, s.groups, s.data_error)
         for s in iter_samples(benchmark, source, with_images=with_images)
     ]
+
+
+def labels_digest(entries: list[ManifestEntry]) -> str:
+    """SHA-256 over each question's ground truth and group fields: a relabelled release changes it."""
+    h = hashlib.sha256()
+    for e in entries:
+        h.update(json.dumps([e.sample_id, e.ground_truth, e.groups], sort_keys=True, default=str).encode())
+        h.update(b"\n")
+    return h.hexdigest()
 
 
 def manifest_digest(entries: list[ManifestEntry]) -> str:

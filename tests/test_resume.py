@@ -137,3 +137,24 @@ def test_dry_run_validates_without_calling_a_model(tmp_path, doc_rows, server) -
     assert "doc-0004" in res.stdout and "doc-0007" in res.stdout and "2 row(s) failed" in res.stdout
     assert server.requests() == []
     assert not Path(REPO / "runs" / "doccount__m").exists()
+
+
+def test_relabelled_data_is_refused_in_the_same_run_folder(tmp_path, doc_rows, server) -> None:
+    write_doccount(tmp_path / "d" / "test-0.parquet", doc_rows)
+    args = [
+        "evaluate",
+        "--model",
+        "m",
+        "--base-url",
+        server.base_url,
+        "--data-files",
+        str(tmp_path / "d" / "*.parquet"),
+        "--run-root",
+        str(tmp_path / "r"),
+    ]
+    assert run_cli(*args).returncode == 0
+    relabelled = [dict(r) for r in doc_rows]
+    relabelled[0]["answer"] += 1  # same images and ids, another ground truth
+    write_doccount(tmp_path / "d" / "test-0.parquet", relabelled)
+    res = run_cli(*args)
+    assert res.returncode == 2 and "ground truth" in res.stderr
