@@ -103,7 +103,13 @@ def _e(value: Any) -> str:
 
 
 def _asset(name: str) -> str:
-    return resources.files("evaluator").joinpath("report_assets", name).read_text(encoding="utf-8")
+    try:
+        return resources.files("evaluator").joinpath("report_assets", name).read_text(encoding="utf-8")
+    except OSError:
+        raise ReportError(
+            f"evaluator/report_assets/{name} is missing from this installation (it must be installed as package "
+            "data); reinstall doccount-eval"
+        ) from None
 
 
 def _version() -> str:
