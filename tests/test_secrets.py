@@ -1,0 +1,147 @@
+"""The API key (env MODEL_API_KEY) never reaches a file in the run folder, a log line or an error message,
+also when the server echoes it back in an error body, and also when it arrives with stray whitespace
+(a CRLF .env file) that makes the HTTP layer quote it in its own exception text.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import secrets
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import datagen  # noqa: E402
+from openai_test_server import TestServer  # noqa: E402
+
+pytestmark = pytest.mark.timeout(120)
+
+EVALUATE = [sys.executable, "-c", "from evaluator.cli import evaluate_main; evaluate_main()"]
+SCORE = [sys.executable, "-c", "from evaluator.cli import score_main; score_main()"]
+
+
+def env_with_key(key: str) -> dict[str, str]:
+    env = {
+        k: v for k, v in os.environ.items() if k not in ("MODEL_API_KEY", "MODEL_API_BASE_URL", "RUN_NAME")
+    }
+    env["MODEL_API_KEY"] = key
+    return env
+
+
+def run(cmd: list[str], key: str) -> subprocess.CompletedProcess:
+    return subprocess.run(cmd, capture_output=True, env=env_with_key(key), timeout=90)
+
+
+def eval_cmd(base_url: str, data: Path, root: Path) -> list[str]:
+    return [
+        *EVALUATE,
+        "--model",
+        "test-model",
+        "--base-url",
+        base_url,
+        "--data-files",
+        str(data / "*.parquet"),
+        "--run-root",
+        str(root),
+        "--retry-backoff",
+        "0.01",
+        "--retry-max-wait",
+        "0.05",
+        "--timeout",
+        "3",
+        "--max-retries",
+        "8",
+    ]
+
+
+def canary() -> tuple[str, list[bytes]]:
+    """A distinctive key and the fragments of it that must appear nowhere (whole, or a long piece)."""
+    core = secrets.token_hex(16)
+    key = f"sk-canary-{core}"
+    return key, [key.encode(), core[:16].encode(), core[16:].encode()]
+
+
+def assert_nowhere(needles: list[bytes], root: Path, *outputs: bytes) -> int:
+    files = [p for p in root.rglob("*") if p.is_file()]
+    assert files, "the run folder is empty: nothing was checked"
+    for path in files:
+        blob = path.read_bytes()
+        for needle in needles:
+            assert needle not in blob, f"the API key leaked into {path.relative_to(root)}"
+    for out in outputs:
+        for needle in needles:
+            assert needle not in out, "the API key leaked into the output"
+    return len(files)
+
+
+def bearer_sha(key: str) -> str:
+    return hashlib.sha256(f"Bearer {key}".encode()).hexdigest()
+
+
+def test_key_is_never_stored_or_printed_even_when_the_server_echoes_it(tmp_path: Path) -> None:
+    key, needles = canary()
+    rows = datagen.doccount_rows(12)
+    data = tmp_path / "data"
+    datagen.write_doccount(data / "test-0.parquet", rows)
+    echoed = [r["image_sha256"] for r in rows[:3]]
+    config = {
+        "answers": datagen.doccount_reply(rows),
+        "script": {sha: ["echo_secret", "echo_secret"] for sha in echoed},
+        "fault_rate": 0.3,
+        "faults": ["500", "429_no_retry_after", "malformed_json", "drop"],
+        "seed": 7,
+    }
+    root = tmp_path / "run"
+    with TestServer(config) as srv:
+        first = run(eval_cmd(srv.base_url, data, root), key)
+        second = run(eval_cmd(srv.base_url, data, root), key)  # resume: the echoing rows again
+        score = run([*SCORE, "--run-root", str(root)], key)
+        reqs = srv.requests()
+    assert first.returncode == 3 and second.returncode == 3, first.stderr.decode()
+    assert score.returncode == 0, score.stderr.decode()
+    # The key was really sent, on every request (so the checks below can fail) ...
+    assert reqs and {q["headers"]["authorization_sha256"] for q in reqs} == {bearer_sha(key)}
+    assert sum(q["fault"] == "echo_secret" for q in reqs) == 2 * len(echoed)
+    # ... the server really echoed it, and the record shows the echo with the key removed.
+    recs = [json.loads(line) for line in (root / "responses.partial.jsonl").read_text().splitlines()]
+    shown = [r for r in recs if "Incorrect API key provided: Bearer [REDACTED]" in (r["request_error"] or "")]
+    assert len(shown) == 2 * len(echoed)
+    outputs = [p.stdout for p in (first, second, score)] + [p.stderr for p in (first, second, score)]
+    assert assert_nowhere(needles, root, *outputs) >= 5
+
+
+@pytest.mark.parametrize("junk", ["\r", " \n"], ids=["CR", "space-LF"])
+def test_key_with_stray_whitespace_is_not_leaked_by_the_http_layer(tmp_path: Path, junk: str) -> None:
+    key, needles = canary()
+    rows = datagen.doccount_rows(3)
+    data = tmp_path / "data"
+    datagen.write_doccount(data / "test-0.parquet", rows)
+    root = tmp_path / "run"
+    with TestServer({"answers": datagen.doccount_reply(rows)}) as srv:
+        proc = run(eval_cmd(srv.base_url, data, root), key + junk)
+        reqs = srv.requests()
+    assert_nowhere(needles, root, proc.stdout, proc.stderr)
+    # A key read from a CRLF file works as the key it is.
+    assert proc.returncode == 0, proc.stderr.decode()
+    assert {q["headers"]["authorization_sha256"] for q in reqs} == {bearer_sha(key)}
+
+
+@pytest.mark.parametrize("mistake", ["in-url", "as-url"])
+def test_key_pasted_into_the_base_url_is_not_echoed(tmp_path: Path, mistake: str) -> None:
+    key, needles = canary()
+    rows = datagen.doccount_rows(2)
+    data = tmp_path / "data"
+    datagen.write_doccount(data / "test-0.parquet", rows)
+    url = f"https://user:{key}@api.example.com/v1" if mistake == "in-url" else key
+    proc = run(eval_cmd(url, data, tmp_path / "run"), key)
+    assert proc.returncode == 2
+    err = proc.stderr.decode()
+    assert err.startswith("error: ") and len(err.strip().splitlines()) == 1, err
+    assert "Traceback" not in err
+    for needle in needles:
+        assert needle not in proc.stderr and needle not in proc.stdout
