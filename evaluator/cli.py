@@ -367,7 +367,11 @@ dry_run_fn = dry_run
 
 @click.command("score")
 @click.option("--run-root", type=click.Path(path_type=Path), required=True, help="The run folder to score.")
-def score_cmd(run_root: Path) -> None:
+@click.option("--report/--no-report", default=True, show_default=True, help="Also write scores/report.html.")
+@click.option(
+    "--report-images/--no-report-images", default=True, show_default=True, help="Thumbnails in the report."
+)
+def score_cmd(run_root: Path, report: bool, report_images: bool) -> None:
     """Score a run folder over its full question set; writes responses.jsonl and scores/."""
     try:
         result = score_run(run_root)
@@ -376,6 +380,14 @@ def score_cmd(run_root: Path) -> None:
     for w in result.warnings:
         click.echo(f"warning: {w}", err=True)
     click.echo(result.markdown)
+    if report:
+        from evaluator.report import write_report
+
+        try:  # the report is a view of the score: it must never fail the scoring
+            path = write_report(run_root, images=report_images)
+            click.echo(f"report: {path}", err=True)
+        except Exception as exc:  # noqa: BLE001
+            click.echo(f"warning: the HTML report was not written ({exc})", err=True)
 
 
 @click.group()

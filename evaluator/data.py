@@ -19,6 +19,7 @@ import pyarrow.parquet as pq
 from evaluator.benchmarks.base import Benchmark, ManifestEntry, Sample
 
 BATCH_ROWS = 4  # small: a DocCount row holds a ~750 KB image
+READ_BUFFER_BYTES = 1 << 20
 
 
 class DataError(Exception):
@@ -47,7 +48,20 @@ def resolve_local(pattern: str) -> DataSource:
             f"--data-files {pattern!r} matches no file; check the path (quote the glob so the shell "
             "does not expand it), or omit --data-files to load the dataset from the Hugging Face hub"
         )
-    return DataSource(files=files, origin={"source": "local", "pattern": pattern})
+    return DataSource(files=files, origin={"source": "local", "pattern": portable_pattern(pattern)})
+
+
+def portable_pattern(pattern: str) -> str:
+    """The glob as recorded: relative to the working directory, never this machine's absolute path.
+
+    Files are identified by their SHA-256 anyway; outside the working directory only the file-name
+    part is kept (reproduce then asks for --data-files).
+    """
+    expanded = os.path.expanduser(pattern)
+    if not os.path.isabs(expanded):
+        return pattern
+    rel = os.path.relpath(expanded, os.getcwd())
+    return Path(expanded).name if rel.startswith("..") else rel
 
 
 def resolve_hub(benchmark: Benchmark, dataset: str | None, revision: str | None) -> DataSource:
@@ -83,9 +97,10 @@ def _one_line(exc: Exception) -> str:
 
 def open_parquet(path: Path) -> pq.ParquetFile:
     try:
-        # pre_buffer=False: pyarrow's default pre-buffers every row group of the selected columns, i.e.
-        # the whole dataset's images in memory before the first batch is yielded
-        return pq.ParquetFile(path, pre_buffer=False)
+        # pre_buffer=False: pyarrow's default pre-buffers every row group of the selected columns (all
+        # the images) before the first batch. buffer_size: stream column chunks page by page instead of
+        # reading each row group's image column (~75 MB for DocCount) whole.
+        return pq.ParquetFile(path, pre_buffer=False, buffer_size=READ_BUFFER_BYTES)
     except (pa.ArrowInvalid, OSError) as exc:
         raise DataError(f"{path} is not a readable parquet file ({_one_line(exc)}); re-download it") from None
 
