@@ -9,11 +9,9 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from PIL import Image
 
-pytest.importorskip("skimage", reason="the demo needs the [demo] extra (scikit-image)")
-from PIL import Image  # noqa: E402
-
-from evaluator.demo import sample_data  # noqa: E402
+from evaluator.demo import sample_data
 
 REPO = Path(__file__).resolve().parents[1]
 TEMPLATE = (REPO / "prompts" / "counting_protocol.md").read_text(encoding="utf-8")

@@ -14,15 +14,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
+import openai
 import pytest
 
-pytest.importorskip("rapid_layout", reason="the demo needs the [demo] extra (rapid-layout)")
-pytest.importorskip("onnxruntime", reason="the demo needs the [demo] extra (onnxruntime)")
-pytest.importorskip("skimage", reason="the demo needs the [demo] extra (scikit-image)")
-import openai  # noqa: E402
-
-from evaluator.demo import reference_server as rs  # noqa: E402
-from evaluator.demo import sample_data  # noqa: E402
+from evaluator.demo import reference_server as rs
+from evaluator.demo import sample_data
 
 REPO = Path(__file__).resolve().parents[1]
 ANSWER_TAIL = re.compile(r"<answer>(\d+)</answer>\s*\Z")
