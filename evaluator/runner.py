@@ -30,7 +30,7 @@ from evaluator.client import (
 )
 from evaluator.data import DataSource, iter_samples
 from evaluator.records import ResponseAttempt, ResponseRecord, Sampling
-from evaluator.request import build_body, canonical_json
+from evaluator.request import request_bytes
 from evaluator.runfolder import RecordWriter
 
 log = logging.getLogger("doccount")
@@ -171,7 +171,7 @@ class Evaluator:
             record.finished_at = utc_now()
             return record
         try:
-            body = canonical_json(build_body(self.s.benchmark, sample, self.s.model, self.s.sampling))
+            body = request_bytes(self.s.benchmark, sample, self.s.model, self.s.sampling)
         except ValueError as exc:  # e.g. bytes that are not an image we can label
             record.data_error = str(exc)
             record.finished_at = utc_now()
