@@ -245,9 +245,18 @@ def run_round(rnd: int, rng: random.Random, work: Path, deadline: float, t: Tota
             time.sleep(0.3)  # let the server log anything still in flight
             stderr = err_path.read_text(errors="replace")
             started = "to evaluate | run folder" in stderr  # the header: past imports, lock and config
-            t.stops[
-                f"{stop or 'none'} -> exit {code}" + ("" if started or stop is None else " (start-up)")
-            ] += 1
+            # The loop ran to its end before the signal landed (its summary is out and it was not interrupted).
+            finished_loop = "[evaluate] recorded " in stderr and "interrupted" not in stderr
+            phase = (
+                ""
+                if stop is None
+                else " (start-up)"
+                if not started
+                else " (after the loop)"
+                if finished_loop
+                else ""
+            )
+            t.stops[f"{stop or 'none'} -> exit {code}{phase}"] += 1
             after = complete_records(root)
             n1 = max((q["n"] for q in server.requests()), default=0)
             new = [q for q in server.requests() if n0 < q["n"] <= n1]
@@ -268,8 +277,9 @@ def run_round(rnd: int, rng: random.Random, work: Path, deadline: float, t: Tota
                     violation(f"launch {launch}: the torn row {torn_id} was not evaluated again")
                 torn_id = None
             # Once requests are in flight, SIGTERM/SIGINT must stop cleanly with 130. Earlier (imports, data
-            # checks, run_config) the default action applies: the process ends as a crash would.
-            if stop in ("SIGTERM", "SIGINT") and new and code != 130:
+            # checks, run_config) or after the loop has finished (its summary line is out) the default
+            # action applies: the process ends as a crash would, with every finished row on disk.
+            if stop in ("SIGTERM", "SIGINT") and new and code != 130 and not finished_loop:
                 violation(f"launch {launch}: {stop} while requests were in flight gave exit {code}, not 130")
             if stop is not None:
                 blob = (root / PARTIAL).read_bytes() if (root / PARTIAL).exists() else b""
