@@ -311,9 +311,23 @@ def _evaluate(
             check_protocol(existing, config, root)
             config["created_at"] = existing.get("created_at")
             config["invocations"] = existing.get("invocations", 0) + 1
+            # Every server that served part of the run stays on record; a change is worth a warning.
+            history = existing.get("server_history") or [existing.get("server")]
+            if config["server"] not in history:
+                history.append(config["server"])
+                if existing.get("server") and existing["server"].get("version") != config["server"].get(
+                    "version"
+                ):
+                    click.echo(
+                        f"warning: the server now reports version {config['server'].get('version')}, earlier "
+                        f"{existing['server'].get('version')}; both are recorded in run_config.json server_history",
+                        err=True,
+                    )
+            config["server_history"] = history
         else:
             config["created_at"] = utc_now()
             config["invocations"] = 1
+            config["server_history"] = [config["server"]]
         config["updated_at"] = utc_now()
         write_json_atomic(config_path, config)
         write_manifest(root, selection)

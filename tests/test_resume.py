@@ -158,3 +158,16 @@ def test_relabelled_data_is_refused_in_the_same_run_folder(tmp_path, doc_rows, s
     write_doccount(tmp_path / "d" / "test-0.parquet", relabelled)
     res = run_cli(*args)
     assert res.returncode == 2 and "ground truth" in res.stderr
+
+
+def test_every_server_that_served_the_run_is_recorded(tmp_path, doc_data) -> None:
+    from openai_test_server import TestServer
+
+    args = ["evaluate", "--model", "m", "--data-files", doc_data, "--run-root", str(tmp_path / "r")]
+    with TestServer({"served_model": "first", "default_reply": "no tag"}) as a:
+        run_cli(*args, "--base-url", a.base_url)
+    with TestServer({"served_model": "second"}) as b:
+        assert run_cli(*args, "--base-url", b.base_url).returncode == 0
+    config = json.loads((tmp_path / "r" / "run_config.json").read_text())
+    assert [s["models"] for s in config["server_history"]] == [["first"], ["second"]]
+    assert config["invocations"] == 2 and config["server"]["models"] == ["second"]
