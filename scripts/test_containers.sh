@@ -540,6 +540,8 @@ compose_e2e() {
     pc() {
         (cd "$REPO" && env "${envs[@]}" podman-compose -p "$proj" -f compose.yaml -f compose.cpu-test.yaml "$@")
     }
+    # podman-compose 1.0 `down` leaves the project network behind.
+    CLEANUP_CMDS+=("podman network rm -f ${proj}_default")
     CLEANUP_CMDS+=("cd '$REPO' && env MODEL=x TEST_SERVER_CONFIG=/dev/null TEST_DATA_DIR=/tmp podman-compose -p $proj -f compose.yaml -f compose.cpu-test.yaml down -t 0")
     pc up -d --no-build vllm >"$CT/compose-up.log" 2>&1 || { tail -n 30 "$CT/compose-up.log" >&2; die "podman-compose up vllm"; }
     poll_healthy "${proj}_vllm_1" 60
