@@ -450,12 +450,35 @@ def compare_cmd(run_dirs: tuple[Path, ...], output: Path | None, intersect: bool
 main.add_command(compare_cmd)
 
 
+def run_command(command: click.Command, prog_name: str) -> None:
+    """Run a command with the contract's error style: one `error:` line, no usage dump, no traceback."""
+    try:
+        command.main(prog_name=prog_name, standalone_mode=False)
+    except click.UsageError as exc:
+        hint = f" (see `{exc.ctx.command_path} --help`)" if exc.ctx else ""
+        click.echo(f"error: {exc.format_message()}{hint}", err=True)
+        sys.exit(2)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except (KeyboardInterrupt, click.Abort):
+        click.echo("interrupted", err=True)
+        sys.exit(130)
+    except SystemExit:
+        raise
+    sys.exit(0)
+
+
+def entry() -> None:
+    run_command(main, "doccount")
+
+
 def evaluate_main() -> None:
-    evaluate_cmd(prog_name="doccount-evaluate")
+    run_command(evaluate_cmd, "doccount-evaluate")
 
 
 def score_main() -> None:
-    score_cmd(prog_name="doccount-score")
+    run_command(score_cmd, "doccount-score")
 
 
 __all__ = ["asdict", "main"]
@@ -679,4 +702,4 @@ main.add_command(serve_reference_cmd)
 
 
 if __name__ == "__main__":
-    main()
+    entry()

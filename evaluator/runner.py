@@ -178,6 +178,16 @@ class Evaluator:
             return record
         record.request_sha256 = hashlib.sha256(body).hexdigest()
         del sample  # the image bytes are not needed any more; only the body is
+        try:
+            await self._send_and_parse(record, body, sender)
+        except Exception as exc:  # a bug must cost one row (recorded, retried on resume), not the run
+            log.exception("evaluator error on %s", record.sample_id)
+            record.status, record.parsed_answer, record.correct = "request_error", None, False
+            record.request_error = self.redact(f"evaluator error: {type(exc).__name__}: {exc}")[:2000]
+            record.finished_at = utc_now()
+        return record
+
+    async def _send_and_parse(self, record: ResponseRecord, body: bytes, sender: ChatSender) -> None:
         bench = self.s.benchmark
         earlier: list[ResponseAttempt] = []
         for parse_try in range(self.s.retry_parse_failures + 1):
@@ -215,7 +225,6 @@ class Evaluator:
                 break
             earlier.append(_attempt_of(outcome, parsed.status))
         record.earlier_attempts = earlier
-        return record
 
     async def run(
         self, source: DataSource, selection: list[ManifestEntry], skip: set[str], progress: Progress

@@ -174,8 +174,10 @@ def test_invalid_numeric_flag_in_a_real_process(server, data, tmp_path) -> None:
     proc = evaluate(*base_args(server, data[0], tmp_path / "run"), "--concurrency", "0")
     assert proc.returncode == 2, proc.stderr
     assert "Traceback" not in proc.stderr
-    errors = [line for line in proc.stderr.splitlines() if line.lower().startswith("error:")]
-    assert errors == ["Error: Invalid value for '--concurrency': 0 is not in the range 1<=x<=4096."]
+    # exactly one line: the option, the accepted range and where to look
+    assert proc.stderr.strip().splitlines() == [
+        "error: Invalid value for '--concurrency': 0 is not in the range 1<=x<=4096. (see `doccount-evaluate --help`)"
+    ]
     assert server.requests() == []
     assert not (tmp_path / "run").exists()
 
