@@ -89,11 +89,13 @@ need_model = @test -n '$(MODEL)' || { echo 'set MODEL=<model id>, e.g. make $@ M
 need_run = @test -n '$(RUN)' || { echo 'set RUN=<run name> (a folder under runs/)' >&2; exit 2; }
 
 .PHONY: help venv tools test test-vllm test-containers demo validate archive reproduce compare \
-  images image-eval image-vllm serve wait-vllm eval eval-remote score down lint lock pin-vllm
+  images image-eval image-vllm serve wait-vllm eval eval-remote score down lint lock pin-vllm \
+  serve-replicas eval-replicas down-replicas
 
 help:
 	@echo 'Local (venv):   venv test test-vllm demo validate [DATA=glob] archive RUN= reproduce ARCHIVE= compare RUNS="a b"'
 	@echo 'Containers:     images serve MODEL= eval MODEL= [RUN=] [DATA_DIR=] eval-remote MODEL= score RUN= down'
+	@echo 'Replicas:       serve-replicas MODEL= REPLICAS= GPUS_PER_REPLICA= eval-replicas MODEL= RUN= down-replicas'
 	@echo 'Maintenance:    lint lock pin-vllm VLLM_VERSION=vX.Y.Z test-containers'
 	@echo 'Engine:         DOCKER=$(DOCKER) COMPOSE="$(COMPOSE)" (podman: DOCKER=podman COMPOSE=podman-compose)'
 
@@ -203,6 +205,47 @@ score:
 
 down:
 	MODEL="$${MODEL:-unused}" $(COMPOSE) down
+
+# ----------------------------------------------------------------------------- replicas
+# N vLLM replicas on one host, one per GPU set (one compose project each, ports VLLM_PORT,
+# VLLM_PORT+1, ...), and the evaluator spread over them (least in-flight first; a replica that
+# keeps failing sits out a cooldown). Combine with TENSOR_PARALLEL_SIZE=$(GPUS_PER_REPLICA) etc.
+#   make serve-replicas MODEL=... REPLICAS=4 GPUS_PER_REPLICA=2 TENSOR_PARALLEL_SIZE=2
+#   make eval-replicas MODEL=... REPLICAS=4 RUN=...
+#   make down-replicas REPLICAS=4
+REPLICAS ?= 2
+GPUS_PER_REPLICA ?= 1
+REPLICA_PORTS = $(shell seq $(VLLM_PORT) $$(( $(VLLM_PORT) + $(REPLICAS) - 1 )))
+REPLICA_URL_ARGS = $(foreach p,$(REPLICA_PORTS),--base-url http://127.0.0.1:$(p)/v1)
+
+serve-replicas: image-vllm
+	$(need_model)
+	@for i in $$(seq 0 $$(( $(REPLICAS) - 1 ))); do \
+	  first=$$(( i * $(GPUS_PER_REPLICA) )); \
+	  devices=$$(seq -s, $$first $$(( first + $(GPUS_PER_REPLICA) - 1 ))); \
+	  port=$$(( $(VLLM_PORT) + i )); \
+	  echo "replica $$i: GPUs $$devices on 127.0.0.1:$$port"; \
+	  COMPOSE_PROJECT_NAME=doccount-replica-$$i CUDA_VISIBLE_DEVICES=$$devices \
+	    $(MAKE) --no-print-directory serve VLLM_PORT=$$port || exit 1; \
+	done
+
+eval-replicas: image-eval
+	$(need_model)
+	mkdir -p runs
+	@# the key travels by name (-e NAME), never as a value on the command line
+	MODEL_API_KEY="$${VLLM_API_KEY:-}" \
+	$(DOCKER) run --rm --network host $(RUN_USER_ARGS) -v '$(CURDIR)/runs':/workspace/runs \
+	  -v '$(HF_CACHE_DIR)':/cache/huggingface $(DATA_MOUNT) -e HF_TOKEN \
+	  -e MODEL_API_KEY $(addprefix -e ,$(STACK_PROVENANCE)) \
+	  $(EVAL_IMAGE) evaluate --backend vllm $(REPLICA_URL_ARGS) --model '$(SERVED_MODEL_NAME)' \
+	  --run-name '$(RUN)' $(EVAL_DATA_ARGS) $(EVAL_ARGS)
+	$(DOCKER) run --rm $(RUN_USER_ARGS) -v '$(CURDIR)/runs':/workspace/runs \
+	  $(EVAL_IMAGE) score --run-root 'runs/$(RUN)'
+
+down-replicas:
+	@for i in $$(seq 0 $$(( $(REPLICAS) - 1 ))); do \
+	  COMPOSE_PROJECT_NAME=doccount-replica-$$i MODEL="$${MODEL:-unused}" $(COMPOSE) down; \
+	done
 
 # ----------------------------------------------------------------------------- maintenance
 lint: $(VENV_STAMP) $(TOOLS_STAMP)
