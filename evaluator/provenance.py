@@ -35,7 +35,11 @@ def git_commit() -> str | None:
         return None
     try:
         out = subprocess.run(
-            ["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5, check=True
+            ["git", "-C", str(repo), "rev-parse", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=5,
+            check=True,
         ).stdout.strip()
         dirty = subprocess.run(
             ["git", "-C", str(repo), "status", "--porcelain", "--untracked-files=no"],
@@ -83,4 +87,3 @@ def server_info(base_url: str, api_key: str | None, timeout_s: float = 10.0) -> 
             except (httpx.HTTPError, ValueError) as exc:
                 info[key] = {"error": type(exc).__name__}
     return info
-
