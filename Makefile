@@ -134,8 +134,8 @@ archive: $(VENV_STAMP)
 	$(VENV)/bin/doccount archive --run-root runs/$(RUN) --output runs/$(RUN).tar.gz
 
 reproduce: $(VENV_STAMP)
-	@test -n '$(ARCHIVE)' || { echo 'set ARCHIVE=runs/NAME.tar.gz' >&2; exit 2; }
-	$(VENV)/bin/doccount reproduce $(ARCHIVE)
+	@test -n '$(ARCHIVE)' || { echo 'set ARCHIVE=runs/NAME.tar.gz [BASE_URL=http://host:8000/v1] [DATA=glob]' >&2; exit 2; }
+	$(VENV)/bin/doccount reproduce $(ARCHIVE) $(if $(BASE_URL),--base-url '$(BASE_URL)') $(DATA_ARGS)
 
 compare: $(VENV_STAMP)
 	@test -n '$(RUNS)' || { echo 'set RUNS="run-a run-b" (folders under runs/)' >&2; exit 2; }
