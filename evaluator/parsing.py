@@ -8,6 +8,7 @@ from dataclasses import dataclass
 ANSWER_TAG = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)
 STRICT_INTEGER = re.compile(r"[+-]?[0-9]+")
 ANY_INTEGER = re.compile(r"-?[0-9]+")
+_LAST_INTEGER_REVERSED = re.compile(r"[0-9]+-?")  # ANY_INTEGER read backwards
 DIGIT_RUN = re.compile(r"\d+")
 # No count has this many digits; a longer run is degenerate output (a model looping until max_tokens),
 # and int() refuses more than 4300 digits by default: such a run is a parse failure, never an exception.
@@ -47,11 +48,15 @@ def parse_answer_tag(text: str | None) -> ParseResult:
 
 
 def last_integer_fallback(text: str | None) -> int | None:
-    """Diagnostic only: the last integer anywhere in the visible text (never the primary answer)."""
+    """Diagnostic only: the last integer anywhere in the visible text (never the primary answer).
+
+    The last match of ANY_INTEGER, found by searching the reversed text (digits, then an optional minus):
+    answers sit at the end, so this reads a few characters instead of the whole response.
+    """
     if not text:
         return None
-    found = ANY_INTEGER.findall(text)
-    return int(found[-1]) if found and len(found[-1]) <= MAX_ANSWER_DIGITS else None
+    found = _LAST_INTEGER_REVERSED.search(text[::-1])
+    return int(found.group(0)[::-1]) if found and len(found.group(0)) <= MAX_ANSWER_DIGITS else None
 
 
 _COUNTQA_STRIP = "*_\"'`.,:; \t\r\n\u201c\u201d\u2018\u2019"
