@@ -428,7 +428,23 @@ main.add_command(score_cmd)
     is_flag=True,
     help="Compare on the questions all runs share instead of refusing different sets.",
 )
-def compare_cmd(run_dirs: tuple[Path, ...], output: Path | None, intersect: bool) -> None:
+@click.option(
+    "--html",
+    "html_path",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help="Two runs only: also write a side-by-side HTML page, the questions they disagree on first.",
+)
+@click.option(
+    "--data-files", default=None, help="Parquet glob for the page's thumbnails (default: as recorded)."
+)
+def compare_cmd(
+    run_dirs: tuple[Path, ...],
+    output: Path | None,
+    intersect: bool,
+    html_path: Path | None,
+    data_files: str | None,
+) -> None:
     """Compare run folders over the same questions: leaderboard with 95% intervals; for two runs the
     paired table, a paired-bootstrap interval of the difference and the exact McNemar p-value."""
     from evaluator.compare import compare_json, compare_runs
@@ -445,6 +461,16 @@ def compare_cmd(run_dirs: tuple[Path, ...], output: Path | None, intersect: bool
     for w in result.warnings:
         click.echo(f"warning: {w}", err=True)
     click.echo(result.markdown)
+    if html_path is not None:
+        if len(run_dirs) != 2:
+            raise UserError("--html compares exactly two runs side by side; pass two run folders")
+        from evaluator.report import ReportError, write_compare_report
+
+        try:
+            page = write_compare_report(run_dirs[0], run_dirs[1], html_path, data_files=data_files)
+        except (*USER_ERRORS, ReportError) as exc:
+            raise UserError(str(exc)) from None
+        click.echo(f"side-by-side page: {page}", err=True)
 
 
 main.add_command(compare_cmd)

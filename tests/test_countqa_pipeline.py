@@ -44,8 +44,20 @@ def test_countqa_evaluate_score_compare_archive(tmp_path, server) -> None:
     assert runs["a"]["primary"]["questions"] == len(truths) == 1 + 2 + 3 + 1 + 2
     assert "relaxed_accuracy" in runs["a"]["extra_metrics"]
 
-    res = run_cli("compare", str(tmp_path / "a"), str(tmp_path / "b"), "--output", str(tmp_path / "cmp.json"))
+    res = run_cli(
+        "compare",
+        str(tmp_path / "a"),
+        str(tmp_path / "b"),
+        "--output",
+        str(tmp_path / "cmp.json"),
+        "--html",
+        str(tmp_path / "cmp.html"),
+        "--data-files",
+        data,
+    )
     assert res.returncode == 0, res.stderr
+    page = (tmp_path / "cmp.html").read_text()
+    assert "model-a" in page and "model-b" in page and "data:image/" in page
     cmp = json.loads((tmp_path / "cmp.json").read_text())
     text = json.dumps(cmp)
     assert "mcnemar" in text.lower()
