@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -21,22 +22,38 @@ REPO = TESTS.parent
 FAST_RETRIES = ["--retry-backoff", "0.01", "--retry-max-wait", "0.05"]
 
 
+def clean_env(**extra: str) -> dict[str, str]:
+    """This environment without the variables the evaluator reads (so a developer's own key never leaks in)."""
+    env = {
+        k: v for k, v in os.environ.items() if k not in ("MODEL_API_KEY", "MODEL_API_BASE_URL", "RUN_NAME")
+    }
+    env.update(extra)
+    return env
+
+
 def run_cli(
     *args: str, env: dict[str, str] | None = None, timeout: float = 120
 ) -> subprocess.CompletedProcess[str]:
     """Run the real console entry point in a subprocess (exit codes and stderr are part of the contract)."""
-    full_env = {
-        k: v for k, v in os.environ.items() if k not in ("MODEL_API_KEY", "MODEL_API_BASE_URL", "RUN_NAME")
-    }
-    full_env.update(env or {})
     return subprocess.run(
         [sys.executable, "-m", "evaluator.cli", *args],
         capture_output=True,
         text=True,
-        env=full_env,
+        env=clean_env(**(env or {})),
         cwd=str(REPO),
         timeout=timeout,
     )
+
+
+def read_records(run: Path) -> list[dict[str, Any]]:
+    """The records of a run folder, in file order (a torn last line, if any, is left out)."""
+    out = []
+    for line in (run / "responses.partial.jsonl").read_text().splitlines():
+        try:
+            out.append(json.loads(line))
+        except ValueError:
+            continue
+    return out
 
 
 @pytest.fixture

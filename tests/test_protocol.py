@@ -4,16 +4,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 from conftest import FAST_RETRIES, run_cli
+from conftest import read_records as records
 from datagen import countqa_rows, doccount_reply, sha, write_countqa
 
 from evaluator.benchmarks.base import prompts_dir
-
-
-def records(run: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in (run / "responses.partial.jsonl").read_text().splitlines() if line]
 
 
 def test_payload_is_exactly_image_then_verbatim_prompt(tmp_path, doc_data, doc_rows, server) -> None:

@@ -8,7 +8,6 @@ the loopback test server, whose request log proves that refused runs sent nothin
 from __future__ import annotations
 
 import json
-import os
 import socket
 import subprocess
 import sys
@@ -20,6 +19,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
+from conftest import clean_env
+from conftest import read_records as records
 
 from evaluator.cli import evaluate_cmd
 
@@ -33,25 +34,12 @@ EVALUATE = [sys.executable, "-c", "from evaluator.cli import evaluate_main; eval
 FAST = ["--retry-backoff", "0.01", "--retry-max-wait", "0.05", "--timeout", "2", "--quiet"]
 
 
-def clean_env(**extra: str) -> dict[str, str]:
-    env = {
-        k: v for k, v in os.environ.items() if k not in ("MODEL_API_KEY", "MODEL_API_BASE_URL", "RUN_NAME")
-    }
-    env.update(extra)
-    return env
-
-
 def evaluate(
     *args: str, env: dict[str, str] | None = None, timeout: float = 60
 ) -> subprocess.CompletedProcess:
     return subprocess.run(
         [*EVALUATE, *args], capture_output=True, text=True, env=env or clean_env(), timeout=timeout
     )
-
-
-def records(root: Path) -> list[dict[str, Any]]:
-    path = root / "responses.partial.jsonl"
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
 def assert_one_line_error(proc: subprocess.CompletedProcess, *needles: str, code: int = 2) -> str:

@@ -9,7 +9,6 @@ The server's request log is the ground truth: it says which fault each request g
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from collections import Counter, defaultdict
@@ -17,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import clean_env, read_records
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import datagen  # noqa: E402
@@ -49,12 +49,6 @@ EXPECTED: dict[str, tuple[str, int | None]] = {
 }
 
 
-def clean_env() -> dict[str, str]:
-    return {
-        k: v for k, v in os.environ.items() if k not in ("MODEL_API_KEY", "MODEL_API_BASE_URL", "RUN_NAME")
-    }
-
-
 def run(cmd: list[str], timeout: float = 150) -> subprocess.CompletedProcess:
     return subprocess.run(cmd, capture_output=True, text=True, env=clean_env(), timeout=timeout)
 
@@ -79,10 +73,6 @@ def evaluate_args(srv: TestServer, data: Path, root: Path, *extra: str) -> list[
         "--quiet",
         *extra,
     ]
-
-
-def read_records(root: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in (root / "responses.partial.jsonl").read_text().splitlines() if line]
 
 
 def requests_by_image(srv: TestServer) -> dict[str, list[dict[str, Any]]]:

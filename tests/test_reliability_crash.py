@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import clean_env
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import datagen  # noqa: E402
@@ -31,12 +32,6 @@ EVALUATE = [sys.executable, "-c", "from evaluator.cli import evaluate_main; eval
 SCORE = [sys.executable, "-c", "from evaluator.cli import score_main; score_main()"]
 PARTIAL = "responses.partial.jsonl"
 SEED = int(os.environ.get("RELIABILITY_SEED", "0")) or random.randrange(1, 10**6)
-
-
-def clean_env() -> dict[str, str]:
-    return {
-        k: v for k, v in os.environ.items() if k not in ("MODEL_API_KEY", "MODEL_API_BASE_URL", "RUN_NAME")
-    }
 
 
 def eval_cmd(srv_url: str, data: Path, root: Path, *extra: str) -> list[str]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import signal
@@ -11,16 +10,8 @@ import sys
 import time
 from pathlib import Path
 
-from conftest import FAST_RETRIES, REPO, run_cli
+from conftest import FAST_RETRIES, REPO, read_records, run_cli
 from datagen import doccount_reply, doccount_rows, write_doccount
-
-
-def read_records(run: Path) -> list[dict]:
-    out = []
-    for line in (run / "responses.partial.jsonl").read_text().splitlines():
-        with contextlib.suppress(ValueError):
-            out.append(json.loads(line))
-    return out
 
 
 def test_sigkill_mid_run_then_resume_sends_no_finished_row_again(tmp_path, server) -> None:

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 from conftest import FAST_RETRIES, run_cli
+from conftest import read_records as records
 from datagen import doccount_reply
 
 RETRYABLE = [
@@ -29,10 +29,6 @@ RETRYABLE = [
     "not_openai",
 ]
 NOT_RETRYABLE = ["400", "401", "404", "422"]
-
-
-def records(run: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in (run / "responses.partial.jsonl").read_text().splitlines() if line]
 
 
 def evaluate(server, doc_data: str, run: Path, *extra: str) -> Any:
