@@ -145,14 +145,15 @@ def large_images(args: argparse.Namespace, ep: Endpoint, tmp: Path) -> list[list
             peak[c] = median([m.peak_rss_mb for m in ms])
             rows.append([f"{args.large_mb} MB images, c={c}", kind, f"{peak[c]:.0f}", "", "", ""])
         copies = (peak[hi] - peak[lo]) / (hi - lo) / body_mb
+        valid = args.large_rows >= 2 * hi  # otherwise fewer than `hi` requests are ever in flight
         rows.append(
             [
                 f"bodies held per extra in-flight request (c={lo} -> {hi}, body {body_mb:.1f} MB)",
                 kind,
-                f"{copies:.2f}",
+                f"{copies:.2f}" if valid else f"n/a (needs --large-rows >= {2 * hi})",
                 "",
                 "about 1" if kind == "evaluator" else "",
-                ("yes" if copies < 1.6 else "NO") if kind == "evaluator" else "",
+                ("yes" if copies < 1.6 else "NO") if kind == "evaluator" and valid else "",
             ]
         )
     ep.set_latency(0.0)
