@@ -45,6 +45,11 @@ def run_cli(
     )
 
 
+def eval_args(base_url: str, data: str, run: str | Path, model: str = "m") -> list[str]:
+    """The usual evaluate arguments: model, endpoint, data glob, run folder."""
+    return ["--model", model, "--base-url", base_url, "--data-files", data, "--run-root", str(run)]
+
+
 def read_records(run: Path) -> list[dict[str, Any]]:
     """The records of a run folder, in file order (a torn last line, if any, is left out)."""
     out = []

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from conftest import FAST_RETRIES, run_cli
+from conftest import FAST_RETRIES, eval_args, run_cli
 from conftest import read_records as records
 from datagen import countqa_rows, doccount_reply, sha, write_countqa
 
@@ -56,14 +56,7 @@ def test_payload_is_exactly_image_then_verbatim_prompt(tmp_path, doc_data, doc_r
 def test_sampling_flags_and_extra_body(tmp_path, doc_data, server) -> None:
     res = run_cli(
         "evaluate",
-        "--model",
-        "m",
-        "--base-url",
-        server.base_url + "/chat/completions",
-        "--data-files",
-        doc_data,
-        "--run-root",
-        str(tmp_path / "r"),
+        *eval_args(server.base_url + "/chat/completions", doc_data, str(tmp_path / "r")),
         "--limit",
         "2",
         "--temperature",
@@ -91,14 +84,7 @@ def test_reserved_extra_body_keys_are_refused(tmp_path, doc_data, server) -> Non
     for key in ("model", "messages", "stream", "n", "temperature", "top_p", "max_tokens"):
         res = run_cli(
             "evaluate",
-            "--model",
-            "m",
-            "--base-url",
-            server.base_url,
-            "--data-files",
-            doc_data,
-            "--run-root",
-            str(tmp_path / "r"),
+            *eval_args(server.base_url, doc_data, str(tmp_path / "r")),
             "--extra-body-json",
             json.dumps({key: 1}),
         )
@@ -113,14 +99,7 @@ def test_base_url_spellings_reach_the_same_endpoint(tmp_path, doc_data, server) 
     ):
         res = run_cli(
             "evaluate",
-            "--model",
-            "m",
-            "--base-url",
-            url,
-            "--data-files",
-            doc_data,
-            "--run-root",
-            str(tmp_path / f"r{i}"),
+            *eval_args(url, doc_data, str(tmp_path / f"r{i}")),
             "--limit",
             "1",
         )
@@ -169,14 +148,7 @@ def test_env_base_url_and_vllm_default(tmp_path, doc_data, server) -> None:
 def test_api_key_sent_as_header_only(tmp_path, doc_data, server) -> None:
     res = run_cli(
         "evaluate",
-        "--model",
-        "m",
-        "--base-url",
-        server.base_url,
-        "--data-files",
-        doc_data,
-        "--run-root",
-        str(tmp_path / "r"),
+        *eval_args(server.base_url, doc_data, str(tmp_path / "r")),
         "--limit",
         "2",
         env={"MODEL_API_KEY": "sk-test-KEY-9931"},
@@ -243,14 +215,7 @@ def test_reasoning_fields_are_kept_apart_from_visible_text(tmp_path, doc_data, d
         run = tmp_path / field
         res = run_cli(
             "evaluate",
-            "--model",
-            "m",
-            "--base-url",
-            server.base_url,
-            "--data-files",
-            doc_data,
-            "--run-root",
-            str(run),
+            *eval_args(server.base_url, doc_data, str(run)),
             "--limit",
             "3",
         )

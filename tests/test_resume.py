@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from conftest import FAST_RETRIES, REPO, read_records, run_cli
+from conftest import FAST_RETRIES, REPO, eval_args, read_records, run_cli
 from datagen import doccount_reply, doccount_rows, write_doccount
 
 
@@ -70,14 +70,7 @@ def test_errors_and_parse_failures_are_retried_on_rerun_ok_rows_are_not(
     server.set_config({"answers": answers, "script": {bad: ["400"]}})
     args = [
         "evaluate",
-        "--model",
-        "m",
-        "--base-url",
-        server.base_url,
-        "--data-files",
-        doc_data,
-        "--run-root",
-        str(tmp_path / "r"),
+        *eval_args(server.base_url, doc_data, str(tmp_path / "r")),
         *FAST_RETRIES,
     ]
     assert run_cli(*args).returncode == 3
@@ -134,14 +127,7 @@ def test_relabelled_data_is_refused_in_the_same_run_folder(tmp_path, doc_rows, s
     write_doccount(tmp_path / "d" / "test-0.parquet", doc_rows)
     args = [
         "evaluate",
-        "--model",
-        "m",
-        "--base-url",
-        server.base_url,
-        "--data-files",
-        str(tmp_path / "d" / "*.parquet"),
-        "--run-root",
-        str(tmp_path / "r"),
+        *eval_args(server.base_url, str(tmp_path / "d" / "*.parquet"), str(tmp_path / "r")),
     ]
     assert run_cli(*args).returncode == 0
     relabelled = [dict(r) for r in doc_rows]

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import FAST_RETRIES, run_cli
+from conftest import FAST_RETRIES, eval_args, run_cli
 from conftest import read_records as records
 from datagen import doccount_reply
 
@@ -34,14 +34,7 @@ NOT_RETRYABLE = ["400", "401", "404", "422"]
 def evaluate(server, doc_data: str, run: Path, *extra: str) -> Any:
     return run_cli(
         "evaluate",
-        "--model",
-        "m",
-        "--base-url",
-        server.base_url,
-        "--data-files",
-        doc_data,
-        "--run-root",
-        str(run),
+        *eval_args(server.base_url, doc_data, str(run)),
         "--limit",
         "1",
         *FAST_RETRIES,
@@ -139,14 +132,7 @@ def test_data_errors_are_never_sent(tmp_path, doc_rows, server) -> None:
     server.set_config({"answers": doccount_reply(doc_rows)})
     res = run_cli(
         "evaluate",
-        "--model",
-        "m",
-        "--base-url",
-        server.base_url,
-        "--data-files",
-        str(tmp_path / "d" / "*.parquet"),
-        "--run-root",
-        str(tmp_path / "r"),
+        *eval_args(server.base_url, str(tmp_path / "d" / "*.parquet"), str(tmp_path / "r")),
         *FAST_RETRIES,
     )
     assert res.returncode == 0, res.stderr
@@ -167,14 +153,7 @@ def test_a_dead_endpoint_stops_the_run_early_with_rows_recorded(tmp_path, server
     server.set_config({"always_fault": "503"})
     res = run_cli(
         "evaluate",
-        "--model",
-        "m",
-        "--base-url",
-        server.base_url,
-        "--data-files",
-        str(tmp_path / "d" / "*.parquet"),
-        "--run-root",
-        str(tmp_path / "r"),
+        *eval_args(server.base_url, str(tmp_path / "d" / "*.parquet"), str(tmp_path / "r")),
         "--concurrency",
         "2",
         "--max-retries",
