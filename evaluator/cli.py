@@ -9,13 +9,12 @@ import os
 import re
 import sys
 from collections import Counter
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import click
 
-from evaluator.benchmarks import REGISTRY, get_benchmark
+from evaluator.benchmarks import REGISTRY, Benchmark, get_benchmark
 from evaluator.benchmarks.base import ManifestEntry
 from evaluator.data import (
     DataError,
@@ -102,8 +101,8 @@ def data_record(
     }
 
 
-def dry_run(
-    benchmark, source: DataSource, manifest: list[ManifestEntry], selection: list[ManifestEntry]
+def validate_data(
+    benchmark: Benchmark, source: DataSource, manifest: list[ManifestEntry], selection: list[ManifestEntry]
 ) -> int:
     """Validate every selected row with its image bytes; report failures by sample id."""
     wanted = {e.sample_id for e in selection}
@@ -250,7 +249,7 @@ def _evaluate(
         raise DataError("the data has no rows")
     selection = manifest[:limit] if limit else manifest
     if dry_run:
-        return dry_run_fn(bench, source, manifest, selection)
+        return validate_data(bench, source, manifest, selection)
 
     urls = list(base_urls) or [u for u in os.environ.get("MODEL_API_BASE_URL", "").split(",") if u.strip()]
     if not urls:
@@ -291,7 +290,6 @@ def _evaluate(
             max_retries=max_retries, backoff_base_s=retry_backoff, backoff_max_s=retry_max_wait
         ),
         retry_parse_failures=retry_parse_failures,
-        overwrite=overwrite,
     )
     name = run_name or os.environ.get("RUN_NAME") or default_run_name(bench.name, model)
     root = ensure_run_root(run_root or Path("runs") / name)
@@ -374,9 +372,6 @@ def _evaluate(
         )
         return 3
     return 0
-
-
-dry_run_fn = dry_run
 
 
 @click.command("score")
@@ -505,9 +500,6 @@ def evaluate_main() -> None:
 
 def score_main() -> None:
     run_command(score_cmd, "doccount-score")
-
-
-__all__ = ["asdict", "main"]
 
 
 @click.command("report")

@@ -48,7 +48,6 @@ class EvalSettings:
     timeout_s: float = 600.0
     policy: RetryPolicy = field(default_factory=RetryPolicy)
     retry_parse_failures: int = 0
-    overwrite: bool = False
 
     @property
     def base_url(self) -> str:
