@@ -41,31 +41,13 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 import datagen  # noqa: E402
+from openai_test_server import RETRY_ERROR_OF_FAULT  # noqa: E402
 
 SERVER = [sys.executable, str(REPO / "tests" / "openai_test_server.py")]
 EVALUATE = [sys.executable, "-c", "from evaluator.cli import evaluate_main; evaluate_main()"]
 SCORE = [sys.executable, "-c", "from evaluator.cli import score_main; score_main()"]
 PARTIAL = "responses.partial.jsonl"
 TIMEOUT_S = 2.0
-
-# Retryable faults -> the (kind, HTTP status) a record's retry error must show.
-FAULT_KINDS: dict[str, tuple[str, int | None]] = {
-    "408": ("http_status", 408),
-    "409": ("http_status", 409),
-    "425": ("http_status", 425),
-    "429": ("http_status", 429),
-    "429_no_retry_after": ("http_status", 429),
-    "500": ("http_status", 500),
-    "502": ("http_status", 502),
-    "503": ("http_status", 503),
-    "drop": ("connection", None),
-    "truncated": ("connection", None),
-    "malformed_json": ("malformed_response", None),
-    "no_choices": ("malformed_response", None),
-    "empty_content": ("empty_content", None),
-    "null_content": ("empty_content", None),
-    "slow": ("timeout", None),
-}
 
 
 @dataclass
@@ -158,7 +140,7 @@ def run_round(rnd: int, rng: random.Random, work: Path, deadline: float, t: Tota
     folder = work / f"round-{rnd:03d}"
     data = folder / "data"
     datagen.write_doccount(data / "test-00000-of-00001.parquet", rows)
-    faults = rng.sample(sorted(FAULT_KINDS), rng.randint(3, len(FAULT_KINDS)))
+    faults = rng.sample(sorted(RETRY_ERROR_OF_FAULT), rng.randint(3, len(RETRY_ERROR_OF_FAULT)))
     config = {
         "answers": datagen.doccount_reply(rows, wrong=wrong),
         "fault_rate": round(rng.uniform(0.1, 0.4), 2),
@@ -329,7 +311,7 @@ def run_round(rnd: int, rng: random.Random, work: Path, deadline: float, t: Tota
             # The launch may have sent this row before (killed in flight) only as earlier requests; the
             # record covers its last `attempts` requests.
             mine = reqs[-rec["attempts"] :] if rec["attempts"] else []
-            expected = [FAULT_KINDS.get(q["fault"], (q["fault"], None)) for q in mine if q["fault"]]
+            expected = [RETRY_ERROR_OF_FAULT.get(q["fault"], (q["fault"], None)) for q in mine if q["fault"]]
             got = [(e["kind"], e["status_code"]) for e in rec["retry_errors"]]
             if rec["status"] == "ok" and got != expected:
                 violation(f"{sid}: retry errors {got} but the server injected {expected}")

@@ -131,6 +131,26 @@ _SENSITIVE_HEADERS = frozenset(
 # --------------------------------------------------------------------------- helpers
 
 
+# Every retryable fault -> the (kind, HTTP status) that the evaluator's record shows in retry_errors.
+RETRY_ERROR_OF_FAULT: dict[str, tuple[str, int | None]] = {
+    "408": ("http_status", 408),
+    "409": ("http_status", 409),
+    "425": ("http_status", 425),
+    "429": ("http_status", 429),
+    "429_no_retry_after": ("http_status", 429),
+    "500": ("http_status", 500),
+    "502": ("http_status", 502),
+    "503": ("http_status", 503),
+    "drop": ("connection", None),
+    "truncated": ("connection", None),
+    "malformed_json": ("malformed_response", None),
+    "no_choices": ("malformed_response", None),
+    "empty_content": ("empty_content", None),
+    "null_content": ("empty_content", None),
+    "slow": ("timeout", None),
+}
+
+
 def sha256_hex(data: bytes | str) -> str:
     """Hex sha256 of bytes (str is UTF-8 encoded)."""
     if isinstance(data, str):

@@ -20,7 +20,7 @@ from conftest import clean_env, read_records
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import datagen  # noqa: E402
-from openai_test_server import TestServer  # noqa: E402
+from openai_test_server import RETRY_ERROR_OF_FAULT, TestServer  # noqa: E402
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -29,24 +29,6 @@ SCORE = [sys.executable, "-c", "from evaluator.cli import score_main; score_main
 
 RETRY_AFTER_S = 0.3
 TIMEOUT_S = 3.0
-# Every retryable fault the server can inject -> (retry error kind, HTTP status) the record must show.
-EXPECTED: dict[str, tuple[str, int | None]] = {
-    "408": ("http_status", 408),
-    "409": ("http_status", 409),
-    "425": ("http_status", 425),
-    "429": ("http_status", 429),
-    "429_no_retry_after": ("http_status", 429),
-    "500": ("http_status", 500),
-    "502": ("http_status", 502),
-    "503": ("http_status", 503),
-    "drop": ("connection", None),
-    "truncated": ("connection", None),
-    "malformed_json": ("malformed_response", None),
-    "no_choices": ("malformed_response", None),
-    "empty_content": ("empty_content", None),
-    "null_content": ("empty_content", None),
-    "slow": ("timeout", None),
-}
 
 
 def run(cmd: list[str], timeout: float = 150) -> subprocess.CompletedProcess:
@@ -93,7 +75,7 @@ def test_random_faults_every_row_once_all_faults_recorded(tmp_path: Path) -> Non
     config = {
         "answers": datagen.doccount_reply(rows, wrong=wrong),
         "fault_rate": 0.3,
-        "faults": sorted(EXPECTED),
+        "faults": sorted(RETRY_ERROR_OF_FAULT),
         "retry_after": RETRY_AFTER_S,
         "slow_s": TIMEOUT_S + 5,
         "seed": 20260101,
@@ -124,7 +106,7 @@ def test_random_faults_every_row_once_all_faults_recorded(tmp_path: Path) -> Non
         assert faults[-1] is None and None not in faults[:-1], (rec["sample_id"], faults)
         assert rec["attempts"] == len(reqs)
         got = [(e["kind"], e["status_code"]) for e in rec["retry_errors"]]
-        assert got == [EXPECTED[f] for f in faults[:-1]], (rec["sample_id"], faults, got)
+        assert got == [RETRY_ERROR_OF_FAULT[f] for f in faults[:-1]], (rec["sample_id"], faults, got)
         assert [e["attempt"] for e in rec["retry_errors"]] == list(range(1, len(reqs)))
         # Every retry re-sent the same bytes that the record's hash names.
         assert {q["body_sha256"] for q in reqs} == {rec["request_sha256"]}
@@ -139,7 +121,7 @@ def test_random_faults_every_row_once_all_faults_recorded(tmp_path: Path) -> Non
                 assert nxt["time"] - prev["time"] >= RETRY_AFTER_S - 0.02
     # Every fault kind was injected (the seed makes this deterministic) and none went unrecorded.
     all_faults = Counter(q["fault"] for reqs in by_image.values() for q in reqs if q["fault"])
-    assert set(all_faults) == set(EXPECTED), all_faults
+    assert set(all_faults) == set(RETRY_ERROR_OF_FAULT), all_faults
     assert injected == all_faults
     assert sum(all_faults.values()) >= 0.2 * sum(len(v) for v in by_image.values())
 
