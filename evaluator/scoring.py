@@ -470,9 +470,21 @@ def group_breakdown(benchmark: Benchmark, rows: list[dict[str, Any]]) -> dict[st
     out: dict[str, Any] = {}
     for name in benchmark.group_fields:
         members: dict[str, list[dict[str, Any]]] = {}
+        multi = False
         for row in rows:
-            for key in group_keys(row.get("groups") or {}, name):
-                members.setdefault(key, []).append(row)
+            groups = row.get("groups") or {}
+            value = groups.get(name)
+            if isinstance(value, list):
+                multi = True
+                for key in group_keys(groups, name):
+                    members.setdefault(key, []).append(row)
+            else:
+                key = group_value_key(value)
+                sub = members.get(key)
+                if sub is None:
+                    members[key] = [row]
+                else:
+                    sub.append(row)
         order = ordered_values(benchmark, name, set(members))
         values = {}
         for key in order:
@@ -483,7 +495,7 @@ def group_breakdown(benchmark: Benchmark, rows: list[dict[str, Any]]) -> dict[st
                 "extra_metrics": extra_metrics_of(benchmark, sub) if sub else {},
             }
         out[name] = {
-            "multi_valued": any(isinstance((r.get("groups") or {}).get(name), list) for r in rows),
+            "multi_valued": multi,
             "order": order,
             "values": values,
         }
@@ -529,9 +541,16 @@ def bucket_breakdown(benchmark: Benchmark, rows: list[dict[str, Any]]) -> dict[s
     if benchmark.name in BENCHMARKS_WITH_ZERO_COUNTS or 0 in truths:
         buckets.insert(0, ZERO_BUCKET)
     members: dict[str, list[dict[str, Any]]] = {name: [] for name, _, _ in buckets}
+    bucket_by_truth: dict[int, str] = {}  # ints only (bools are not ground truths here)
     for row in rows:
         truth = row.get("ground_truth")
-        members.setdefault(bucket_of(truth if _is_int(truth) else None, buckets), []).append(row)
+        if _is_int(truth):
+            name = bucket_by_truth.get(truth)
+            if name is None:
+                name = bucket_by_truth[truth] = bucket_of(truth, buckets)
+        else:
+            name = bucket_of(None, buckets)
+        members.setdefault(name, []).append(row)
     order = [name for name, _, _ in buckets] + (["unknown"] if members.get("unknown") else [])
     values = {}
     for name in order:
@@ -547,9 +566,17 @@ def bucket_breakdown(benchmark: Benchmark, rows: list[dict[str, Any]]) -> dict[s
 
 def usage_stats(rows: list[dict[str, Any]]) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    for key in ("prompt_tokens", "completion_tokens", "total_tokens"):
-        vals = [u[key] for r in rows if isinstance(u := r.get("usage"), dict) and _is_num(u.get(key))]
-        out[key] = describe(vals, with_sum=True)
+    keys = ("prompt_tokens", "completion_tokens", "total_tokens")
+    vals: dict[str, list[Any]] = {key: [] for key in keys}
+    for r in rows:  # one pass for the three keys (each list keeps row order)
+        u = r.get("usage")
+        if isinstance(u, dict):
+            for key in keys:
+                v = u.get(key)
+                if _is_num(v):
+                    vals[key].append(v)
+    for key in keys:
+        out[key] = describe(vals[key], with_sum=True)
     earlier = [a for r in rows for a in (r.get("earlier_attempts") or []) if isinstance(a, dict)]
     earlier_tokens = [
         u["total_tokens"]
@@ -803,6 +830,46 @@ def merged_jsonl(rows: list[dict[str, Any]]) -> bytes:
     return ("\n".join(map(encode, rows)) + "\n").encode("utf-8")
 
 
+MERGED_CHUNK_ROWS = 5000
+
+
+def _write_merged_atomic(path: Path, rows: list[dict[str, Any]]) -> str:
+    """Write merged_jsonl(rows) to path atomically; return its SHA-256 (hex).
+
+    The same bytes as `_write_atomic(path, merged_jsonl(rows))`, encoded in chunks of rows while a
+    writer thread writes and hashes the previous chunk (file writes and hashing release the GIL, the
+    JSON encoding does not), so the 200 MB of a 100k-record run are not encoded, then written, then hashed.
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
+    encode = json.JSONEncoder(sort_keys=True, ensure_ascii=False).encode
+    digest = hashlib.sha256()
+    tmp = path.with_name(path.name + ".tmp")
+
+    def write(f: Any, chunk: bytes) -> None:
+        f.write(chunk)
+        digest.update(chunk)
+
+    try:
+        with open(tmp, "wb") as f, ThreadPoolExecutor(max_workers=1) as writer:
+            pending = None
+            for start in range(0, len(rows), MERGED_CHUNK_ROWS):
+                part = rows[start : start + MERGED_CHUNK_ROWS]
+                chunk = ("\n".join(map(encode, part)) + "\n").encode("utf-8")
+                if pending is not None:
+                    pending.result()
+                pending = writer.submit(write, f, chunk)
+            if pending is not None:
+                pending.result()
+            f.flush()
+            os.fsync(f.fileno())
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    os.replace(tmp, path)
+    return digest.hexdigest()
+
+
 def summary_json(summary: dict[str, Any]) -> bytes:
     return (json.dumps(summary, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode("utf-8")
 
@@ -838,14 +905,13 @@ def _score_run(run_root: Path) -> ScoreResult:
     scores = root / SCORES_DIR
     try:
         scores.mkdir(exist_ok=True)
-        merged_bytes = merged_jsonl(merged.rows)
-        _write_atomic(root / MERGED, merged_bytes)
+        responses_sha256 = _write_merged_atomic(root / MERGED, merged.rows)
         written, problems = _render_plots(merged, scores)
         summary = merged.summary
         summary["plots"] = written
         summary["warnings"].extend(problems)
         merged.warnings.extend(problems)
-        summary["outputs"] = {"responses_sha256": hashlib.sha256(merged_bytes).hexdigest()}
+        summary["outputs"] = {"responses_sha256": responses_sha256}
         md = render_markdown(summary)
         _write_atomic(scores / SUMMARY_JSON, summary_json(summary))
         _write_atomic(scores / SUMMARY_MD, md.encode("utf-8"))

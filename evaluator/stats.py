@@ -94,7 +94,12 @@ def percentile(values: Sequence[float], q: float) -> float | None:
         return None
     if not 0 <= q <= 100:
         raise ValueError(f"percentile {q} outside 0..100")
-    s = sorted(values)
+    return _percentile_of_sorted(sorted(values), q)
+
+
+def _percentile_of_sorted(s: Sequence[float], q: float) -> float | None:
+    if not s:
+        return None
     pos = (len(s) - 1) * q / 100.0
     lo = math.floor(pos)
     hi = min(lo + 1, len(s) - 1)
@@ -113,7 +118,8 @@ def describe(values: Sequence[float], with_sum: bool = False) -> dict[str, float
         out["sum"] = sum(values)  # stays an integer for token counts
     out["mean"] = sum(vals) / len(vals) if vals else None
     out["min"] = min(vals) if vals else None
+    ordered = sorted(vals)  # sorted once for all the percentiles (percentile() sorts its own copy)
     for q in PERCENTILES:
-        out[f"p{q}"] = percentile(vals, q)
+        out[f"p{q}"] = _percentile_of_sorted(ordered, q)
     out["max"] = max(vals) if vals else None
     return out
