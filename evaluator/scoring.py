@@ -24,7 +24,7 @@ from typing import Any
 from evaluator.benchmarks import REGISTRY, get_benchmark
 from evaluator.benchmarks.base import Benchmark, ManifestEntry
 from evaluator.data import manifest_digest
-from evaluator.runfolder import CONFIG, MANIFEST, MERGED, PARTIAL, latest_by_sample, read_json, read_jsonl
+from evaluator.runfolder import CONFIG, MANIFEST, MERGED, PARTIAL, read_json, read_jsonl
 from evaluator.stats import CONFIDENCE, PERCENTILES, describe, wilson_interval
 
 SUMMARY_SCHEMA_VERSION = 2
@@ -269,37 +269,49 @@ def _select_records(
 ) -> tuple[dict[str, dict[str, Any]], dict[str, int]]:
     """Valid records that belong to this run, the latest per sample id; raises on foreign records."""
     by_id = {e.sample_id: e for e in manifest}
-    valid: list[dict[str, Any]] = []
+    run_benchmark, run_model = config.get("benchmark"), config.get("model")
+    valid = 0
+    valid_ids: set[str] = set()
     malformed: list[str] = []
+    foreign: list[str] = []
+    outside: set[str] = set()
+    # One pass, in file order: the latest valid record per sample id of the manifest (as latest_by_sample),
+    # the malformed ones, those outside the question set and those that belong to another run.
+    latest: dict[str, dict[str, Any]] = {}
     for i, rec in enumerate(report_records):
         problem = _record_problem(rec)
         if problem:
             malformed.append(f"record {i + 1} ({problem})")
-        else:
-            valid.append(rec)
+            continue
+        valid += 1
+        sid = rec["sample_id"]
+        valid_ids.add(sid)
+        entry = by_id.get(sid)
+        if entry is None:
+            outside.add(sid)
+            continue
+        latest[sid] = rec
+        rec_hash = rec.get("image_sha256")
+        rec_benchmark = rec.get("benchmark")
+        rec_model = rec.get("model")
+        if (
+            (isinstance(rec_hash, str) and entry.image_sha256 and rec_hash != entry.image_sha256)
+            or rec_benchmark not in (None, run_benchmark)
+            or rec_model not in (None, run_model)
+        ):
+            reasons = []
+            if isinstance(rec_hash, str) and entry.image_sha256 and rec_hash != entry.image_sha256:
+                reasons.append("image hash")
+            if rec_benchmark not in (None, run_benchmark):
+                reasons.append(f"benchmark {rec_benchmark!r}")
+            if rec_model not in (None, run_model):
+                reasons.append(f"model {rec_model!r}")
+            foreign.append(f"{sid} ({', '.join(reasons)})")
     if malformed:
         warnings.append(
             f"{len(malformed)} record(s) in {PARTIAL} are not valid response records and were ignored: "
             f"{_examples(malformed)}"
         )
-    foreign: list[str] = []
-    outside: set[str] = set()
-    for rec in valid:
-        sid = rec["sample_id"]
-        entry = by_id.get(sid)
-        if entry is None:
-            outside.add(sid)
-            continue
-        reasons = []
-        rec_hash = rec.get("image_sha256")
-        if isinstance(rec_hash, str) and entry.image_sha256 and rec_hash != entry.image_sha256:
-            reasons.append("image hash")
-        if rec.get("benchmark") not in (None, config.get("benchmark")):
-            reasons.append(f"benchmark {rec.get('benchmark')!r}")
-        if rec.get("model") not in (None, config.get("model")):
-            reasons.append(f"model {rec.get('model')!r}")
-        if reasons:
-            foreign.append(f"{sid} ({', '.join(reasons)})")
     if foreign:
         raise ScoreError(
             f"{len(foreign)} record(s) in {PARTIAL} do not match this run's {CONFIG}/{MANIFEST} "
@@ -307,9 +319,9 @@ def _select_records(
             "The records and the run configuration come from different runs or data; score the folder the "
             "records were written in, or move the foreign records out"
         )
-    if valid and len(outside) == len({r["sample_id"] for r in valid}):
+    if valid and len(outside) == len(valid_ids):
         raise ScoreError(
-            f"none of the {len(valid)} record(s) in {PARTIAL} belongs to this run's question set "
+            f"none of the {valid} record(s) in {PARTIAL} belongs to this run's question set "
             f"({len(manifest)} questions in {MANIFEST}, e.g. {manifest[0].sample_id}; records are for e.g. "
             f"{sorted(outside)[0]}): {CONFIG}/{MANIFEST} come from another dataset than the records"
         )
@@ -318,9 +330,8 @@ def _select_records(
             f"{len(outside)} sample id(s) with records are not in this run's question set and were ignored "
             f"(e.g. from an earlier run with a larger --limit): {_examples(sorted(outside))}"
         )
-    latest = latest_by_sample([r for r in valid if r["sample_id"] in by_id])
     counts = {
-        "records_valid": len(valid),
+        "records_valid": valid,
         "records_malformed": len(malformed),
         "sample_ids_outside": len(outside),
     }

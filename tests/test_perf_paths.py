@@ -2,25 +2,33 @@
 
 * request_bytes (the image spliced into the canonical body) == canonical_json(build_body(...));
 * done_sample_ids' column-wise read == the line-by-line read, on clean and damaged record files;
-* last_integer_fallback (reversed search) == the last match of ANY_INTEGER.
+* last_integer_fallback (reversed search) == the last match of ANY_INTEGER;
+* scoring: responses.jsonl written in chunks by a writer thread == json.dumps of every merged row, and the
+  one-pass record selection and summary statistics == the plain multi-pass code they replaced (kept
+  below as references), on clean and damaged record files.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from evaluator import scoring
 from evaluator.benchmarks import get_benchmark
-from evaluator.benchmarks.base import Sample
+from evaluator.benchmarks.base import ManifestEntry, Sample
+from evaluator.data import manifest_digest
 from evaluator.parsing import ANY_INTEGER, MAX_ANSWER_DIGITS, last_integer_fallback
 from evaluator.records import Sampling
 from evaluator.request import _URL_SLOT, build_body, canonical_json, request_bytes
-from evaluator.runfolder import PARTIAL, done_sample_ids, latest_by_sample, read_jsonl
+from evaluator.runfolder import MERGED, PARTIAL, done_sample_ids, latest_by_sample, read_jsonl
+from evaluator.stats import PERCENTILES, describe, percentile
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -158,3 +166,225 @@ def test_last_integer_fallback_matches_the_last_any_integer_match(text) -> None:
 )
 def test_last_integer_fallback_edges(text: str) -> None:
     assert last_integer_fallback(text) == _last_integer_reference(text)
+
+
+# ----------------------------------------------------------------------------- scoring: plain references
+
+
+def _plain_select(
+    records: list[dict], manifest: list[ManifestEntry], config: dict
+) -> tuple[dict, dict, list]:
+    """The multi-pass _select_records this replaced (warnings and the error text, not just the result)."""
+    warnings: list[str] = []
+    by_id = {e.sample_id: e for e in manifest}
+    valid = [r for r in records if not scoring._record_problem(r)]
+    malformed = [f"record {i + 1} ({p})" for i, r in enumerate(records) if (p := scoring._record_problem(r))]
+    if malformed:
+        warnings.append(("malformed", len(malformed), scoring._examples(malformed)))
+    foreign, outside = [], set()
+    for rec in valid:
+        entry = by_id.get(rec["sample_id"])
+        if entry is None:
+            outside.add(rec["sample_id"])
+            continue
+        reasons = []
+        h = rec.get("image_sha256")
+        if isinstance(h, str) and entry.image_sha256 and h != entry.image_sha256:
+            reasons.append("image hash")
+        if rec.get("benchmark") not in (None, config.get("benchmark")):
+            reasons.append(f"benchmark {rec.get('benchmark')!r}")
+        if rec.get("model") not in (None, config.get("model")):
+            reasons.append(f"model {rec.get('model')!r}")
+        if reasons:
+            foreign.append(f"{rec['sample_id']} ({', '.join(reasons)})")
+    if foreign:
+        return {}, {"foreign": foreign}, warnings
+    if valid and len(outside) == len({r["sample_id"] for r in valid}):
+        return {}, {"none_belongs": len(valid)}, warnings
+    latest = latest_by_sample([r for r in valid if r["sample_id"] in by_id])
+    counts = {
+        "records_valid": len(valid),
+        "records_malformed": len(malformed),
+        "sample_ids_outside": len(outside),
+    }
+    return latest, counts, warnings
+
+
+def _plain_usage(rows: list[dict]) -> dict:
+    out: dict[str, Any] = {}
+    for key in ("prompt_tokens", "completion_tokens", "total_tokens"):
+        vals = [u[key] for r in rows if isinstance(u := r.get("usage"), dict) and scoring._is_num(u.get(key))]
+        out[key] = describe(vals, with_sum=True)
+    earlier = [a for r in rows for a in (r.get("earlier_attempts") or []) if isinstance(a, dict)]
+    tokens = [
+        u["total_tokens"]
+        for a in earlier
+        if isinstance(u := a.get("usage"), dict) and scoring._is_num(u.get("total_tokens"))
+    ]
+    out["earlier_attempts"] = {"responses": len(earlier), "total_tokens": sum(tokens)}
+    return out
+
+
+def _plain_groups(benchmark, rows: list[dict]) -> dict:
+    out: dict[str, Any] = {}
+    for name in benchmark.group_fields:
+        members: dict[str, list[dict]] = {}
+        for row in rows:
+            for key in scoring.group_keys(row.get("groups") or {}, name):
+                members.setdefault(key, []).append(row)
+        order = scoring.ordered_values(benchmark, name, set(members))
+        values = {}
+        for key in order:
+            sub = members.get(key, [])
+            values[key] = {
+                **scoring.accuracy_block(sub),
+                "outcomes": scoring.outcome_counts(sub),
+                "extra_metrics": scoring.extra_metrics_of(benchmark, sub) if sub else {},
+            }
+        multi = any(isinstance((r.get("groups") or {}).get(name), list) for r in rows)
+        out[name] = {"multi_valued": multi, "order": order, "values": values}
+    return out
+
+
+def _plain_buckets(benchmark, rows: list[dict]) -> dict:
+    buckets = list(scoring.BUCKETS)
+    if benchmark.name in scoring.BENCHMARKS_WITH_ZERO_COUNTS or 0 in [r.get("ground_truth") for r in rows]:
+        buckets.insert(0, scoring.ZERO_BUCKET)
+    members: dict[str, list[dict]] = {name: [] for name, _, _ in buckets}
+    for row in rows:
+        truth = row.get("ground_truth")
+        members.setdefault(scoring.bucket_of(truth if scoring._is_int(truth) else None, buckets), []).append(
+            row
+        )
+    order = [name for name, _, _ in buckets] + (["unknown"] if members.get("unknown") else [])
+    values = {}
+    for name in order:
+        sub = members[name]
+        anatomy = scoring.error_anatomy(sub)
+        values[name] = {
+            **scoring.accuracy_block(sub),
+            "parsed": anatomy["parsed"],
+            "mean_absolute_error": anatomy["mean_absolute_error"],
+        }
+    return {"order": order, "values": values}
+
+
+SCORE_ENTRY = st.builds(
+    lambda i, truth, group: (i, truth, group),
+    st.integers(min_value=0, max_value=7),
+    st.none() | st.integers(min_value=0, max_value=30),
+    st.sampled_from(["Table", "Photograph", "Other", ["a", "b"], ["b"], [], True, None, 3]),
+)
+SCORE_RECORD = st.fixed_dictionaries(
+    {
+        "sample_id": st.sampled_from([f"q{i}" for i in range(9)]),  # q8 is not in the manifest
+        "status": st.sampled_from(["ok", "ok", "ok", "request_error", "data_error", "bogus"]),
+        "parsed_answer": st.none() | st.integers(min_value=-2, max_value=30),
+        "ground_truth": st.none() | st.integers(min_value=0, max_value=30) | st.just(True),
+        "response_text": st.none() | st.text(max_size=20) | st.just("so the count is 7\n<answer>7</answer>"),
+        "latency_s": st.none() | st.floats(min_value=0, max_value=100) | st.integers(0, 5),
+        "usage": st.none()
+        | st.fixed_dictionaries(
+            {
+                "prompt_tokens": st.none() | st.integers(0, 10**6),
+                "completion_tokens": st.integers(0, 10**6) | st.floats(0, 10, allow_nan=False),
+                "total_tokens": st.none() | st.integers(0, 10**6),
+            }
+        ),
+        "earlier_attempts": st.lists(
+            st.fixed_dictionaries({"usage": st.fixed_dictionaries({"total_tokens": st.integers(0, 99)})}),
+            max_size=2,
+        ),
+        "finish_reason": st.sampled_from([None, "stop", "length"]),
+        "parse_status": st.sampled_from(["ok", "no_tag"]),
+        "attempts": st.integers(0, 3),
+        "extra": JSONISH,
+    },
+    optional={"model": st.just("m"), "benchmark": st.just("doccount"), "image_sha256": st.just("h1")},
+)
+
+
+@FAST
+@given(
+    benchmark=st.sampled_from(["doccount", "countqa"]),
+    entries=st.lists(SCORE_ENTRY, min_size=1, max_size=8, unique_by=lambda e: e[0]),
+    records=st.lists(SCORE_RECORD, max_size=14),
+    odd=st.lists(st.tuples(st.integers(min_value=0, max_value=14), ODD_LINES), max_size=2),
+    cut=st.none() | st.integers(min_value=0, max_value=60),
+    chunk=st.integers(min_value=1, max_value=4),
+)
+def test_scoring_fast_paths_agree_with_the_plain_code(benchmark, entries, records, odd, cut, chunk) -> None:
+    bench = get_benchmark(benchmark)
+    field = bench.group_fields[0]
+    manifest = [
+        ManifestEntry(f"q{i}", "h1" if i % 2 else None, truth, {field: group}) for i, truth, group in entries
+    ]
+    lines = [json.dumps(r, sort_keys=True, ensure_ascii=False).encode() for r in records]
+    for at, line in odd:
+        lines.insert(min(at, len(lines)), line)
+    data = b"".join(line + b"\n" for line in lines)
+    if cut is not None and lines:
+        data = data[: max(0, len(data) - cut)]
+    config = {
+        "benchmark": benchmark,
+        "model": "m",
+        "data": {"selection": {"questions": len(manifest), "manifest_sha256": manifest_digest(manifest)}},
+    }
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp) / "run"
+        root.mkdir()
+        (root / "run_config.json").write_text(json.dumps(config))
+        (root / "manifest.jsonl").write_text("".join(json.dumps(e.to_dict()) + "\n" for e in manifest))
+        (root / PARTIAL).write_bytes(data)
+
+        report = read_jsonl(root / PARTIAL)
+        warnings: list[str] = []
+        plain_latest, plain_counts, plain_warnings = _plain_select(report.records, manifest, config)
+        if "foreign" in plain_counts or "none_belongs" in plain_counts:
+            with pytest.raises(scoring.ScoreError):
+                scoring._select_records(report.records, manifest, config, warnings)
+            return
+        latest, counts = scoring._select_records(report.records, manifest, config, warnings)
+        assert list(latest.items()) == list(plain_latest.items())
+        assert counts == plain_counts
+        assert len(warnings) == len(plain_warnings) + (1 if counts["sample_ids_outside"] else 0)
+
+        merged = scoring.merge_run(root)
+        rows = merged.rows
+        assert merged.summary["usage"] == _plain_usage(rows)
+        assert merged.summary["groups"] == _plain_groups(bench, rows)
+        assert merged.summary["count_buckets"] == _plain_buckets(bench, rows)
+        plain_bytes = "".join(json.dumps(r, sort_keys=True, ensure_ascii=False) + "\n" for r in rows).encode()
+        assert scoring.merged_jsonl(rows) == plain_bytes
+
+        old_chunk = scoring.MERGED_CHUNK_ROWS
+        scoring.MERGED_CHUNK_ROWS = chunk  # several chunks even for a handful of rows
+        try:
+            result = scoring.score_run(root)
+            first = {
+                name: (root / name).read_bytes()
+                for name in (MERGED, "scores/summary.json", "scores/summary.md")
+            }
+            scoring.score_run(root)
+        finally:
+            scoring.MERGED_CHUNK_ROWS = old_chunk
+        assert first[MERGED] == plain_bytes
+        assert result.summary["outputs"]["responses_sha256"] == hashlib.sha256(plain_bytes).hexdigest()
+        again = {name: (root / name).read_bytes() for name in first}
+        assert again == first  # re-scoring the same folder gives the same bytes
+        assert not list(root.glob("*.tmp"))
+
+
+@FAST
+@given(
+    values=st.lists(
+        st.integers(-(10**6), 10**6) | st.floats(allow_nan=False, allow_infinity=False), max_size=30
+    )
+)
+def test_describe_percentiles_equal_percentile(values) -> None:
+    d = describe(values, with_sum=True)
+    floats = [float(v) for v in values]
+    for q in PERCENTILES:
+        assert d[f"p{q}"] == percentile(floats, q)
+    assert d["n"] == len(values) and d["sum"] == sum(values)
+    assert d["min"] == (min(floats) if floats else None) and d["max"] == (max(floats) if floats else None)
