@@ -10,13 +10,10 @@ The summary.json schema is documented in docs/scoring.md (bump SUMMARY_SCHEMA_VE
 
 from __future__ import annotations
 
-import contextlib
-import gc
 import hashlib
 import json
 import os
 from collections import Counter
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,7 +21,7 @@ from typing import Any
 from evaluator.benchmarks import REGISTRY, get_benchmark
 from evaluator.benchmarks.base import Benchmark, ManifestEntry
 from evaluator.data import manifest_digest
-from evaluator.runfolder import CONFIG, MANIFEST, MERGED, PARTIAL, read_json, read_jsonl
+from evaluator.runfolder import CONFIG, MANIFEST, MERGED, PARTIAL, gc_paused, read_json, read_jsonl
 from evaluator.stats import CONFIDENCE, PERCENTILES, describe, wilson_interval
 
 SUMMARY_SCHEMA_VERSION = 2
@@ -80,23 +77,6 @@ class MergedRun:
 
 
 # ----------------------------------------------------------------------------- small helpers
-
-
-@contextlib.contextmanager
-def gc_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector while records are decoded, merged and encoded.
-
-    Decoded JSON holds no reference cycles, but every few hundred new dicts the collector walks the whole
-    (growing) heap again: at 100k records that was half of the decode and most of the merge. Reference
-    counting still frees everything; the previous collector state is restored on exit.
-    """
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 def _is_int(v: Any) -> bool:
