@@ -45,6 +45,26 @@ def run_cli(
     )
 
 
+# The console entry points, run by the interpreter that runs the tests.
+EVALUATE = [sys.executable, "-c", "from evaluator.cli import evaluate_main; evaluate_main()"]
+SCORE = [sys.executable, "-c", "from evaluator.cli import score_main; score_main()"]
+
+
+def fast_eval_cmd(
+    base_url: str, data_dir: Path, root: Path, *extra: str, timeout: float = 5, max_retries: int | None = None
+) -> list[str]:
+    """A doccount-evaluate command line with quick retries, for fault and crash tests."""
+    cmd = [
+        *EVALUATE,
+        *eval_args(base_url, str(data_dir / "*.parquet"), root, model="test-model"),
+        *FAST_RETRIES,
+    ]
+    cmd += ["--timeout", str(timeout)]
+    if max_retries is not None:
+        cmd += ["--max-retries", str(max_retries)]
+    return [*cmd, *extra]
+
+
 def eval_args(base_url: str, data: str, run: str | Path, model: str = "m") -> list[str]:
     """The usual evaluate arguments: model, endpoint, data glob, run folder."""
     return ["--model", model, "--base-url", base_url, "--data-files", data, "--run-root", str(run)]

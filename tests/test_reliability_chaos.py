@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import clean_env, read_records
+from conftest import SCORE, clean_env, fast_eval_cmd, read_records
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import datagen  # noqa: E402
@@ -24,8 +24,6 @@ from openai_test_server import RETRY_ERROR_OF_FAULT, TestServer  # noqa: E402
 
 pytestmark = pytest.mark.timeout(180)
 
-EVALUATE = [sys.executable, "-c", "from evaluator.cli import evaluate_main; evaluate_main()"]
-SCORE = [sys.executable, "-c", "from evaluator.cli import score_main; score_main()"]
 
 RETRY_AFTER_S = 0.3
 TIMEOUT_S = 3.0
@@ -33,28 +31,6 @@ TIMEOUT_S = 3.0
 
 def run(cmd: list[str], timeout: float = 150) -> subprocess.CompletedProcess:
     return subprocess.run(cmd, capture_output=True, text=True, env=clean_env(), timeout=timeout)
-
-
-def evaluate_args(srv: TestServer, data: Path, root: Path, *extra: str) -> list[str]:
-    return [
-        *EVALUATE,
-        "--model",
-        "test-model",
-        "--base-url",
-        srv.base_url,
-        "--data-files",
-        str(data / "*.parquet"),
-        "--run-root",
-        str(root),
-        "--retry-backoff",
-        "0.01",
-        "--retry-max-wait",
-        "0.05",
-        "--timeout",
-        str(TIMEOUT_S),
-        "--quiet",
-        *extra,
-    ]
 
 
 def requests_by_image(srv: TestServer) -> dict[str, list[dict[str, Any]]]:
@@ -82,7 +58,19 @@ def test_random_faults_every_row_once_all_faults_recorded(tmp_path: Path) -> Non
     }
     root = tmp_path / "run"
     with TestServer(config) as srv:
-        proc = run(evaluate_args(srv, data, root, "--concurrency", "16", "--max-retries", "12"))
+        proc = run(
+            fast_eval_cmd(
+                srv.base_url,
+                data,
+                root,
+                "--quiet",
+                "--concurrency",
+                "16",
+                "--max-retries",
+                "12",
+                timeout=TIMEOUT_S,
+            )
+        )
         by_image = requests_by_image(srv)
     assert proc.returncode == 0, proc.stderr
     assert "Traceback" not in proc.stderr
@@ -143,7 +131,7 @@ def test_degenerate_replies_do_not_crash_the_run(tmp_path: Path) -> None:
     answers[rows[1]["image_sha256"]] = "The count is " + "1" * 6000
     root = tmp_path / "run"
     with TestServer({"answers": answers}) as srv:
-        proc = run(evaluate_args(srv, data, root))
+        proc = run(fast_eval_cmd(srv.base_url, data, root, "--quiet", timeout=TIMEOUT_S))
     assert proc.returncode == 0, proc.stderr
     assert "Traceback" not in proc.stderr
     recs = {r["sample_id"]: r for r in read_records(root)}
@@ -165,7 +153,7 @@ def test_non_retryable_errors_are_sent_once_and_retried_on_the_next_run(tmp_path
     config = {"answers": datagen.doccount_reply(rows), "script": {bad: ["400"]}}
     root = tmp_path / "run"
     with TestServer(config) as srv:
-        first = run(evaluate_args(srv, data, root))
+        first = run(fast_eval_cmd(srv.base_url, data, root, "--quiet", timeout=TIMEOUT_S))
         assert first.returncode == 3, first.stderr
         assert "1 request(s) failed after retries" in first.stderr
         assert [q["image_sha256"] for q in srv.requests()].count(bad) == 1  # not hammered
@@ -173,7 +161,7 @@ def test_non_retryable_errors_are_sent_once_and_retried_on_the_next_run(tmp_path
         assert rec["status"] == "request_error" and rec["attempts"] == 1
         assert rec["request_error"].startswith("HTTP 400")
         srv.reset()
-        second = run(evaluate_args(srv, data, root))
+        second = run(fast_eval_cmd(srv.base_url, data, root, "--quiet", timeout=TIMEOUT_S))
         assert second.returncode == 0, second.stderr
         assert [q["image_sha256"] for q in srv.requests()] == [bad]  # only the failed row again
     latest = {r["sample_id"]: r for r in read_records(root)}

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import clean_env
+from conftest import SCORE, clean_env, fast_eval_cmd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import datagen  # noqa: E402
@@ -28,34 +28,8 @@ from openai_test_server import TestServer  # noqa: E402
 
 pytestmark = pytest.mark.timeout(180)
 
-EVALUATE = [sys.executable, "-c", "from evaluator.cli import evaluate_main; evaluate_main()"]
-SCORE = [sys.executable, "-c", "from evaluator.cli import score_main; score_main()"]
 PARTIAL = "responses.partial.jsonl"
 SEED = int(os.environ.get("RELIABILITY_SEED", "0")) or random.randrange(1, 10**6)
-
-
-def eval_cmd(srv_url: str, data: Path, root: Path, *extra: str) -> list[str]:
-    return [
-        *EVALUATE,
-        "--model",
-        "test-model",
-        "--base-url",
-        srv_url,
-        "--data-files",
-        str(data / "*.parquet"),
-        "--run-root",
-        str(root),
-        "--retry-backoff",
-        "0.01",
-        "--retry-max-wait",
-        "0.05",
-        "--timeout",
-        "5",
-        "--max-retries",
-        "10",
-        "--quiet",
-        *extra,
-    ]
 
 
 class Proc:
@@ -147,7 +121,11 @@ def test_sigkill_repeatedly_then_resume(tmp_path: Path) -> None:
             n0 = max((q["n"] for q in srv.requests()), default=0)
             done_before = done_ids(root)
             lines_before = len(complete_records(root))
-            proc = Proc(eval_cmd(srv.base_url, data, root, "--concurrency", "4"), tmp_path, f"run{i}")
+            proc = Proc(
+                fast_eval_cmd(srv.base_url, data, root, "--quiet", "--concurrency", "4", max_retries=10),
+                tmp_path,
+                f"run{i}",
+            )
             if final:
                 assert proc.wait(90) == 0, proc.stderr
             else:
@@ -197,7 +175,7 @@ def test_score_reports_a_torn_final_line(tmp_path: Path) -> None:
     data, rows = make_data(tmp_path, 5)
     root = tmp_path / "run"
     with TestServer({"answers": datagen.doccount_reply(rows)}) as srv:
-        assert run(eval_cmd(srv.base_url, data, root)).returncode == 0
+        assert run(fast_eval_cmd(srv.base_url, data, root, "--quiet", max_retries=10)).returncode == 0
     path = root / PARTIAL
     os.truncate(path, path.stat().st_size - 40)
     score = run([*SCORE, "--run-root", str(root)])
@@ -223,7 +201,7 @@ def test_signal_stops_cleanly_in_flight_rows_not_recorded(tmp_path: Path, sig: s
     }
     root = tmp_path / "run"
     with TestServer(config) as srv:
-        cmd = eval_cmd(srv.base_url, data, root, "--concurrency", "4")
+        cmd = fast_eval_cmd(srv.base_url, data, root, "--quiet", "--concurrency", "4", max_retries=10)
         cmd[cmd.index("--timeout") + 1] = "120"
         proc = Proc(cmd, tmp_path, "interrupted")
         wait_until(lambda: len(complete_records(root)) >= len(rows) - len(stuck), proc)
@@ -245,7 +223,7 @@ def test_signal_stops_cleanly_in_flight_rows_not_recorded(tmp_path: Path, sig: s
 
         srv.set_config(answers=datagen.doccount_reply(rows))  # the endpoint recovers
         srv.reset()
-        resumed = run(eval_cmd(srv.base_url, data, root))
+        resumed = run(fast_eval_cmd(srv.base_url, data, root, "--quiet", max_retries=10))
         assert resumed.returncode == 0, resumed.stderr
         assert sorted(q["image_sha256"] for q in srv.requests()) == sorted(
             sha_of[r["sample_id"]] for r in stuck
@@ -262,12 +240,16 @@ def test_second_evaluator_is_refused_and_a_killed_holder_does_not_block(tmp_path
     data, rows = make_data(tmp_path, 16)
     root = tmp_path / "run"
     with TestServer({"answers": datagen.doccount_reply(rows), "latency_s": 0.4}) as srv:
-        holder = Proc(eval_cmd(srv.base_url, data, root, "--concurrency", "1"), tmp_path, "holder")
+        holder = Proc(
+            fast_eval_cmd(srv.base_url, data, root, "--quiet", "--concurrency", "1", max_retries=10),
+            tmp_path,
+            "holder",
+        )
         try:
             wait_until(lambda: len(srv.requests()) >= 1, holder)
             assert holder.p.poll() is None
             config_before = (root / "run_config.json").read_bytes()
-            second = run(eval_cmd(srv.base_url, data, root))
+            second = run(fast_eval_cmd(srv.base_url, data, root, "--quiet", max_retries=10))
             assert second.returncode == 2, second.stderr
             lines = second.stderr.strip().splitlines()
             assert len(lines) == 1 and lines[0].startswith("error: "), second.stderr
@@ -284,7 +266,7 @@ def test_second_evaluator_is_refused_and_a_killed_holder_does_not_block(tmp_path
         assert f"pid {holder.pid}" in (root / ".lock").read_text()
         srv.update_config(latency_s=0)
         t0 = time.monotonic()
-        after = run(eval_cmd(srv.base_url, data, root), timeout=60)
+        after = run(fast_eval_cmd(srv.base_url, data, root, "--quiet", max_retries=10), timeout=60)
         assert after.returncode == 0, after.stderr
         assert time.monotonic() - t0 < 30
     ok = Counter(r["sample_id"] for r in complete_records(root) if r["status"] == "ok")
@@ -329,7 +311,7 @@ def test_disk_full_mid_run_clear_error_records_stay_valid(tmp_path: Path) -> Non
     ):
         root = disk / "run"
         filler = fill(disk, 40 * 1024)  # room for config and manifest, not for 60 records
-        proc = run(eval_cmd(srv.base_url, data, root, "--concurrency", "2"))
+        proc = run(fast_eval_cmd(srv.base_url, data, root, "--quiet", "--concurrency", "2", max_retries=10))
         assert proc.returncode == 2, proc.stderr
         assert "Traceback" not in proc.stderr
         last = proc.stderr.strip().splitlines()[-1]
@@ -342,7 +324,7 @@ def test_disk_full_mid_run_clear_error_records_stay_valid(tmp_path: Path) -> Non
 
         filler.unlink()  # free the space, resume
         srv.reset()
-        resumed = run(eval_cmd(srv.base_url, data, root))
+        resumed = run(fast_eval_cmd(srv.base_url, data, root, "--quiet", max_retries=10))
         assert resumed.returncode == 0, resumed.stderr
         sent = {q["image_sha256"] for q in srv.requests()}
         assert not sent & {sha_of[s] for s in first_done}
@@ -357,7 +339,7 @@ def test_disk_full_at_start_is_a_clear_error(tmp_path: Path) -> None:
         TestServer({"answers": datagen.doccount_reply(rows)}) as srv,
     ):
         fill(disk, 0)
-        proc = run(eval_cmd(srv.base_url, data, disk / "run"))
+        proc = run(fast_eval_cmd(srv.base_url, data, disk / "run", "--quiet", max_retries=10))
         assert proc.returncode == 2, proc.stderr
         assert "Traceback" not in proc.stderr
         lines = proc.stderr.strip().splitlines()
@@ -370,13 +352,16 @@ def test_read_only_run_folder(tmp_path: Path) -> None:
     data, rows = make_data(tmp_path, 5)
     with tmpfs(tmp_path / "disk", "1m") as disk, TestServer({"answers": datagen.doccount_reply(rows)}) as srv:
         root = disk / "run"
-        assert run(eval_cmd(srv.base_url, data, root, "--limit", "3")).returncode == 0
+        assert (
+            run(fast_eval_cmd(srv.base_url, data, root, "--quiet", "--limit", "3", max_retries=10)).returncode
+            == 0
+        )
         before = {p.name: p.read_bytes() for p in root.iterdir() if p.is_file()}
         remount = subprocess.run(["mount", "-o", "remount,ro", str(disk)], capture_output=True)
         if remount.returncode != 0:
             pytest.skip(f"cannot remount read-only: {remount.stderr.decode().strip()}")
         srv.reset()
-        proc = run(eval_cmd(srv.base_url, data, root))
+        proc = run(fast_eval_cmd(srv.base_url, data, root, "--quiet", max_retries=10))
         assert proc.returncode == 2, proc.stderr
         assert "Traceback" not in proc.stderr
         lines = proc.stderr.strip().splitlines()

@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import secrets
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from conftest import SCORE, clean_env, fast_eval_cmd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import datagen  # noqa: E402
@@ -21,42 +21,9 @@ from openai_test_server import TestServer  # noqa: E402
 
 pytestmark = pytest.mark.timeout(120)
 
-EVALUATE = [sys.executable, "-c", "from evaluator.cli import evaluate_main; evaluate_main()"]
-SCORE = [sys.executable, "-c", "from evaluator.cli import score_main; score_main()"]
-
-
-def env_with_key(key: str) -> dict[str, str]:
-    env = {
-        k: v for k, v in os.environ.items() if k not in ("MODEL_API_KEY", "MODEL_API_BASE_URL", "RUN_NAME")
-    }
-    env["MODEL_API_KEY"] = key
-    return env
-
 
 def run(cmd: list[str], key: str) -> subprocess.CompletedProcess:
-    return subprocess.run(cmd, capture_output=True, env=env_with_key(key), timeout=90)
-
-
-def eval_cmd(base_url: str, data: Path, root: Path) -> list[str]:
-    return [
-        *EVALUATE,
-        "--model",
-        "test-model",
-        "--base-url",
-        base_url,
-        "--data-files",
-        str(data / "*.parquet"),
-        "--run-root",
-        str(root),
-        "--retry-backoff",
-        "0.01",
-        "--retry-max-wait",
-        "0.05",
-        "--timeout",
-        "3",
-        "--max-retries",
-        "8",
-    ]
+    return subprocess.run(cmd, capture_output=True, env=clean_env(MODEL_API_KEY=key), timeout=90)
 
 
 def canary() -> tuple[str, list[bytes]]:
@@ -98,8 +65,10 @@ def test_key_is_never_stored_or_printed_even_when_the_server_echoes_it(tmp_path:
     }
     root = tmp_path / "run"
     with TestServer(config) as srv:
-        first = run(eval_cmd(srv.base_url, data, root), key)
-        second = run(eval_cmd(srv.base_url, data, root), key)  # resume: the echoing rows again
+        first = run(fast_eval_cmd(srv.base_url, data, root, timeout=3, max_retries=8), key)
+        second = run(
+            fast_eval_cmd(srv.base_url, data, root, timeout=3, max_retries=8), key
+        )  # resume: the echoing rows again
         score = run([*SCORE, "--run-root", str(root)], key)
         reqs = srv.requests()
     assert first.returncode == 3 and second.returncode == 3, first.stderr.decode()
@@ -123,7 +92,7 @@ def test_key_with_stray_whitespace_is_not_leaked_by_the_http_layer(tmp_path: Pat
     datagen.write_doccount(data / "test-0.parquet", rows)
     root = tmp_path / "run"
     with TestServer({"answers": datagen.doccount_reply(rows)}) as srv:
-        proc = run(eval_cmd(srv.base_url, data, root), key + junk)
+        proc = run(fast_eval_cmd(srv.base_url, data, root, timeout=3, max_retries=8), key + junk)
         reqs = srv.requests()
     assert_nowhere(needles, root, proc.stdout, proc.stderr)
     # A key read from a CRLF file works as the key it is.
@@ -138,7 +107,7 @@ def test_key_pasted_into_the_base_url_is_not_echoed(tmp_path: Path, mistake: str
     data = tmp_path / "data"
     datagen.write_doccount(data / "test-0.parquet", rows)
     url = f"https://user:{key}@api.example.com/v1" if mistake == "in-url" else key
-    proc = run(eval_cmd(url, data, tmp_path / "run"), key)
+    proc = run(fast_eval_cmd(url, data, tmp_path / "run", timeout=3, max_retries=8), key)
     assert proc.returncode == 2
     err = proc.stderr.decode()
     assert err.startswith("error: ") and len(err.strip().splitlines()) == 1, err
