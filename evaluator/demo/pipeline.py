@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -17,25 +16,26 @@ import click
 
 
 def _start_reference_server(log_path: Path) -> tuple[subprocess.Popen[bytes], str]:
-    port_file = Path(tempfile.mkdtemp(prefix="doccount-demo-")) / "port"
-    log = open(log_path, "wb")  # noqa: SIM115 - the server process owns it
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "evaluator.demo.reference_server",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            "0",
-            "--port-file",
-            str(port_file),
-            "--log-level",
-            "WARNING",
-        ],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
+    port_file = log_path.with_suffix(".port")
+    port_file.unlink(missing_ok=True)
+    with open(log_path, "wb") as log:  # the child keeps its own copy of the descriptor
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "evaluator.demo.reference_server",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                "0",
+                "--port-file",
+                str(port_file),
+                "--log-level",
+                "WARNING",
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         if proc.poll() is not None:
