@@ -68,18 +68,23 @@ def group_accuracy_png(path: Path, summary: dict[str, Any]) -> None:
         _save(fig, path)
 
 
-def predicted_vs_true_png(path: Path, rows: list[dict[str, Any]], summary: dict[str, Any]) -> None:
-    """Bubble plot of (true, predicted) over parsed answers; bubble area = number of questions."""
-    pairs = [
-        (r["ground_truth"], r["parsed_answer"])
-        for r in rows
-        if r.get("outcome") == "ok" and isinstance(r.get("ground_truth"), int)
-    ]
-    unanswered = len(rows) - len(pairs)
+def predicted_vs_true_png(
+    path: Path, pairs: Counter[tuple[int, int]], questions: int, summary: dict[str, Any]
+) -> None:
+    """Bubble plot of (true, predicted) over parsed answers; bubble area = number of questions.
+
+    Takes the counted pairs (scoring.answer_pairs), not the rows, so rendering never holds the run's rows.
+    """
+    answered = sum(pairs.values())
+    unanswered = questions - answered
     max_true = max((t for t, _ in pairs), default=1)
     cap = max(10, 2 * max_true)
-    clipped = Counter((t, min(max(pred, -1), cap)) for t, pred in pairs)
-    beyond = sum(1 for _, pred in pairs if pred > cap or pred < -1)
+    clipped: Counter[tuple[int, int]] = Counter()
+    beyond = 0
+    for (t, pred), n in pairs.items():
+        clipped[(t, min(max(pred, -1), cap))] += n
+        if pred > cap or pred < -1:
+            beyond += n
     with matplotlib.style.context("default"), matplotlib.rc_context(_RC):
         fig = Figure(figsize=(5.5, 5.0), dpi=DPI, layout="constrained")
         ax = fig.add_subplot()
@@ -103,7 +108,7 @@ def predicted_vs_true_png(path: Path, rows: list[dict[str, Any]], summary: dict[
         ax.set_ylim(-1.5, hi)
         ax.set_xlabel("true count")
         ax.set_ylabel("predicted count (parsed answer)")
-        notes = [f"{len(pairs)} parsed answers"]
+        notes = [f"{answered} parsed answers"]
         if unanswered:
             notes.append(f"{unanswered} without an answer not shown")
         if beyond:

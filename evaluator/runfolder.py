@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from evaluator.benchmarks.base import ManifestEntry
+from evaluator.jsonl import NotJSON, decode_line, decode_strict_lines, split_lines
 from evaluator.records import ResponseRecord
 
 PARTIAL = "responses.partial.jsonl"
@@ -94,6 +95,7 @@ class ReadReport:
     records: list[dict[str, Any]] = field(default_factory=list)
     bad_lines: list[int] = field(default_factory=list)  # 1-based line numbers that were not JSON objects
     torn_tail: bool = False  # the last line had no newline and did not parse (a crash mid-write)
+    lenient: set[int] = field(default_factory=set)  # indices into records read by json.loads (see jsonl)
 
 
 @contextlib.contextmanager
@@ -114,27 +116,42 @@ def gc_paused() -> Iterator[None]:
 
 
 def read_jsonl(path: Path) -> ReadReport:
-    with gc_paused():
-        return _read_jsonl(path)
-
-
-def _read_jsonl(path: Path) -> ReadReport:
-    report = ReadReport()
+    """The records of a JSONL file (none when it does not exist); see parse_jsonl."""
     if not path.exists():
-        return report
+        return ReadReport()
     with open(path, "rb") as f:
         data = f.read()
-    lines = data.split(b"\n")
+    return parse_jsonl(data)
+
+
+def parse_jsonl(data: bytes) -> ReadReport:
+    """Every JSON object line of `data`; other lines are reported by number, a torn last line as such."""
+    with gc_paused():
+        return _parse_jsonl(data)
+
+
+def _parse_jsonl(data: bytes) -> ReadReport:
+    report = ReadReport()
+    # A clean file (every line a strict-JSON object, no blank line) in one pass; anything else line by line.
+    lines = split_lines(data)
+    whole = decode_strict_lines(lines[:-1] if not lines[-1] else lines)
+    if whole is not None and all(type(obj) is dict for obj in whole):
+        report.records = whole
+        return report
     last_index = len(lines) - 1
-    for i, line in enumerate(lines):
+    records = report.records
+    for i, view in enumerate(lines):
+        line = view.tobytes()
         if not line.strip():
             continue
         try:
-            obj = json.loads(line)
-        except ValueError:
-            obj = None
+            obj, lenient = decode_line(line)
+        except NotJSON:
+            obj, lenient = None, False
         if isinstance(obj, dict):
-            report.records.append(obj)
+            if lenient:
+                report.lenient.add(len(records))
+            records.append(obj)
         elif i == last_index:  # no trailing newline: the write was cut short
             report.torn_tail = True
         else:

@@ -14,6 +14,7 @@ import hashlib
 import json
 import os
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,10 +22,20 @@ from typing import Any
 from evaluator.benchmarks import REGISTRY, get_benchmark
 from evaluator.benchmarks.base import Benchmark, ManifestEntry
 from evaluator.data import manifest_digest
-from evaluator.runfolder import CONFIG, MANIFEST, MERGED, PARTIAL, gc_paused, read_json, read_jsonl
+from evaluator.jsonl import decode_line, decode_strict_lines, encode_rows, split_lines
+from evaluator.runfolder import (
+    CONFIG,
+    MANIFEST,
+    MERGED,
+    PARTIAL,
+    ReadReport,
+    gc_paused,
+    parse_jsonl,
+    read_json,
+)
 from evaluator.stats import CONFIDENCE, PERCENTILES, describe, wilson_interval
 
-SUMMARY_SCHEMA_VERSION = 2
+SUMMARY_SCHEMA_VERSION = 3  # 3: responses.jsonl in the compact form of evaluator.jsonl
 SCORES_DIR = "scores"
 SUMMARY_JSON = "summary.json"
 SUMMARY_MD = "summary.md"
@@ -74,6 +85,8 @@ class MergedRun:
     rows: list[dict[str, Any]]
     summary: dict[str, Any]
     warnings: list[str] = field(default_factory=list)
+    # Indices of rows built from a line json.loads had to read (NaN, lone surrogates...): see evaluator.jsonl.
+    lenient_rows: set[int] = field(default_factory=set)
 
 
 # ----------------------------------------------------------------------------- small helpers
@@ -165,7 +178,8 @@ def _load_config(run_root: Path) -> dict[str, Any]:
     return config
 
 
-def _load_manifest(run_root: Path) -> list[ManifestEntry]:
+def _load_manifest(run_root: Path, lenient: set[str] | None = None) -> list[ManifestEntry]:
+    """The run's question list; adds to `lenient` the ids whose line only json.loads could read."""
     path = run_root / MANIFEST
     if not path.exists():
         raise ScoreError(
@@ -174,14 +188,18 @@ def _load_manifest(run_root: Path) -> list[ManifestEntry]:
         )
     entries: list[ManifestEntry] = []
     try:
-        lines = path.read_bytes().split(b"\n")
+        raw = path.read_bytes()
     except OSError as exc:
         raise ScoreError(f"cannot read {path} ({exc.strerror})") from None
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
+    lines = split_lines(raw)
+    if not lines[-1]:
+        lines.pop()  # after the last newline
+    strict = decode_strict_lines(lines)  # every line at once when the file is clean (the usual case)
+    for number, view in enumerate(lines, start=1):
+        if strict is None and not view.tobytes().strip():
             continue
         try:
-            d = json.loads(line)
+            d, loose = (strict[number - 1], False) if strict is not None else decode_line(view.tobytes())
             sid = d["sample_id"]
             groups = d.get("groups") or {}
             truth = d.get("ground_truth")
@@ -195,6 +213,8 @@ def _load_manifest(run_root: Path) -> list[ManifestEntry]:
                 "doccount-evaluate with the same options to rewrite it"
             ) from None
         entries.append(ManifestEntry(sid, d.get("image_sha256"), truth, groups, d.get("data_error")))
+        if loose and lenient is not None:
+            lenient.add(sid)
     if not entries:
         raise ScoreError(f"{path} lists no questions; re-run doccount-evaluate to rewrite it")
     counts = Counter(e.sample_id for e in entries)
@@ -242,12 +262,17 @@ def _record_problem(rec: dict[str, Any]) -> str | None:
 
 
 def _select_records(
-    report_records: list[dict[str, Any]],
+    report: ReadReport,
     manifest: list[ManifestEntry],
     config: dict[str, Any],
     warnings: list[str],
+    lenient: set[str] | None = None,
 ) -> tuple[dict[str, dict[str, Any]], dict[str, int]]:
-    """Valid records that belong to this run, the latest per sample id; raises on foreign records."""
+    """Valid records that belong to this run, the latest per sample id; raises on foreign records.
+
+    Adds to `lenient` the ids whose selected record came from a line only json.loads could read.
+    """
+    report_records = report.records
     by_id = {e.sample_id: e for e in manifest}
     run_benchmark, run_model = config.get("benchmark"), config.get("model")
     valid = 0
@@ -287,6 +312,11 @@ def _select_records(
             if rec_model not in (None, run_model):
                 reasons.append(f"model {rec_model!r}")
             foreign.append(f"{sid} ({', '.join(reasons)})")
+    if lenient is not None and report.lenient:
+        chosen = {id(rec) for rec in latest.values()}
+        lenient.update(
+            report_records[i]["sample_id"] for i in report.lenient if id(report_records[i]) in chosen
+        )
     if malformed:
         warnings.append(
             f"{len(malformed)} record(s) in {PARTIAL} are not valid response records and were ignored: "
@@ -384,7 +414,8 @@ def merge_run(run_root: Path) -> MergedRun:
 def _merge_run(run_root: Path) -> MergedRun:
     config = _load_config(run_root)
     benchmark = get_benchmark(config["benchmark"])
-    manifest = _load_manifest(run_root)
+    lenient: set[str] = set()
+    manifest = _load_manifest(run_root, lenient)
     warnings: list[str] = []
     data_check = _check_manifest_digest(config, manifest, warnings)
     full = (config.get("data") or {}).get("questions") if isinstance(config.get("data"), dict) else None
@@ -395,10 +426,12 @@ def _merge_run(run_root: Path) -> MergedRun:
         )
     partial = run_root / PARTIAL
     try:
-        report = read_jsonl(partial)
         partial_bytes = partial.read_bytes() if partial.exists() else b""
     except OSError as exc:
         raise ScoreError(f"cannot read {partial} ({exc.strerror})") from None
+    with ThreadPoolExecutor(max_workers=1) as hasher:  # SHA-256 releases the GIL: hash while parsing
+        partial_sha256 = hasher.submit(lambda: hashlib.sha256(partial_bytes).hexdigest())
+        report = parse_jsonl(partial_bytes)
     if not partial.exists():
         warnings.append(
             f"{PARTIAL} does not exist: no question has a response, every question counts as missing"
@@ -410,7 +443,7 @@ def _merge_run(run_root: Path) -> MergedRun:
             f"{len(report.bad_lines)} unparseable line(s) in {PARTIAL} were ignored (line numbers "
             f"{_examples([str(n) for n in report.bad_lines])})"
         )
-    latest, counts = _select_records(report.records, manifest, config, warnings)
+    latest, counts = _select_records(report, manifest, config, warnings, lenient)
     rows = _merge_rows(manifest, latest, benchmark, config, warnings)
     missing = sum(1 for r in rows if r["outcome"] == "missing")
     if missing and partial.exists():
@@ -419,13 +452,14 @@ def _merge_run(run_root: Path) -> MergedRun:
             "Re-run doccount-evaluate with the same options to finish the run"
         )
     inputs = {
-        "partial_sha256": hashlib.sha256(partial_bytes).hexdigest(),
+        "partial_sha256": partial_sha256.result(),
         "partial_bad_lines": len(report.bad_lines),
         "partial_torn_tail": report.torn_tail,
         **counts,
     }
     summary = summarize(run_root, config, benchmark, rows, data_check, inputs, warnings)
-    return MergedRun(run_root, config, benchmark, manifest, rows, summary, warnings)
+    lenient_rows = {i for i, e in enumerate(manifest) if e.sample_id in lenient} if lenient else set()
+    return MergedRun(run_root, config, benchmark, manifest, rows, summary, warnings, lenient_rows)
 
 
 # ----------------------------------------------------------------------------- metrics
@@ -813,27 +847,22 @@ def _write_atomic(path: Path, data: bytes) -> None:
     os.replace(tmp, path)
 
 
-def merged_jsonl(rows: list[dict[str, Any]]) -> bytes:
-    """One line per row: json.dumps(row, sort_keys=True, ensure_ascii=False) (one encoder for all rows)."""
-    encode = json.JSONEncoder(sort_keys=True, ensure_ascii=False).encode
-    if not rows:
-        return b""
-    return ("\n".join(map(encode, rows)) + "\n").encode("utf-8")
+def merged_jsonl(rows: list[dict[str, Any]], lenient_rows: set[int] | frozenset[int] = frozenset()) -> bytes:
+    """responses.jsonl: one line per row in the form of evaluator.jsonl (compact, sorted keys, UTF-8)."""
+    return encode_rows(rows, lenient_rows)
 
 
 MERGED_CHUNK_ROWS = 5000
 
 
-def _write_merged_atomic(path: Path, rows: list[dict[str, Any]]) -> str:
-    """Write merged_jsonl(rows) to path atomically; return its SHA-256 (hex).
+def _write_merged_atomic(
+    path: Path, rows: list[dict[str, Any]], lenient_rows: set[int] | frozenset[int] = frozenset()
+) -> str:
+    """Write merged_jsonl(rows, lenient_rows) to path atomically; return its SHA-256 (hex).
 
-    The same bytes as `_write_atomic(path, merged_jsonl(rows))`, encoded in chunks of rows while a
-    writer thread writes and hashes the previous chunk (file writes and hashing release the GIL, the
-    JSON encoding does not), so the 200 MB of a 100k-record run are not encoded, then written, then hashed.
+    Encoded in chunks of rows while a writer thread writes and hashes the previous chunk (file writes and
+    hashing release the GIL), so a large run is not encoded, then written, then hashed.
     """
-    from concurrent.futures import ThreadPoolExecutor
-
-    encode = json.JSONEncoder(sort_keys=True, ensure_ascii=False).encode
     digest = hashlib.sha256()
     tmp = path.with_name(path.name + ".tmp")
 
@@ -845,8 +874,9 @@ def _write_merged_atomic(path: Path, rows: list[dict[str, Any]]) -> str:
         with open(tmp, "wb") as f, ThreadPoolExecutor(max_workers=1) as writer:
             pending = None
             for start in range(0, len(rows), MERGED_CHUNK_ROWS):
-                part = rows[start : start + MERGED_CHUNK_ROWS]
-                chunk = ("\n".join(map(encode, part)) + "\n").encode("utf-8")
+                stop = start + MERGED_CHUNK_ROWS
+                marked = [i - start for i in lenient_rows if start <= i < stop] if lenient_rows else ()
+                chunk = encode_rows(rows[start:stop], marked)
                 if pending is not None:
                     pending.result()
                 pending = writer.submit(write, f, chunk)
@@ -865,15 +895,28 @@ def summary_json(summary: dict[str, Any]) -> bytes:
     return (json.dumps(summary, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode("utf-8")
 
 
-def _render_plots(merged: MergedRun, scores: Path) -> tuple[dict[str, str], list[str]]:
+def answer_pairs(rows: list[dict[str, Any]]) -> Counter[tuple[int, int]]:
+    """How many questions have each (true, predicted) pair, over parsed answers with a known truth."""
+    return Counter(
+        (r["ground_truth"], r["parsed_answer"])
+        for r in rows
+        if r["outcome"] == "ok" and _is_int(r.get("ground_truth"))
+    )
+
+
+def _render_plots(
+    summary: dict[str, Any], pairs: Counter[tuple[int, int]], questions: int, scores: Path
+) -> tuple[dict[str, str], list[str]]:
     from evaluator import plots
 
-    s = merged.summary
     written: dict[str, str] = {}
     problems: list[str] = []
     jobs = {
-        "per_class_accuracy": (PLOT_GROUPS, lambda path: plots.group_accuracy_png(path, s)),
-        "predicted_vs_true": (PLOT_PRED_TRUE, lambda path: plots.predicted_vs_true_png(path, merged.rows, s)),
+        "per_class_accuracy": (PLOT_GROUPS, lambda path: plots.group_accuracy_png(path, summary)),
+        "predicted_vs_true": (
+            PLOT_PRED_TRUE,
+            lambda path: plots.predicted_vs_true_png(path, pairs, questions, summary),
+        ),
     }
     for key, (name, render) in jobs.items():
         try:
@@ -896,18 +939,27 @@ def _score_run(run_root: Path) -> ScoreResult:
     scores = root / SCORES_DIR
     try:
         scores.mkdir(exist_ok=True)
-        responses_sha256 = _write_merged_atomic(root / MERGED, merged.rows)
-        written, problems = _render_plots(merged, scores)
-        summary = merged.summary
+        responses_sha256 = _write_merged_atomic(root / MERGED, merged.rows, merged.lenient_rows)
+    except OSError as exc:
+        raise ScoreError(_write_failed(root, exc)) from None
+    pairs, questions = answer_pairs(merged.rows), len(merged.rows)
+    summary, warnings = merged.summary, merged.warnings
+    # Drop the rows before drawing: matplotlib leaves reference cycles through stack frames, and a frame
+    # that still held the rows kept them all alive until a full collection walked them (1 s at 100k rows).
+    del merged
+    try:
+        written, problems = _render_plots(summary, pairs, questions, scores)
         summary["plots"] = written
         summary["warnings"].extend(problems)
-        merged.warnings.extend(problems)
+        warnings.extend(problems)
         summary["outputs"] = {"responses_sha256": responses_sha256}
         md = render_markdown(summary)
         _write_atomic(scores / SUMMARY_JSON, summary_json(summary))
         _write_atomic(scores / SUMMARY_MD, md.encode("utf-8"))
     except OSError as exc:
-        raise ScoreError(
-            f"cannot write the scores into {root} ({exc.strerror}); check permissions and disk space"
-        ) from None
-    return ScoreResult(summary, md, merged.warnings)
+        raise ScoreError(_write_failed(root, exc)) from None
+    return ScoreResult(summary, md, warnings)
+
+
+def _write_failed(root: Path, exc: OSError) -> str:
+    return f"cannot write the scores into {root} ({exc.strerror}); check permissions and disk space"

@@ -1,0 +1,104 @@
+"""JSON Lines decoding and encoding for the run files: fast where exact, the stdlib where not.
+
+Decoding: msgspec decodes a line to the same Python value as `json.loads` whenever it accepts it
+(integers of any size stay exact, floats are correctly rounded), and it refuses everything that is not
+strict JSON in UTF-8 (NaN, Infinity, lone surrogates, a BOM, invalid UTF-8). Those lines, and only
+those, go through `json.loads`, so a line that the stdlib reads is read to the same value, and a line it
+refuses is refused. Lines read that way are "lenient": their values may hold things strict JSON cannot
+say (NaN, a lone surrogate), which the encoder must not lose.
+
+Encoding (responses.jsonl, one line per row): msgspec's compact form with sorted keys, UTF-8
+(`{"a":1,"b":"é"}`), which is what `json.dumps(row, sort_keys=True, ensure_ascii=False,
+separators=(",", ":"))` writes except for the spelling of some floats (msgspec writes the shortest
+round-trip form `0.00001`, the stdlib `1e-05`). A row built from a lenient line, or one msgspec cannot
+encode, is written by the stdlib with ASCII escapes (`json.dumps(row, sort_keys=True,
+separators=(",", ":"))`), which keeps NaN as NaN and a lone surrogate as `\\ud800` instead of
+turning them into null or failing. The choice depends only on the row, so re-encoding is byte-identical.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import msgspec
+
+_DECODER = msgspec.json.Decoder()
+_ENCODER = msgspec.json.Encoder(order="sorted")
+# RecursionError: nesting deeper than either decoder goes (json.loads refuses it too: a bad line).
+_STRICT_ERRORS = (msgspec.DecodeError, msgspec.ValidationError, RecursionError)
+
+
+class NotJSON(ValueError):
+    """The line is not JSON for `json.loads` either."""
+
+
+def decode_line(line: bytes) -> tuple[Any, bool]:
+    """(value, lenient) of one line; raises NotJSON when json.loads would refuse it too."""
+    try:
+        return _DECODER.decode(line), False
+    except _STRICT_ERRORS:
+        pass
+    try:
+        return json.loads(line), True
+    except (ValueError, RecursionError):
+        raise NotJSON(line[:80]) from None
+
+
+def split_lines(data: bytes) -> list[memoryview]:
+    """The newline-separated segments of `data` as zero-copy views (the last may be empty or torn).
+
+    bytes.split would copy the whole file once more (200 MB for a 100k-record run) only to decode it.
+    """
+    view = memoryview(data)
+    find = data.find
+    lines: list[memoryview] = []
+    start = 0
+    while True:
+        end = find(b"\n", start)
+        if end < 0:
+            lines.append(view[start:])
+            return lines
+        lines.append(view[start:end])
+        start = end + 1
+
+
+def decode_strict_lines(lines: Sequence[bytes | memoryview]) -> list[Any] | None:
+    """Every line decoded, when each one is strict JSON (then each value is what json.loads gives); else None.
+
+    The fast path for a clean file: one C call per line and no Python-level error handling per line.
+    """
+    try:
+        return list(map(_DECODER.decode, lines))
+    except _STRICT_ERRORS:
+        return None
+
+
+def encode_lenient(row: Any) -> bytes:
+    """The stdlib form for rows strict JSON cannot carry: sorted keys, compact, ASCII escapes."""
+    return json.dumps(row, sort_keys=True, separators=(",", ":")).encode("ascii")
+
+
+def encode_row(row: Any, lenient: bool = False) -> bytes:
+    """One row as one line (with its newline)."""
+    if not lenient:
+        try:
+            return _ENCODER.encode(row) + b"\n"
+        except (UnicodeEncodeError, TypeError, OverflowError, ValueError):
+            pass
+    return encode_lenient(row) + b"\n"
+
+
+def encode_rows(rows: Sequence[Any], lenient: Iterable[int] = ()) -> bytes:
+    """The lines of `rows` (each with its newline); `lenient` lists the indices of lenient rows.
+
+    The same bytes as joining `encode_row(row, i in lenient)`, in one msgspec call when it can.
+    """
+    marked = set(lenient)
+    if not marked:
+        try:
+            return _ENCODER.encode_lines(rows)
+        except (UnicodeEncodeError, TypeError, OverflowError, ValueError):
+            pass  # a row msgspec cannot encode: row by row below
+    return b"".join(encode_row(row, i in marked) for i, row in enumerate(rows))
