@@ -99,6 +99,20 @@ class ResponseRecord:
             d.setdefault(k, v)
         return json.dumps(d, ensure_ascii=False, sort_keys=True)
 
+    def to_line(self) -> bytes:
+        """to_json() as one UTF-8 line with its newline.
+
+        A lone surrogate (a server can send "\\ud800" in a JSON string) has no UTF-8 form; such a record is
+        written with ASCII escapes instead, which reads back to the same text.
+        """
+        d = dataclasses.asdict(self)
+        for k, v in self.groups.items():
+            d.setdefault(k, v)
+        try:
+            return (json.dumps(d, ensure_ascii=False, sort_keys=True) + "\n").encode("utf-8")
+        except UnicodeEncodeError:
+            return (json.dumps(d, sort_keys=True) + "\n").encode("ascii")
+
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> ResponseRecord:
         known = {f.name for f in dataclasses.fields(cls)}

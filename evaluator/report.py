@@ -919,13 +919,24 @@ def render_report(merged: MergedRun, page: PageData) -> str:
     return "\n".join(out)
 
 
+LONE_SURROGATE = re.compile("[\ud800-\udfff]")  # a str holds pairs as one code point: any left is lone
+
+
 def _write_atomic(path: Path, text: str) -> None:
+    try:
+        data = text.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate (a server may send one) has no UTF-8 form: show U+FFFD
+        data = LONE_SURROGATE.sub("\ufffd", text).encode("utf-8")
     tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def write_report(

@@ -276,30 +276,41 @@ class RecordWriter:
             stop = any(i is None for i in batch)
             pending = [i for i in batch if i is not None]
             if pending:
-                payload = b"".join((rec.to_json() + "\n").encode("utf-8") for rec, _ in pending)
                 try:
+                    payload = b"".join(rec.to_line() for rec, _ in pending)
                     await asyncio.to_thread(self._write_batch, payload)
-                except OSError as exc:
-                    err = RunFolderError(
-                        f"cannot write {self.path} ({exc.strerror}); records already written stay valid. "
-                        "Free disk space or fix permissions, then re-run the same command to resume"
-                    )
-                    for _, fut in pending:
-                        if not fut.done():
-                            fut.set_exception(err)
-                    # Refuse everything after a failed write: a half-written batch must not be followed.
-                    while True:
-                        item = await self.queue.get()
-                        if item is None:
-                            return
-                        if not item[1].done():
-                            item[1].set_exception(err)
+                except Exception as exc:  # a disk error, or a bug: never leave a worker waiting forever
+                    await self._refuse_from_now_on(pending, self._failure(exc), closing=stop)
+                    return
                 self.written += len(pending)
                 for _, fut in pending:
                     if not fut.done():
                         fut.set_result(None)
             if stop:
                 return
+
+    def _failure(self, exc: Exception) -> RunFolderError:
+        if isinstance(exc, OSError):
+            return RunFolderError(
+                f"cannot write {self.path} ({exc.strerror}); records already written stay valid. "
+                "Free disk space or fix permissions, then re-run the same command to resume"
+            )
+        return RunFolderError(
+            f"cannot write a record to {self.path} ({type(exc).__name__}: {exc}); records already written "
+            "stay valid. Please report this; re-running the same command resumes"
+        )
+
+    async def _refuse_from_now_on(self, pending: list[Any], err: RunFolderError, closing: bool) -> None:
+        """Fail this batch and everything queued after it: a half-written batch must not be followed."""
+        for _, fut in pending:
+            if not fut.done():
+                fut.set_exception(err)
+        while not closing:  # until close() (its None may already have come with this batch)
+            item = await self.queue.get()
+            if item is None:
+                return
+            if not item[1].done():
+                item[1].set_exception(err)
 
     async def close(self) -> None:
         if self.task is not None:

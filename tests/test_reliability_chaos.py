@@ -145,6 +145,42 @@ def test_degenerate_replies_do_not_crash_the_run(tmp_path: Path) -> None:
         assert recs[r["sample_id"]]["correct"] is True
 
 
+def test_text_without_a_utf8_form_and_huge_answers_are_recorded_scored_and_reported(tmp_path: Path) -> None:
+    """A lone surrogate in a reply ("\\ud800" is valid JSON, not valid UTF-8) once hung the record writer; a
+    30-digit answer must stay exact through the records, the merge and responses.jsonl."""
+    rows = datagen.doccount_rows(3)
+    data = tmp_path / "data"
+    datagen.write_doccount(data / "test-0.parquet", rows)
+    answers = datagen.doccount_reply(rows)
+    odd_text = f"odd \ud800 text, {rows[0]['answer']} regions\n<answer>{rows[0]['answer']}</answer>"
+    huge = 123456789012345678901234567890
+    answers[rows[0]["image_sha256"]] = odd_text
+    answers[rows[1]["image_sha256"]] = f"<answer>{huge}</answer>"
+    root = tmp_path / "run"
+    with TestServer({"answers": answers}) as srv:
+        proc = run(fast_eval_cmd(srv.base_url, data, root, "--quiet", timeout=TIMEOUT_S), timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    recs = {r["sample_id"]: r for r in read_records(root)}
+    assert recs[rows[0]["sample_id"]]["response_text"] == odd_text
+    assert recs[rows[0]["sample_id"]]["correct"] is True
+    assert recs[rows[1]["sample_id"]]["parsed_answer"] == huge
+
+    proc = run([*SCORE, "--run-root", str(root)], timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert "not written" not in proc.stderr, proc.stderr
+    merged = {
+        r["sample_id"]: r for r in map(json.loads, (root / "responses.jsonl").read_bytes().splitlines())
+    }
+    assert merged[rows[0]["sample_id"]]["response_text"] == odd_text
+    assert merged[rows[1]["sample_id"]]["parsed_answer"] == huge
+    assert merged[rows[1]["sample_id"]]["correct"] is False
+    summary = json.loads((root / "scores" / "summary.json").read_text())
+    assert (summary["primary"]["correct"], summary["primary"]["questions"]) == (2, 3)
+    report = (root / "scores" / "report.html").read_text(encoding="utf-8")
+    assert "odd \ufffd text" in report
+    assert not list((root / "scores").glob("*.tmp"))
+
+
 def test_non_retryable_errors_are_sent_once_and_retried_on_the_next_run(tmp_path: Path) -> None:
     rows = datagen.doccount_rows(4)
     data = tmp_path / "data"
