@@ -23,6 +23,7 @@ from evaluator.benchmarks import REGISTRY, get_benchmark
 from evaluator.benchmarks.base import Benchmark, ManifestEntry
 from evaluator.data import manifest_digest
 from evaluator.jsonl import decode_line, decode_strict_lines, encode_rows, split_lines
+from evaluator.plot_worker import PlotWorker, child_pays_off
 from evaluator.runfolder import (
     CONFIG,
     MANIFEST,
@@ -39,8 +40,6 @@ SUMMARY_SCHEMA_VERSION = 3  # 3: responses.jsonl in the compact form of evaluato
 SCORES_DIR = "scores"
 SUMMARY_JSON = "summary.json"
 SUMMARY_MD = "summary.md"
-PLOT_GROUPS = "per_class_accuracy.png"
-PLOT_PRED_TRUE = "predicted_vs_true.png"
 
 OUTCOMES = ("ok", "parse_failure", "request_error", "data_error", "missing")
 OUTCOME_LABELS = {
@@ -284,12 +283,20 @@ def _select_records(
     # the malformed ones, those outside the question set and those that belong to another run.
     latest: dict[str, dict[str, Any]] = {}
     for i, rec in enumerate(report_records):
-        problem = _record_problem(rec)
-        if problem:
-            malformed.append(f"record {i + 1} ({problem})")
-            continue
+        sid = rec.get("sample_id")
+        answer = rec.get("parsed_answer")
+        # _record_problem inlined for the usual record (JSON gives exact int/str types); it names the problem
+        if not (
+            type(sid) is str
+            and sid
+            and rec.get("status") in RECORD_STATUSES
+            and (answer is None or type(answer) is int)
+        ):
+            problem = _record_problem(rec)
+            if problem:
+                malformed.append(f"record {i + 1} ({problem})")
+                continue
         valid += 1
-        sid = rec["sample_id"]
         valid_ids.add(sid)
         entry = by_id.get(sid)
         if entry is None:
@@ -504,7 +511,7 @@ def group_breakdown(benchmark: Benchmark, rows: list[dict[str, Any]]) -> dict[st
                 for key in group_keys(groups, name):
                     members.setdefault(key, []).append(row)
             else:
-                key = group_value_key(value)
+                key = value if type(value) is str else group_value_key(value)
                 sub = members.get(key)
                 if sub is None:
                     members[key] = [row]
@@ -593,9 +600,20 @@ def usage_stats(rows: list[dict[str, Any]]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     keys = ("prompt_tokens", "completion_tokens", "total_tokens")
     vals: dict[str, list[Any]] = {key: [] for key in keys}
+    prompt, completion, total = (vals[key] for key in keys)
     for r in rows:  # one pass for the three keys (each list keeps row order)
         u = r.get("usage")
-        if isinstance(u, dict):
+        if type(u) is dict:  # JSON objects are plain dicts; _is_num inlined as exact int/float types
+            v = u.get("prompt_tokens")
+            if type(v) is int or type(v) is float or _is_num(v):
+                prompt.append(v)
+            v = u.get("completion_tokens")
+            if type(v) is int or type(v) is float or _is_num(v):
+                completion.append(v)
+            v = u.get("total_tokens")
+            if type(v) is int or type(v) is float or _is_num(v):
+                total.append(v)
+        elif isinstance(u, dict):
             for key in keys:
                 v = u.get(key)
                 if _is_num(v):
@@ -615,12 +633,13 @@ def usage_stats(rows: list[dict[str, Any]]) -> dict[str, Any]:
 def fallback_diagnostic(benchmark: Benchmark, rows: list[dict[str, Any]]) -> dict[str, Any]:
     """Last-integer fallback over the visible text of every response: a diagnostic, never the score."""
     correct = rescued = lost = 0
+    fallback, is_correct = benchmark.fallback, benchmark.is_correct
     for r in rows:
         answer = None
         if r["outcome"] in ("ok", "parse_failure"):
             text = r.get("response_text")
-            answer = benchmark.fallback(text if isinstance(text, str) else None)
-        hit = bool(benchmark.is_correct(answer, r.get("ground_truth")))
+            answer = fallback(text if isinstance(text, str) else None)
+        hit = bool(is_correct(answer, r.get("ground_truth")))
         correct += hit
         if hit and not r["correct"]:
             rescued += 1
@@ -904,29 +923,6 @@ def answer_pairs(rows: list[dict[str, Any]]) -> Counter[tuple[int, int]]:
     )
 
 
-def _render_plots(
-    summary: dict[str, Any], pairs: Counter[tuple[int, int]], questions: int, scores: Path
-) -> tuple[dict[str, str], list[str]]:
-    from evaluator import plots
-
-    written: dict[str, str] = {}
-    problems: list[str] = []
-    jobs = {
-        "per_class_accuracy": (PLOT_GROUPS, lambda path: plots.group_accuracy_png(path, summary)),
-        "predicted_vs_true": (
-            PLOT_PRED_TRUE,
-            lambda path: plots.predicted_vs_true_png(path, pairs, questions, summary),
-        ),
-    }
-    for key, (name, render) in jobs.items():
-        try:
-            render(scores / name)
-            written[key] = name
-        except Exception as exc:  # a plot must never cost the scores themselves
-            problems.append(f"plot {name} was not written ({type(exc).__name__}: {exc})")
-    return written, problems
-
-
 def score_run(run_root: Path) -> ScoreResult:
     """Merge and score a run folder; write responses.jsonl, scores/summary.{json,md} and the plots."""
     with gc_paused():
@@ -934,21 +930,31 @@ def score_run(run_root: Path) -> ScoreResult:
 
 
 def _score_run(run_root: Path) -> ScoreResult:
-    merged = _merge_run(run_root)
+    # For a large run, a child process imports matplotlib while the records are merged, and draws.
+    plotter = PlotWorker(child=child_pays_off(run_root / PARTIAL))
+    try:
+        merged = _merge_run(run_root)
+    except BaseException:
+        plotter.cancel()
+        raise
     root = merged.run_root
     scores = root / SCORES_DIR
+    summary, warnings = merged.summary, merged.warnings
     try:
         scores.mkdir(exist_ok=True)
+        plotter.submit(summary, answer_pairs(merged.rows), len(merged.rows), scores)
         responses_sha256 = _write_merged_atomic(root / MERGED, merged.rows, merged.lenient_rows)
-    except OSError as exc:
-        raise ScoreError(_write_failed(root, exc)) from None
-    pairs, questions = answer_pairs(merged.rows), len(merged.rows)
-    summary, warnings = merged.summary, merged.warnings
-    # Drop the rows before drawing: matplotlib leaves reference cycles through stack frames, and a frame
-    # that still held the rows kept them all alive until a full collection walked them (1 s at 100k rows).
+    except BaseException as exc:
+        plotter.cancel()
+        if isinstance(exc, OSError):
+            raise ScoreError(_write_failed(root, exc)) from None
+        raise
+    # Drop the rows before anything else runs: reference cycles through stack frames (matplotlib makes
+    # them when it draws in-process) would keep a frame that holds the rows, and so every row, alive
+    # until a full collection walked them all (1 s at 100k rows).
     del merged
+    written, problems = plotter.result()
     try:
-        written, problems = _render_plots(summary, pairs, questions, scores)
         summary["plots"] = written
         summary["warnings"].extend(problems)
         warnings.extend(problems)

@@ -437,3 +437,54 @@ def test_score_error_is_raised_not_a_traceback_for_library_callers(tmp_path: Pat
         score_run(tmp_path / "nope")
     with pytest.raises(ScoreError, match="does not exist"):
         merge_run(tmp_path / "nope")
+
+
+def _plot_children() -> list[int]:
+    """Live child processes of this test process that run the plot worker."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            cmdline = (stat.parent / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if int(fields[1]) == os.getpid() and fields[0] != "Z" and b"plot_worker" in cmdline:
+            found.append(int(stat.parent.name))
+    return found
+
+
+def test_plots_drawn_by_the_child_are_the_in_process_bytes_and_a_dead_child_is_replaced(
+    doc_run: Path, tmp_path: Path
+) -> None:
+    from evaluator import plot_worker
+    from evaluator.scoring import answer_pairs
+
+    merged = merge_run(fresh_copy(doc_run, tmp_path / "run"))
+    pairs, n = answer_pairs(merged.rows), len(merged.rows)
+    outputs = {}
+    for how in ("in-process", "child", "killed child"):
+        out = tmp_path / how
+        out.mkdir()
+        if how == "in-process":
+            written, problems = plot_worker.render_plots(merged.summary, pairs, n, out)
+        else:
+            worker = plot_worker.PlotWorker()
+            assert worker.proc is not None
+            if how == "killed child":
+                worker.proc.kill()  # dies before it draws: the parent must draw instead
+            worker.submit(merged.summary, pairs, n, out)
+            written, problems = worker.result()
+        assert problems == [] and sorted(written.values()) == sorted(
+            [plot_worker.PLOT_GROUPS, plot_worker.PLOT_PRED_TRUE]
+        )
+        outputs[how] = {name: (out / name).read_bytes() for name in written.values()}
+    assert outputs["child"] == outputs["in-process"] == outputs["killed child"]
+    assert not _plot_children()
+
+
+def test_a_run_that_cannot_be_scored_leaves_no_plot_process(doc_run: Path, tmp_path: Path) -> None:
+    run = fresh_copy(doc_run, tmp_path / "run")
+    (run / "manifest.jsonl").write_text("not json\n")
+    with pytest.raises(ScoreError):
+        score_run(run)
+    assert not _plot_children()
