@@ -283,20 +283,12 @@ def _select_records(
     # the malformed ones, those outside the question set and those that belong to another run.
     latest: dict[str, dict[str, Any]] = {}
     for i, rec in enumerate(report_records):
-        sid = rec.get("sample_id")
-        answer = rec.get("parsed_answer")
-        # _record_problem inlined for the usual record (JSON gives exact int/str types); it names the problem
-        if not (
-            type(sid) is str
-            and sid
-            and rec.get("status") in RECORD_STATUSES
-            and (answer is None or type(answer) is int)
-        ):
-            problem = _record_problem(rec)
-            if problem:
-                malformed.append(f"record {i + 1} ({problem})")
-                continue
+        problem = _record_problem(rec)
+        if problem:
+            malformed.append(f"record {i + 1} ({problem})")
+            continue
         valid += 1
+        sid = rec["sample_id"]
         valid_ids.add(sid)
         entry = by_id.get(sid)
         if entry is None:
@@ -511,7 +503,7 @@ def group_breakdown(benchmark: Benchmark, rows: list[dict[str, Any]]) -> dict[st
                 for key in group_keys(groups, name):
                     members.setdefault(key, []).append(row)
             else:
-                key = value if type(value) is str else group_value_key(value)
+                key = group_value_key(value)
                 sub = members.get(key)
                 if sub is None:
                     members[key] = [row]
@@ -600,20 +592,9 @@ def usage_stats(rows: list[dict[str, Any]]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     keys = ("prompt_tokens", "completion_tokens", "total_tokens")
     vals: dict[str, list[Any]] = {key: [] for key in keys}
-    prompt, completion, total = (vals[key] for key in keys)
     for r in rows:  # one pass for the three keys (each list keeps row order)
         u = r.get("usage")
-        if type(u) is dict:  # JSON objects are plain dicts; _is_num inlined as exact int/float types
-            v = u.get("prompt_tokens")
-            if type(v) is int or type(v) is float or _is_num(v):
-                prompt.append(v)
-            v = u.get("completion_tokens")
-            if type(v) is int or type(v) is float or _is_num(v):
-                completion.append(v)
-            v = u.get("total_tokens")
-            if type(v) is int or type(v) is float or _is_num(v):
-                total.append(v)
-        elif isinstance(u, dict):
+        if isinstance(u, dict):
             for key in keys:
                 v = u.get(key)
                 if _is_num(v):
@@ -633,13 +614,12 @@ def usage_stats(rows: list[dict[str, Any]]) -> dict[str, Any]:
 def fallback_diagnostic(benchmark: Benchmark, rows: list[dict[str, Any]]) -> dict[str, Any]:
     """Last-integer fallback over the visible text of every response: a diagnostic, never the score."""
     correct = rescued = lost = 0
-    fallback, is_correct = benchmark.fallback, benchmark.is_correct
     for r in rows:
         answer = None
         if r["outcome"] in ("ok", "parse_failure"):
             text = r.get("response_text")
-            answer = fallback(text if isinstance(text, str) else None)
-        hit = bool(is_correct(answer, r.get("ground_truth")))
+            answer = benchmark.fallback(text if isinstance(text, str) else None)
+        hit = bool(benchmark.is_correct(answer, r.get("ground_truth")))
         correct += hit
         if hit and not r["correct"]:
             rescued += 1
