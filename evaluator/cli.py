@@ -383,7 +383,7 @@ def _evaluate(
 def score_cmd(run_root: Path, report: bool, report_images: bool) -> None:
     """Score a run folder over its full question set; writes responses.jsonl and scores/."""
     try:
-        result = score_run(run_root)
+        result = score_run(run_root, keep_merged=report)
     except USER_ERRORS as exc:
         raise UserError(str(exc)) from None
     for w in result.warnings:
@@ -393,7 +393,7 @@ def score_cmd(run_root: Path, report: bool, report_images: bool) -> None:
         from evaluator.report import write_report
 
         try:  # the report is a view of the score: it must never fail the scoring
-            path = write_report(run_root, images=report_images)
+            path = write_report(run_root, images=report_images, merged=result.merged)
             click.echo(f"report: {path}", err=True)
         except Exception as exc:  # noqa: BLE001
             click.echo(f"warning: the HTML report was not written ({exc})", err=True)

@@ -947,13 +947,16 @@ def write_report(
     output: Path | str | None = None,
     image_px: int = IMAGE_PX,
     log: Log | None = _stderr,
+    merged: MergedRun | None = None,
 ) -> Path:
     """Write one run's report (default `<run_root>/scores/report.html`) and return its path.
 
     Raises ScoreError for a run folder that cannot be merged and ReportError when the file cannot be
     written; missing or mismatched data only leaves thumbnails out (with a note in the page and on stderr).
+    `merged`: the run as score_run just merged it (keep_merged=True), instead of merging it again.
     """
-    merged = merge_run(Path(run_root))
+    if merged is None:
+        merged = merge_run(Path(run_root))
     page = load_page_data(merged.benchmark, merged.config, merged.rows, data_files, images, image_px)
     if log:
         for note in page.notes:

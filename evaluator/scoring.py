@@ -71,6 +71,7 @@ class ScoreResult:
     summary: dict[str, Any]
     markdown: str
     warnings: list[str]
+    merged: MergedRun | None = None  # with score_run(..., keep_merged=True): for the report, not merged twice
 
 
 @dataclass
@@ -903,13 +904,16 @@ def answer_pairs(rows: list[dict[str, Any]]) -> Counter[tuple[int, int]]:
     )
 
 
-def score_run(run_root: Path) -> ScoreResult:
-    """Merge and score a run folder; write responses.jsonl, scores/summary.{json,md} and the plots."""
+def score_run(run_root: Path, keep_merged: bool = False) -> ScoreResult:
+    """Merge and score a run folder; write responses.jsonl, scores/summary.{json,md} and the plots.
+
+    keep_merged: also return the merged run (its summary as written), e.g. to write the report from it.
+    """
     with gc_paused():
-        return _score_run(Path(run_root))
+        return _score_run(Path(run_root), keep_merged)
 
 
-def _score_run(run_root: Path) -> ScoreResult:
+def _score_run(run_root: Path, keep_merged: bool = False) -> ScoreResult:
     # For a large run, a child process imports matplotlib while the records are merged, and draws.
     plotter = PlotWorker(child=child_pays_off(run_root / PARTIAL))
     try:
@@ -931,7 +935,8 @@ def _score_run(run_root: Path) -> ScoreResult:
         raise
     # Drop the rows before anything else runs: reference cycles through stack frames (matplotlib makes
     # them when it draws in-process) would keep a frame that holds the rows, and so every row, alive
-    # until a full collection walked them all (1 s at 100k rows).
+    # until a full collection walked them all (1 s at 100k rows). Unless the caller wants them back.
+    kept = merged if keep_merged else None
     del merged
     written, problems = plotter.result()
     try:
@@ -944,7 +949,7 @@ def _score_run(run_root: Path) -> ScoreResult:
         _write_atomic(scores / SUMMARY_MD, md.encode("utf-8"))
     except OSError as exc:
         raise ScoreError(_write_failed(root, exc)) from None
-    return ScoreResult(summary, md, warnings)
+    return ScoreResult(summary, md, warnings, kept)
 
 
 def _write_failed(root: Path, exc: OSError) -> str:

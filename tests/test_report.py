@@ -195,6 +195,17 @@ def test_report_has_every_question_and_nothing_external(runs) -> None:
     assert text.count("<script") == 2  # the image blob and the page script, nothing else
 
 
+def test_score_writes_the_report_that_report_regenerates(tmp_path, runs) -> None:
+    """`score` hands its merged run to the report (no second merge); the page is the same as `report`'s."""
+    run = copy_run(runs["a"][0], tmp_path / "run")
+    res = run_cli("score", "--run-root", str(run))
+    assert res.returncode == 0, res.stderr
+    from_score = (run / "scores" / "report.html").read_bytes()
+    res = run_cli("report", "--run-root", str(run))
+    assert res.returncode == 0, res.stderr
+    assert (run / "scores" / "report.html").read_bytes() == from_score
+
+
 def test_no_images_option_and_output(tmp_path, runs) -> None:
     run, rows, _ = runs["a"]
     out = tmp_path / "elsewhere" / "r.html"
