@@ -48,6 +48,7 @@ from evaluator.data import (
     resolve_hub,
     resolve_local,
 )
+from evaluator.jsonl import utf8_json, utf8_text
 from evaluator.runfolder import CONFIG, LOCK, MANIFEST, MERGED, PARTIAL
 from evaluator.scoring import SCORES_DIR, SUMMARY_JSON, SUMMARY_MD, ScoreError, merge_run, score_run
 
@@ -147,7 +148,7 @@ def sha256_hex(data: bytes) -> str:
 
 
 def json_bytes(obj: Any) -> bytes:
-    return (json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode("utf-8")
+    return utf8_json(obj, indent=2, sort_keys=True) + b"\n"
 
 
 def default_bundle_root() -> Path:
@@ -542,7 +543,7 @@ def create_archive(
     missing = _collect_bundle(config, bundle, entries, recorded)
     entries[DATASET] = json_bytes(dataset_record(config, entries[f"{run_dir}/{MANIFEST}"]))
     entries[ENVIRONMENT] = json_bytes(environment_record(config))
-    entries[REPRODUCE] = reproduce_md(config, run_name, summary, missing).encode("utf-8")
+    entries[REPRODUCE] = utf8_text(reproduce_md(config, run_name, summary, missing))
     roles = {
         **{f"{run_dir}/{n}": "run" for n in RUN_FILES},
         DATASET: "dataset manifest (no images)",

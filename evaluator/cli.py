@@ -29,6 +29,7 @@ from evaluator.data import (
     resolve_local,
 )
 from evaluator.endpoint import VLLM_DEFAULT_BASE_URL, EndpointError, normalize_base_url
+from evaluator.jsonl import printable
 from evaluator.provenance import environment_info, server_info
 from evaluator.records import Sampling
 from evaluator.request import RequestBuildError, validate_extra_body
@@ -388,7 +389,7 @@ def score_cmd(run_root: Path, report: bool, report_images: bool) -> None:
         raise UserError(str(exc)) from None
     for w in result.warnings:
         click.echo(f"warning: {w}", err=True)
-    click.echo(result.markdown)
+    click.echo(printable(result.markdown))
     if report:
         from evaluator.report import write_report
 
@@ -455,7 +456,7 @@ def compare_cmd(
             raise UserError(f"cannot write {output} ({exc.strerror})") from None
     for w in result.warnings:
         click.echo(f"warning: {w}", err=True)
-    click.echo(result.markdown)
+    click.echo(printable(result.markdown))
     if html_path is not None:
         if len(run_dirs) != 2:
             raise UserError("--html compares exactly two runs side by side; pass two run folders")
@@ -674,7 +675,7 @@ def reproduce_cmd(
             compare_runs = None
         if compare_runs is not None:
             try:
-                click.echo(compare_runs([result.run_dir, new_root]).markdown)
+                click.echo(printable(compare_runs([result.run_dir, new_root]).markdown))
             except USER_ERRORS as exc:
                 click.echo(f"warning: the full comparison failed ({exc})", err=True)
                 compare_runs = None

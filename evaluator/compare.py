@@ -7,12 +7,12 @@ code `score` uses), so a stale or missing responses.jsonl never matters. Questio
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from evaluator.jsonl import utf8_json
 from evaluator.scoring import (
     MergedRun,
     ScoreError,
@@ -288,4 +288,4 @@ def render_compare_markdown(data: dict[str, Any], columns: list[tuple[str, str]]
 
 
 def compare_json(data: dict[str, Any]) -> bytes:
-    return (json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode("utf-8")
+    return utf8_json(data, indent=2, sort_keys=True) + b"\n"

@@ -19,6 +19,7 @@ turning them into null or failing. The choice depends only on the row, so re-enc
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -28,6 +29,36 @@ _DECODER = msgspec.json.Decoder()
 _ENCODER = msgspec.json.Encoder(order="sorted")
 # RecursionError: nesting deeper than either decoder goes (json.loads refuses it too: a bad line).
 _STRICT_ERRORS = (msgspec.DecodeError, msgspec.ValidationError, RecursionError)
+
+
+# Python strings may hold lone surrogates (a server can send "\ud800" in JSON); they have no UTF-8 form.
+# A str holds a valid pair as one code point, so every code point in this range is alone.
+LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def utf8_json(obj: Any, **dumps_options: Any) -> bytes:
+    """json.dumps(obj, ensure_ascii=False, ...) as UTF-8, with a lone surrogate kept as its \\uXXXX escape.
+
+    Inside JSON a raw surrogate can only stand in a string, where the escape reads back to the same text.
+    """
+    text = json.dumps(obj, ensure_ascii=False, **dumps_options)
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        return LONE_SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text).encode("utf-8")
+
+
+def utf8_text(text: str) -> bytes:
+    """Text for people (Markdown, HTML) as UTF-8; a lone surrogate shows as U+FFFD."""
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        return LONE_SURROGATE.sub("\ufffd", text).encode("utf-8")
+
+
+def printable(text: str) -> str:
+    """`text` with every lone surrogate as U+FFFD, for a terminal."""
+    return utf8_text(text).decode("utf-8")
 
 
 class NotJSON(ValueError):

@@ -43,6 +43,7 @@ from evaluator.data import (
     resolve_hub,
     resolve_local,
 )
+from evaluator.jsonl import utf8_text
 from evaluator.scoring import MergedRun, merge_run
 
 REPORT_FILE = "report.html"
@@ -919,14 +920,8 @@ def render_report(merged: MergedRun, page: PageData) -> str:
     return "\n".join(out)
 
 
-LONE_SURROGATE = re.compile("[\ud800-\udfff]")  # a str holds pairs as one code point: any left is lone
-
-
 def _write_atomic(path: Path, text: str) -> None:
-    try:
-        data = text.encode("utf-8")
-    except UnicodeEncodeError:  # a lone surrogate (a server may send one) has no UTF-8 form: show U+FFFD
-        data = LONE_SURROGATE.sub("\ufffd", text).encode("utf-8")
+    data = utf8_text(text)  # a lone surrogate (a server may send one) has no UTF-8 form: shown as U+FFFD
     tmp = path.with_name(path.name + ".tmp")
     try:
         with open(tmp, "wb") as f:

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from evaluator.benchmarks.base import ManifestEntry
-from evaluator.jsonl import NotJSON, decode_line, decode_strict_lines, split_lines
+from evaluator.jsonl import NotJSON, decode_line, decode_strict_lines, split_lines, utf8_json
 from evaluator.records import ResponseRecord
 
 PARTIAL = "responses.partial.jsonl"
@@ -330,9 +330,8 @@ def _write_error(path: Path, exc: OSError) -> RunFolderError:
 def write_json_atomic(path: Path, obj: Any) -> None:
     tmp = path.with_suffix(path.suffix + ".tmp")
     try:
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(obj, f, indent=2, sort_keys=True, ensure_ascii=False)
-            f.write("\n")
+        with open(tmp, "wb") as f:
+            f.write(utf8_json(obj, indent=2, sort_keys=True) + b"\n")
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)

@@ -11,7 +11,6 @@ The summary.json schema is documented in docs/scoring.md (bump SUMMARY_SCHEMA_VE
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
@@ -22,7 +21,14 @@ from typing import Any
 from evaluator.benchmarks import REGISTRY, get_benchmark
 from evaluator.benchmarks.base import Benchmark, ManifestEntry
 from evaluator.data import manifest_digest
-from evaluator.jsonl import decode_line, decode_strict_lines, encode_rows, split_lines
+from evaluator.jsonl import (
+    decode_line,
+    decode_strict_lines,
+    encode_rows,
+    split_lines,
+    utf8_json,
+    utf8_text,
+)
 from evaluator.plot_worker import PlotWorker, child_pays_off
 from evaluator.runfolder import (
     CONFIG,
@@ -892,7 +898,7 @@ def _write_merged_atomic(
 
 
 def summary_json(summary: dict[str, Any]) -> bytes:
-    return (json.dumps(summary, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode("utf-8")
+    return utf8_json(summary, indent=2, sort_keys=True) + b"\n"
 
 
 def answer_pairs(rows: list[dict[str, Any]]) -> Counter[tuple[int, int]]:
@@ -946,7 +952,7 @@ def _score_run(run_root: Path, keep_merged: bool = False) -> ScoreResult:
         summary["outputs"] = {"responses_sha256": responses_sha256}
         md = render_markdown(summary)
         _write_atomic(scores / SUMMARY_JSON, summary_json(summary))
-        _write_atomic(scores / SUMMARY_MD, md.encode("utf-8"))
+        _write_atomic(scores / SUMMARY_MD, utf8_text(md))
     except OSError as exc:
         raise ScoreError(_write_failed(root, exc)) from None
     return ScoreResult(summary, md, warnings, kept)

@@ -127,6 +127,10 @@ ODD_LINES = st.sampled_from(
         b'{"sample_id": "s1", "status": "ok", "parsed_answer": NaN}',
         b'{"sample_id": null, "status": "ok", "parsed_answer": 1}',
         b'{"sample_id": "s2", "sample_id": "s3", "status": "ok", "parsed_answer": 1}',
+        # valid JSON that strict readers refuse: a lone surrogate (text and id), a huge answer
+        b'{"sample_id": "q1", "status": "ok", "parsed_answer": 1, "response_text": "x\\ud800 <answer>1</answer>"}',
+        b'{"sample_id": "s3\\udc00", "status": "ok", "parsed_answer": 2}',
+        b'{"sample_id": "q2", "status": "ok", "parsed_answer": 123456789012345678901234567890}',
     ]
 )
 

@@ -488,3 +488,24 @@ def test_a_run_that_cannot_be_scored_leaves_no_plot_process(doc_run: Path, tmp_p
     with pytest.raises(ScoreError):
         score_run(run)
     assert not _plot_children()
+
+
+def test_text_without_a_utf8_form_in_records_scores_and_is_kept(doc_run: Path, tmp_path: Path) -> None:
+    """A lone surrogate (valid JSON, no UTF-8 form) in a record's finish reason and in an id outside the
+    question set: summary.json keeps it as an escape, summary.md shows U+FFFD; once a UnicodeEncodeError."""
+    run = fresh_copy(doc_run, tmp_path / "run")
+    partial = run / "responses.partial.jsonl"
+    last = json.loads(partial.read_text().splitlines()[-1])
+    odd = {**last, "finish_reason": "stop\ud800"}
+    stranger = {**last, "sample_id": "not-in-the-set-\udc00"}
+    with open(partial, "a", encoding="ascii") as f:  # json.dumps escapes the surrogates
+        f.write(json.dumps(odd) + "\n" + json.dumps(stranger) + "\n")
+    r = score_in_process(run)
+    assert r.exit_code == 0, r.output
+    summary = json.loads((run / "scores" / "summary.json").read_bytes().decode("utf-8"))
+    assert summary["finish_reasons"]["stop\ud800"] == 1
+    assert any("not-in-the-set-\udc00" in w for w in summary["warnings"])
+    md = (run / "scores" / "summary.md").read_bytes().decode("utf-8")
+    assert "not-in-the-set-\ufffd" in md
+    merged = [json.loads(line) for line in (run / "responses.jsonl").read_bytes().splitlines()]
+    assert [m["finish_reason"] for m in merged if m["sample_id"] == last["sample_id"]] == ["stop\ud800"]
