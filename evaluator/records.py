@@ -10,6 +10,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from evaluator.jsonl import utf8_json
+
 Status = Literal["ok", "request_error", "data_error", "missing"]
 # "missing" is written only by the scorer, for questions that have no record at all.
 ParseStatus = Literal["ok", "no_tag", "multiple_tags", "not_final", "not_integer", "no_number", "no_response"]
@@ -102,16 +104,13 @@ class ResponseRecord:
     def to_line(self) -> bytes:
         """to_json() as one UTF-8 line with its newline.
 
-        A lone surrogate (a server can send "\\ud800" in a JSON string) has no UTF-8 form; such a record is
-        written with ASCII escapes instead, which reads back to the same text.
+        A lone surrogate (a server can send "\\ud800" in a JSON string) has no UTF-8 form; it is written
+        as its JSON escape, which reads back to the same text (evaluator.jsonl.utf8_json).
         """
         d = dataclasses.asdict(self)
         for k, v in self.groups.items():
             d.setdefault(k, v)
-        try:
-            return (json.dumps(d, ensure_ascii=False, sort_keys=True) + "\n").encode("utf-8")
-        except UnicodeEncodeError:
-            return (json.dumps(d, sort_keys=True) + "\n").encode("ascii")
+        return utf8_json(d, sort_keys=True) + b"\n"
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> ResponseRecord:
