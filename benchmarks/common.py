@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
-import hashlib
 import json
 import os
 import resource
@@ -31,8 +30,9 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 SERVER_SCRIPT = REPO / "tests" / "openai_test_server.py"
-PROMPT_TEMPLATE = (REPO / "prompts" / "counting_protocol.md").read_text(encoding="utf-8")
-CLASSES = ("Brand Logo", "Photograph", "Table", "Chart / Graph")
+sys.path.insert(0, str(REPO / "tests"))
+import datagen  # noqa: E402  (the tests' DocCount rows and schema)
+
 MODEL = "bench-model"
 REPLY = "I looked at every region of the page.\n<answer>3</answer>"
 # The evaluator's DocCount defaults; the bare loop sends the same sampling fields.
@@ -67,44 +67,16 @@ def write_dataset(path: Path, n: int, image_bytes: int = IMAGE_BYTES, seed: int 
     if path.exists() and marker.exists():
         return path
     path.parent.mkdir(parents=True, exist_ok=True)
-    schema = pa.schema(
-        [
-            ("sample_id", pa.string()),
-            ("image", pa.struct([("bytes", pa.binary()), ("path", pa.string())])),
-            ("image_sha256", pa.string()),
-            ("target_class", pa.string()),
-            ("class_definition", pa.string()),
-            ("question", pa.string()),
-            ("prompt", pa.string()),
-            ("answer", pa.int64()),
-        ]
-    )
     rng = np.random.default_rng(seed)
     tmp = path.with_name(path.name + ".tmp")
-    with pq.ParquetWriter(tmp, schema) as writer:
+    with pq.ParquetWriter(tmp, datagen.DOCCOUNT_SCHEMA) as writer:
         group = min(ROW_GROUP, max(1, ROW_GROUP_BYTES // image_bytes))
         for start in range(0, n, group):
-            rows = []
-            for i in range(start, min(n, start + group)):
-                img = jpeg_like(rng, image_bytes)
-                cls = CLASSES[i % 4]
-                question = f"How many {cls} regions are on this page?"
-                definition = f"Definition of {cls} for the benchmark."
-                rows.append(
-                    {
-                        "sample_id": f"doc-{i:06d}",
-                        "image": {"bytes": img, "path": f"doc-{i:06d}.jpg"},
-                        "image_sha256": hashlib.sha256(img).hexdigest(),
-                        "target_class": cls,
-                        "class_definition": definition,
-                        "question": question,
-                        "prompt": PROMPT_TEMPLATE.format(
-                            target_class=cls, class_definition=definition, question=question
-                        ),
-                        "answer": (i * 7) % 9 + 1,
-                    }
-                )
-            writer.write_table(pa.Table.from_pylist(rows, schema=schema))
+            rows = [
+                datagen.doccount_row(i, jpeg_like(rng, image_bytes), id_digits=6)
+                for i in range(start, min(n, start + group))
+            ]
+            writer.write_table(pa.Table.from_pylist(rows, schema=datagen.DOCCOUNT_SCHEMA))
     os.replace(tmp, path)
     for old in path.parent.glob(path.name + ".*.ok"):
         old.unlink()

@@ -109,19 +109,6 @@ class Server:
                 self.proc.wait()
 
 
-def complete_records(root: Path) -> list[dict[str, Any]]:
-    path = root / PARTIAL
-    if not path.exists():
-        return []
-    out = []
-    for line in path.read_bytes().split(b"\n"):
-        with contextlib.suppress(ValueError):
-            obj = json.loads(line)
-            if isinstance(obj, dict):
-                out.append(obj)
-    return out
-
-
 def done_ids(records: list[dict[str, Any]]) -> set[str]:
     latest = {r["sample_id"]: r for r in records}
     return {s for s, r in latest.items() if r["status"] == "ok" and r["parsed_answer"] is not None}
@@ -185,7 +172,7 @@ def run_round(rnd: int, rng: random.Random, work: Path, deadline: float, t: Tota
     try:
         for launch in range(60):
             t.launches += 1
-            before = complete_records(root)
+            before = datagen.complete_records(root)
             partial = root / PARTIAL
             whole_before = (
                 not partial.exists() or partial.read_bytes().endswith(b"\n") or not partial.stat().st_size
@@ -239,7 +226,7 @@ def run_round(rnd: int, rng: random.Random, work: Path, deadline: float, t: Tota
                 else ""
             )
             t.stops[f"{stop or 'none'} -> exit {code}{phase}"] += 1
-            after = complete_records(root)
+            after = datagen.complete_records(root)
             n1 = max((q["n"] for q in server.requests()), default=0)
             new = [q for q in server.requests() if n0 < q["n"] <= n1]
             resent = {id_of.get(q["image_sha256"]) for q in new} & done_before
@@ -288,7 +275,7 @@ def run_round(rnd: int, rng: random.Random, work: Path, deadline: float, t: Tota
             return
 
         # ---- end-of-round invariants
-        records = complete_records(root)
+        records = datagen.complete_records(root)
         ok = Counter(r["sample_id"] for r in records if r["status"] == "ok")
         if ok != Counter(dict.fromkeys(sha_of, 1)):
             extra = sorted(s for s, c in ok.items() if c != 1)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -15,6 +14,7 @@ import pytest
 TESTS = Path(__file__).resolve().parent
 sys.path.insert(0, str(TESTS))
 
+from datagen import complete_records as read_records  # noqa: E402,F401  (the tests import it from here)
 from datagen import doccount_rows, write_doccount  # noqa: E402
 from openai_test_server import TestServer  # noqa: E402
 
@@ -68,17 +68,6 @@ def fast_eval_cmd(
 def eval_args(base_url: str, data: str, run: str | Path, model: str = "m") -> list[str]:
     """The usual evaluate arguments: model, endpoint, data glob, run folder."""
     return ["--model", model, "--base-url", base_url, "--data-files", data, "--run-root", str(run)]
-
-
-def read_records(run: Path) -> list[dict[str, Any]]:
-    """The records of a run folder, in file order (a torn last line, if any, is left out)."""
-    out = []
-    for line in (run / "responses.partial.jsonl").read_text().splitlines():
-        try:
-            out.append(json.loads(line))
-        except ValueError:
-            continue
-    return out
 
 
 @pytest.fixture

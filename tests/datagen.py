@@ -1,9 +1,12 @@
-"""Small parquet files in the release schemas, written by the tests (never the real data)."""
+"""Small parquet files in the release schemas, written by the tests (never the real data), and an
+independent reader for the records the evaluator writes."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
+import json
 from pathlib import Path
 from typing import Any
 
@@ -29,28 +32,26 @@ def sha(b: bytes) -> str:
     return hashlib.sha256(b).hexdigest()
 
 
+def doccount_row(i: int, img: bytes, id_digits: int = 4) -> dict[str, Any]:
+    """Row i of a DocCount-schema test set with the given image bytes (answers 1..9, the four classes)."""
+    cls = CLASSES[i % 4]
+    question = f"How many {cls} regions are on this page? (variant {i % 3})"
+    definition = f"Definition of {cls} for the test set."
+    sid = f"doc-{i:0{id_digits}d}"
+    return {
+        "sample_id": sid,
+        "image": {"bytes": img, "path": f"{sid}.jpg"},
+        "image_sha256": sha(img),
+        "target_class": cls,
+        "class_definition": definition,
+        "question": question,
+        "prompt": PROMPT_TEMPLATE.format(target_class=cls, class_definition=definition, question=question),
+        "answer": (i * 7) % 9 + 1,
+    }
+
+
 def doccount_rows(n: int, start: int = 0) -> list[dict[str, Any]]:
-    rows = []
-    for i in range(start, start + n):
-        img = image_bytes(i)
-        cls = CLASSES[i % 4]
-        question = f"How many {cls} regions are on this page? (variant {i % 3})"
-        definition = f"Definition of {cls} for the test set."
-        rows.append(
-            {
-                "sample_id": f"doc-{i:04d}",
-                "image": {"bytes": img, "path": f"doc-{i:04d}.jpg"},
-                "image_sha256": sha(img),
-                "target_class": cls,
-                "class_definition": definition,
-                "question": question,
-                "prompt": PROMPT_TEMPLATE.format(
-                    target_class=cls, class_definition=definition, question=question
-                ),
-                "answer": (i * 7) % 9 + 1,
-            }
-        )
-    return rows
+    return [doccount_row(i, image_bytes(i)) for i in range(start, start + n)]
 
 
 DOCCOUNT_SCHEMA = pa.schema(
@@ -117,4 +118,22 @@ def doccount_reply(rows: list[dict[str, Any]], wrong: set[str] = frozenset()) ->
     for r in rows:
         n = r["answer"] + (1 if r["sample_id"] in wrong else 0)
         out[r["image_sha256"]] = f"I see {n} regions of the class.\n<answer>{n}</answer>"
+    return out
+
+
+def complete_records(run: Path) -> list[dict[str, Any]]:
+    """The records on complete lines of a run folder's responses.partial.jsonl, in file order.
+
+    Parsed here with json.loads, independently of the evaluator's own reader; a torn or bad line is
+    left out, and a folder without the file has none.
+    """
+    path = run / "responses.partial.jsonl"
+    if not path.exists():
+        return []
+    out = []
+    for line in path.read_bytes().split(b"\n"):
+        with contextlib.suppress(ValueError):
+            obj = json.loads(line)
+            if isinstance(obj, dict):
+                out.append(obj)
     return out

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from conftest import FAST_RETRIES, run_cli
+from conftest import FAST_RETRIES, eval_args, run_cli
 from datagen import countqa_rows, sha, write_countqa
 
 
@@ -24,14 +24,7 @@ def test_countqa_evaluate_score_compare_archive(tmp_path, server) -> None:
             "evaluate",
             "--benchmark",
             "countqa",
-            "--model",
-            f"model-{name}",
-            "--base-url",
-            server.base_url,
-            "--data-files",
-            data,
-            "--run-root",
-            str(run),
+            *eval_args(server.base_url, data, run, model=f"model-{name}"),
             *FAST_RETRIES,
         )
         assert res.returncode == 0, res.stderr

@@ -17,14 +17,7 @@ def test_payload_is_exactly_image_then_verbatim_prompt(tmp_path, doc_data, doc_r
     run = tmp_path / "run"
     res = run_cli(
         "evaluate",
-        "--model",
-        "test-model",
-        "--base-url",
-        server.base_url,
-        "--data-files",
-        doc_data,
-        "--run-root",
-        str(run),
+        *eval_args(server.base_url, doc_data, run, model="test-model"),
     )
     assert res.returncode == 0, res.stderr
     reqs = {r["image_sha256"]: r for r in server.requests()}
@@ -171,14 +164,7 @@ def test_countqa_messages_and_mime(tmp_path, server) -> None:
         "evaluate",
         "--benchmark",
         "countqa",
-        "--model",
-        "m",
-        "--base-url",
-        server.base_url,
-        "--data-files",
-        str(tmp_path / "data" / "*.parquet"),
-        "--run-root",
-        str(tmp_path / "r"),
+        *eval_args(server.base_url, str(tmp_path / "data" / "*.parquet"), tmp_path / "r", model="m"),
     )
     assert res.returncode == 0, res.stderr
     reqs = server.requests()
@@ -228,14 +214,7 @@ def test_reasoning_fields_are_kept_apart_from_visible_text(tmp_path, doc_data, d
 def test_run_config_records_what_affects_the_number(tmp_path, doc_data, server) -> None:
     res = run_cli(
         "evaluate",
-        "--model",
-        "test-model",
-        "--base-url",
-        server.base_url,
-        "--data-files",
-        doc_data,
-        "--run-root",
-        str(tmp_path / "r"),
+        *eval_args(server.base_url, doc_data, tmp_path / "r", model="test-model"),
         "--limit",
         "3",
         *FAST_RETRIES,

@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
-from conftest import clean_env
+from conftest import clean_env, eval_args
 from conftest import read_records as records
 
 from evaluator.cli import evaluate_cmd
@@ -70,14 +70,7 @@ def data(tmp_path: Path, server: TestServer) -> tuple[Path, list[dict[str, Any]]
 
 def base_args(server: TestServer, data_dir: Path, root: Path) -> list[str]:
     return [
-        "--model",
-        "test-model",
-        "--base-url",
-        server.base_url,
-        "--data-files",
-        str(data_dir / "*.parquet"),
-        "--run-root",
-        str(root),
+        *eval_args(server.base_url, str(data_dir / "*.parquet"), root, model="test-model"),
         *FAST,
     ]
 
@@ -232,14 +225,7 @@ def test_unreachable_endpoint(data, tmp_path) -> None:
     root = tmp_path / "run"
     url = f"http://127.0.0.1:{free_port()}/v1"
     args = [
-        "--model",
-        "m",
-        "--base-url",
-        url,
-        "--data-files",
-        str(data_dir / "*.parquet"),
-        "--run-root",
-        str(root),
+        *eval_args(url, str(data_dir / "*.parquet"), root, model="m"),
     ]
     proc = evaluate(*args, *FAST, "--max-retries", "2")
     assert proc.returncode == 3, proc.stderr

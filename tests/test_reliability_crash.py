@@ -71,22 +71,8 @@ def wait_until(cond: Callable[[], bool], proc: Proc | None = None, timeout: floa
     raise AssertionError("timed out waiting")
 
 
-def complete_records(root: Path) -> list[dict[str, Any]]:
-    """Records on complete lines, parsed here (independently of the evaluator's own reader)."""
-    path = root / PARTIAL
-    if not path.exists():
-        return []
-    out = []
-    for line in path.read_bytes().split(b"\n"):
-        with contextlib.suppress(ValueError):
-            obj = json.loads(line)
-            if isinstance(obj, dict):
-                out.append(obj)
-    return out
-
-
 def done_ids(root: Path) -> set[str]:
-    latest = {r["sample_id"]: r for r in complete_records(root)}
+    latest = {r["sample_id"]: r for r in datagen.complete_records(root)}
     return {sid for sid, r in latest.items() if r["status"] == "ok" and r["parsed_answer"] is not None}
 
 
@@ -120,7 +106,7 @@ def test_sigkill_repeatedly_then_resume(tmp_path: Path) -> None:
             final = i == 4
             n0 = max((q["n"] for q in srv.requests()), default=0)
             done_before = done_ids(root)
-            lines_before = len(complete_records(root))
+            lines_before = len(datagen.complete_records(root))
             proc = Proc(
                 fast_eval_cmd(srv.base_url, data, root, "--quiet", "--concurrency", "4", max_retries=10),
                 tmp_path,
@@ -132,7 +118,7 @@ def test_sigkill_repeatedly_then_resume(tmp_path: Path) -> None:
                 if i == 0:  # a random moment, most likely during start-up (imports, config, lock)
                     time.sleep(rng.uniform(0.05, 1.5))
                 elif i == 3:  # make sure there are records to tear afterwards
-                    wait_until(lambda lb=lines_before: len(complete_records(root)) >= lb + 3, proc)
+                    wait_until(lambda lb=lines_before: len(datagen.complete_records(root)) >= lb + 3, proc)
                     time.sleep(rng.uniform(0, 0.2))
                 else:  # a random moment while requests are in flight
                     k = rng.randint(1, 25)
@@ -158,7 +144,7 @@ def test_sigkill_repeatedly_then_resume(tmp_path: Path) -> None:
                 cut = rng.randint(start + 1, len(blob) - 2)
                 os.truncate(path, cut)
     assert kills >= 3, "the kills did not land while the evaluator ran"
-    records = complete_records(root)
+    records = datagen.complete_records(root)
     ok = Counter(r["sample_id"] for r in records if r["status"] == "ok")
     assert ok == Counter({r["sample_id"]: 1 for r in rows}), f"lost or duplicated rows (seed {SEED})"
     assert all(r["correct"] for r in records if r["status"] == "ok")
@@ -204,7 +190,7 @@ def test_signal_stops_cleanly_in_flight_rows_not_recorded(tmp_path: Path, sig: s
         cmd = fast_eval_cmd(srv.base_url, data, root, "--quiet", "--concurrency", "4", max_retries=10)
         cmd[cmd.index("--timeout") + 1] = "120"
         proc = Proc(cmd, tmp_path, "interrupted")
-        wait_until(lambda: len(complete_records(root)) >= len(rows) - len(stuck), proc)
+        wait_until(lambda: len(datagen.complete_records(root)) >= len(rows) - len(stuck), proc)
         in_flight = {q["image_sha256"] for q in srv.requests()}
         assert {r["image_sha256"] for r in stuck} <= in_flight
         t0 = time.monotonic()
@@ -214,7 +200,7 @@ def test_signal_stops_cleanly_in_flight_rows_not_recorded(tmp_path: Path, sig: s
         assert code == 130, proc.stderr
         assert "Traceback" not in proc.stderr
         assert "interrupted" in proc.stderr
-        recs = complete_records(root)
+        recs = datagen.complete_records(root)
         assert (root / PARTIAL).read_bytes().endswith(b"\n")  # no half-written line
         assert {r["sample_id"] for r in recs} == {r["sample_id"] for r in rows} - {
             r["sample_id"] for r in stuck
@@ -228,7 +214,7 @@ def test_signal_stops_cleanly_in_flight_rows_not_recorded(tmp_path: Path, sig: s
         assert sorted(q["image_sha256"] for q in srv.requests()) == sorted(
             sha_of[r["sample_id"]] for r in stuck
         )
-    assert Counter(r["sample_id"] for r in complete_records(root)) == Counter(
+    assert Counter(r["sample_id"] for r in datagen.complete_records(root)) == Counter(
         {r["sample_id"]: 1 for r in rows}
     )
 
@@ -269,7 +255,7 @@ def test_second_evaluator_is_refused_and_a_killed_holder_does_not_block(tmp_path
         after = run(fast_eval_cmd(srv.base_url, data, root, "--quiet", max_retries=10), timeout=60)
         assert after.returncode == 0, after.stderr
         assert time.monotonic() - t0 < 30
-    ok = Counter(r["sample_id"] for r in complete_records(root) if r["status"] == "ok")
+    ok = Counter(r["sample_id"] for r in datagen.complete_records(root) if r["status"] == "ok")
     assert ok == Counter({r["sample_id"]: 1 for r in rows})
 
 
@@ -317,7 +303,7 @@ def test_disk_full_mid_run_clear_error_records_stay_valid(tmp_path: Path) -> Non
         last = proc.stderr.strip().splitlines()[-1]
         assert last.startswith("error: cannot write") and "No space left on device" in last
         assert "records already written stay valid" in last and "re-run the same command" in last
-        written = complete_records(root)
+        written = datagen.complete_records(root)
         assert 0 < len(written) < len(rows)
         assert all(r["status"] == "ok" and r["correct"] for r in written)  # every complete line is valid
         first_done = done_ids(root)
@@ -328,7 +314,7 @@ def test_disk_full_mid_run_clear_error_records_stay_valid(tmp_path: Path) -> Non
         assert resumed.returncode == 0, resumed.stderr
         sent = {q["image_sha256"] for q in srv.requests()}
         assert not sent & {sha_of[s] for s in first_done}
-        ok = Counter(r["sample_id"] for r in complete_records(root) if r["status"] == "ok")
+        ok = Counter(r["sample_id"] for r in datagen.complete_records(root) if r["status"] == "ok")
         assert ok == Counter({r["sample_id"]: 1 for r in rows})
 
 

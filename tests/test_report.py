@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import REPO, run_cli
+from conftest import REPO, eval_args, run_cli
 from datagen import doccount_rows, image_bytes, sha, write_doccount
 from openai_test_server import TestServer
 from PIL import Image
@@ -71,14 +71,9 @@ def make_run(tmp: Path, server, variant: bool = False) -> tuple[Path, list[dict]
     run = tmp / "run"
     res = run_cli(
         "evaluate",
-        "--model",
-        "model-b" if variant else "model-a",
-        "--base-url",
-        server.base_url,
-        "--data-files",
-        str(tmp / "data" / "*.parquet"),
-        "--run-root",
-        str(run),
+        *eval_args(
+            server.base_url, str(tmp / "data" / "*.parquet"), run, model="model-b" if variant else "model-a"
+        ),
         "--max-retries",
         "0",
         "--quiet",

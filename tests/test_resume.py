@@ -19,14 +19,7 @@ def test_sigkill_mid_run_then_resume_sends_no_finished_row_again(tmp_path, serve
     write_doccount(tmp_path / "d" / "test-0.parquet", rows)
     server.set_config({"answers": doccount_reply(rows), "latency_s": 0.2})
     args = [
-        "--model",
-        "m",
-        "--base-url",
-        server.base_url,
-        "--data-files",
-        str(tmp_path / "d" / "*.parquet"),
-        "--run-root",
-        str(tmp_path / "r"),
+        *eval_args(server.base_url, str(tmp_path / "d" / "*.parquet"), tmp_path / "r", model="m"),
         "--concurrency",
         "4",
         *FAST_RETRIES,
