@@ -266,7 +266,7 @@ class ChatSender:
         failure.sent_at = sent_at
         if failure.verdict is not None and failure.verdict.kind in ("rate_limit", "payment"):
             return None, failure  # the gate hears about it in send(), with the wait it settles on
-        gate.failed()
+        gate.failed(sent_at)
         return None, failure
 
     async def send(self, body: bytes) -> SendOutcome:

@@ -155,7 +155,7 @@ def test_the_gate_paces_announced_limits_and_opens_after_the_probe() -> None:
     starts = [gate.reserve(100.0) for _ in range(7)]
     assert starts[:3] == pytest.approx([100.0, 100.0, 100.0])  # the burst the endpoint said is left
     gaps = [b - a for a, b in zip(starts[2:], starts[3:], strict=False)]
-    assert all(g == pytest.approx(1 / (4 * 0.98)) for g in gaps)  # then 4 per second, a little under
+    assert all(g == pytest.approx(1 / (4 * 0.99)) for g in gaps)  # then 4 per second, a little under
     held = gate.refused(100.0, Limits(), 2.0, 0.1)
     assert held == 2.0 and gate.earliest(100.0) >= 102.0 and gate.window == 8
 
@@ -234,6 +234,18 @@ def test_refusals_alone_slow_the_run_and_every_wait_is_honoured(tmp_path, data, 
     assert sent_during_holds(counters["log"], 1.0) == []  # no worker sent inside a 1 s hold
     waits = [e for r in recs for e in r["retry_errors"]]
     assert waits and all(e["retry_after_s"] == 1.0 and e["wait_s"] == 1.0 for e in waits)
+
+
+def test_an_endpoint_that_announces_nothing_refuses_few(tmp_path, data) -> None:
+    # Before the opening ramp, the window opened to 16 at once after the probe: 12 of the 15 were refused.
+    # Now the 16 go out spread over the probe's round trip (0.3 s here, so about 19 ms apart), and the
+    # first refusal, which the limiter sends back at once, holds the rest.
+    with LimitedServer({"rps": 4, "burst": 4, "headers": "none"}, {"latency_s": 0.3}) as srv:
+        res = evaluate(srv.base_url, data, tmp_path / "r")
+        counters = srv.counters()
+    assert res.returncode == 0, res.stderr
+    paced_ok(tmp_path / "r", 16)
+    assert counters["answered"] == 16 and counters["refused"] <= 4, counters["refused"]
 
 
 def test_openrouter_transient_402_is_retried_without_using_retries(tmp_path, data) -> None:

@@ -1,0 +1,139 @@
+"""The gate's pacing logic on a virtual clock (evaluator/pacing.py): the opening ramp, what a refusal
+teaches, and whole runs against a simulated token bucket (tests/pacing_sim.py). The same logic against a
+real loopback bucket over HTTP is in tests/test_ratelimit.py."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from pacing_sim import Endpoint, simulate  # noqa: E402
+
+from evaluator.pacing import RAMP_MAX_S, Gate, UserLimits  # noqa: E402
+from evaluator.ratelimit import Limits  # noqa: E402
+
+
+def probe(gate: Gate, trip_s: float, limits: Limits | None = None) -> float:
+    """Send the first request at 0 and answer it after trip_s; returns the clock."""
+    assert gate.reserve(0.0) == 0.0
+    gate.release()
+    gate.clock = lambda: trip_s
+    gate.succeeded(0.0, limits or Limits(), None)
+    return trip_s
+
+
+def test_without_announced_limits_the_window_opens_over_one_round_trip() -> None:
+    gate = Gate(ceiling=16, clock=lambda: 0.0)
+    now = probe(gate, 0.3)
+    starts = [gate.reserve(now) for _ in range(16)]  # the probe's worker takes a slot again too
+    assert gate.open_slots == 0
+    assert starts[0] == now and starts[-1] == pytest.approx(now + 0.3 * 15 / 16)
+    gaps = {round(b - a, 9) for a, b in zip(starts, starts[1:], strict=False)}
+    assert gaps == {round(0.3 / 16, 9)}
+    assert gate.ramp is None  # spent: later requests go as the window allows
+
+
+def test_a_slow_probe_opens_the_window_within_a_second() -> None:
+    gate = Gate(ceiling=16, clock=lambda: 0.0)
+    now = probe(gate, 30.0)
+    starts = [gate.reserve(now) for _ in range(16)]
+    assert starts[-1] - starts[0] == pytest.approx(RAMP_MAX_S * 15 / 16)
+
+
+@pytest.mark.parametrize(
+    "limits, user, gap",
+    [
+        (Limits(requests_per_min=600, requests_remaining=9, requests_reset_s=0.1), UserLimits(), 0.0),
+        (Limits(), UserLimits.of(6000, None, 0.0), 0.01),
+    ],
+)
+def test_a_known_pace_needs_no_ramp(limits: Limits, user: UserLimits, gap: float) -> None:
+    gate = Gate(ceiling=16, user=user, clock=lambda: 0.0)
+    now = probe(gate, 0.3, limits)
+    assert gate.ramp is None
+    assert [gate.reserve(now) for _ in range(2)] == pytest.approx([now, now + gap])  # the limits' own
+
+
+def test_a_refused_first_request_keeps_the_window_at_one() -> None:
+    clock = [0.0]
+    gate = Gate(ceiling=16, clock=lambda: clock[0])
+    gate.reserve(0.0)
+    gate.release()
+    clock[0] = 0.01
+    assert gate.refused(0.0, Limits(), 1.0, 0.5) == 1.0
+    assert gate.window == 1 and gate.requests is None  # nothing got through: no rate to learn
+    assert gate.earliest(0.5) == pytest.approx(1.01)  # the hold
+    clock[0] = 1.5
+    gate.reserve(1.01)
+    gate.release()
+    gate.succeeded(1.01, Limits(), None)
+    assert gate.window == 16  # the first answer opens it
+
+
+def test_what_was_sent_in_the_refused_instant_before_the_refusal_does_not_count() -> None:
+    gate = Gate(ceiling=16, clock=lambda: 0.0)
+    for t in (1.0, 1.0, 1.0, 2.0, 3.0):
+        gate.sends.append(t)
+    gate.refused_sends.extend([1.0, 3.0])
+    assert gate._through(1.0, 3.0) == 1  # after the refusal at 1.0: the one at 2.0
+    assert gate._through(1.0, 3.0, after=False) == 3  # from it: the two let through at 1.0 as well
+
+
+def test_the_pace_learned_from_two_refusals_is_the_rate_between_them() -> None:
+    clock = [0.0]
+    gate = Gate(ceiling=16, clock=lambda: clock[0])
+    now = probe(gate, 0.05)
+    gate.reserve(now)
+    gate.release()
+    clock[0] = 0.06
+    gate.refused(0.05, Limits(), 1.0, 0.5)  # one through (the probe) before it: a guess
+    guess = gate.feedback_rps
+    assert guess == pytest.approx(0.98 * 1 / (0.05 + 1.0))
+    for i in range(20):  # 20 let through over the next 10 s, then a refusal
+        gate.sends.append(1.06 + 0.5 * i)
+    gate.sends.append(11.06)
+    clock[0] = 11.07
+    gate.refused(11.06, Limits(), 1.0, 0.5)
+    assert gate.feedback_rps == pytest.approx(0.98 * 20.5 / (11.06 - 0.05))
+    assert gate.requests is not None and gate.requests.rate == gate.feedback_rps
+
+
+CASES = [
+    # the issue's case, with Retry-After in whole seconds (RFC 9110) and with the exact wait
+    dict(rps=4, burst=4),
+    dict(rps=4, burst=4, exact_wait=True),
+    dict(rps=10, burst=10),
+    dict(rps=2, burst=10),
+    dict(rps=4, burst=40),
+    dict(rps=4, burst=4, latency_s=0.4),
+    dict(rps=1, burst=1),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: "-".join(f"{k}={v}" for k, v in c.items()))
+def test_an_endpoint_that_announces_nothing_is_paced_with_few_refusals(case: dict) -> None:
+    ep = Endpoint(**case)
+    rows = 80 if case["rps"] >= 4 else 100 if case["rps"] > 1 else 40
+    r = simulate(ep, rows)
+    assert r.rows == rows
+    assert r.refused_share <= 0.10, r
+    assert r.wall_over_bound(ep) <= (1.10 if case["rps"] > 1 else 1.30), r
+
+
+def test_announced_limits_leave_nothing_to_refuse() -> None:
+    ep = Endpoint(rps=4, burst=4, headers=True)
+    r = simulate(ep, 80)
+    assert r.rows == 80 and r.refused == 0
+    assert r.wall_over_bound(ep) <= 1.03
+
+
+def test_an_unlimited_endpoint_pays_only_the_probe_and_half_a_ramp() -> None:
+    ep = Endpoint(rps=1e6, burst=1e6, latency_s=0.4)
+    r = simulate(ep, 800, ceiling=32)
+    ideal = 800 / 32 * 0.4
+    assert r.refused == 0
+    assert r.last_s - r.first_s <= ideal + 0.4 + 0.2 + 1e-6  # probe round trip + half the opening ramp
