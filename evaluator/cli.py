@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -256,16 +258,30 @@ def run_command(command: click.Command, prog_name: str) -> None:
     except click.UsageError as exc:
         hint = f" (see `{exc.ctx.command_path} --help`)" if exc.ctx else ""
         click.echo(f"error: {exc.format_message()}{hint}", err=True)
-        sys.exit(2)
+        _exit(2)
     except click.ClickException as exc:
         exc.show()
-        sys.exit(exc.exit_code)
+        _exit(exc.exit_code)
     except (KeyboardInterrupt, click.Abort):
         click.echo("interrupted", err=True)
-        sys.exit(130)
-    except SystemExit:
-        raise
-    sys.exit(0)
+        _exit(130)
+    except SystemExit as exc:
+        _exit(exc.code)
+    _exit(0)
+
+
+def _exit(code: int | str | None) -> None:
+    """Exit without the interpreter's teardown of every imported module (about 0.3 s of freeing the openai
+    and pydantic objects, on every command). Each command has closed its files by now; the output streams
+    and logging are flushed here, the rest of what a normal exit does has nothing left to do."""
+    if isinstance(code, str):
+        click.echo(code, err=True)
+        code = 1
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(code or 0)
 
 
 def entry() -> None:
