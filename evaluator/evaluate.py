@@ -13,6 +13,7 @@ import json
 import os
 import re
 from collections import Counter
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -235,6 +236,7 @@ def evaluate(opts: EvaluateOptions, check_only: bool = False) -> int:
     if dups:
         raise DataError(duplicates_message(dups))
     shape_preset = load_preset(opts.preset) if opts.preset else None
+    servers = None if check_only else ask_servers(opts)
     settings = eval_settings(opts, bench, extra, shape_preset)
     if check_only:  # doccount check-endpoint: one row, nothing written
         from evaluator.check import check_endpoint
@@ -243,9 +245,21 @@ def evaluate(opts: EvaluateOptions, check_only: bool = False) -> int:
     name = opts.run_name or os.environ.get("RUN_NAME") or default_run_name(bench.name, opts.model)
     root = ensure_run_root(opts.run_root or Path("runs") / name)
     with RunLock(root):
-        config = fresh_run_config(settings, shape_preset, source, manifest, selection)
+        assert servers is not None
+        config = fresh_run_config(settings, shape_preset, source, manifest, selection, servers.result())
         folder = prepare_folder(root, config, manifest, selection)
         return send_pending(settings, source, root, folder, selection, opts.overwrite, opts.quiet)
+
+
+def ask_servers(opts: EvaluateOptions) -> Future[dict[str, Any]]:
+    """What each endpoint says about itself (provenance.server_info), asked in a thread: its round trips
+    overlap the HTTP client's import, about a second."""
+    urls = resolve_urls(opts.backend, opts.base_urls, os.environ.get("MODEL_API_BASE_URL", ""))
+    api_key = os.environ.get("MODEL_API_KEY", "").strip() or None
+    pool = ThreadPoolExecutor(max_workers=1)
+    asked = pool.submit(lambda: {u: server_info(u, api_key) for u in urls})
+    pool.shutdown(wait=False)  # the thread ends with its task; the caller waits on the result
+    return asked
 
 
 def eval_settings(opts: EvaluateOptions, bench: Benchmark, extra: dict[str, Any], shape_preset: Any) -> Any:
@@ -291,6 +305,7 @@ def fresh_run_config(
     source: DataSource,
     manifest: list[ManifestEntry],
     selection: list[ManifestEntry],
+    servers: dict[str, Any],
 ) -> RunConfig:
     """This invocation's RunConfig: the settings, the data, prompt hashes, environment, servers, now."""
     from evaluator.runner import settings_summary
@@ -303,7 +318,7 @@ def fresh_run_config(
         data_record(source, manifest, selection),
         settings.benchmark.prompt_hashes(),
         environment_info(),
-        {u: server_info(u, settings.api_key) for u in settings.base_urls},
+        servers,
         utc_now(),
     )
 
