@@ -31,13 +31,12 @@ from typing import NamedTuple
 
 from evaluator.ratelimit import Limits
 
-ANNOUNCED_SAFETY = (
-    0.99  # pace a little under an announced rate: arrivals jitter, the server's clock is not ours
-)
+ANNOUNCED_SAFETY = 0.99  # pace a little under an announced rate: arrivals jitter, clocks differ
 SAFETY = 0.98  # ... and a little more under a measured one
 PROBING_GROWTH = 1.05  # after the first refusal the pace is a guess: grow it fast until a second refusal
 STEADY_GROWTH = 1.002  # once measured: at least this, probing for a higher limit
 GROWTH_SHARE = 0.05  # per success, the pace grows by this share of its measure's uncertainty (1 / count)
+GROWTH_CAP = 0.005  # ... and at most this: a rough measure of a slow limit must not overshoot it at once
 RAMP_MAX_S = 1.0  # after a probe that announced nothing, the window opens over at most this long
 
 
@@ -261,7 +260,7 @@ class Gate:
         # the limiter's leftovers at the two refusals (each under one request) differ by about half of one
         rps, through = max((((n + 0.5) / span, n) for n, span in spans), default=(0.0, 0))
         if through >= 2:
-            self.feedback_growth = 1.0 + max(STEADY_GROWTH - 1.0, GROWTH_SHARE / through)
+            self.feedback_growth = 1.0 + max(STEADY_GROWTH - 1.0, min(GROWTH_CAP, GROWTH_SHARE / through))
         elif burst.pace_before is not None:  # too little since the last refusal to measure: cut
             rps = 0.5 * burst.pace_before
         else:
