@@ -257,3 +257,28 @@ def classify(status: int, headers: Mapping[str, str], body: Any, now: datetime |
     if status in (408, 409, 425) or status >= 500:
         return Verdict("retryable", True, wait)
     return Verdict("client_error", False, wait)
+
+
+def rate_limit_stats(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The run's rate-limit refusals as its records hold them (retry_errors marked `paced`): how many, on
+    how many rows, and the waits. Empty when there were none, so that such a summary keeps its bytes."""
+    waits = [
+        [e.get("wait_s") for e in row.get("retry_errors") or [] if isinstance(e, dict) and e.get("paced")]
+        for row in rows
+    ]
+    refusals = sum(len(w) for w in waits)
+    if not refusals:
+        return {}
+    waited = sum(x for w in waits for x in w if isinstance(x, (int, float)))
+    return {"refusals": refusals, "rows": sum(1 for w in waits if w), "waited_s": round(waited, 3)}
+
+
+def rate_limit_markdown(stats: dict[str, Any]) -> list[str]:
+    """The summary.md line for rate_limit_stats (none when there were no refusals)."""
+    if not stats:
+        return []
+    return [
+        f"Rate-limit refusals (429/402 with a wait): {stats['refusals']} on {stats['rows']} row(s), waited out "
+        f"without using the rows' retries ({stats['waited_s']} s of waits in all; each is in retry_errors).",
+        "",
+    ]

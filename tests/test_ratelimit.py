@@ -244,8 +244,21 @@ def test_an_endpoint_that_announces_nothing_refuses_few(tmp_path, data) -> None:
         res = evaluate(srv.base_url, data, tmp_path / "r")
         counters = srv.counters()
     assert res.returncode == 0, res.stderr
-    paced_ok(tmp_path / "r", 16)
+    recs = paced_ok(tmp_path / "r", 16)
     assert counters["answered"] == 16 and counters["refused"] <= 4, counters["refused"]
+    # the run summary says what pacing cost, from the records alone
+    scored = run_cli("score", "--run-root", str(tmp_path / "r"), "--no-report")
+    assert scored.returncode == 0, scored.stderr
+    summary = json.loads((tmp_path / "r" / "scores" / "summary.json").read_text())
+    waits = [e["wait_s"] for r in recs for e in r["retry_errors"]]
+    assert summary["rate_limits"] == {
+        "refusals": counters["refused"],
+        "rows": sum(1 for r in recs if r["retry_errors"]),
+        "waited_s": round(sum(waits), 3),
+    }
+    assert f"Rate-limit refusals (429/402 with a wait): {counters['refused']} on" in (
+        tmp_path / "r" / "scores" / "summary.md"
+    ).read_text()
 
 
 def test_openrouter_transient_402_is_retried_without_using_retries(tmp_path, data) -> None:

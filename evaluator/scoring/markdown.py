@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from evaluator.ratelimit import rate_limit_markdown
 from evaluator.repeat_scoring import headline_markdown, repeats_markdown
 from evaluator.scoring.base import OUTCOME_LABELS, _ci_text, _num, _pct
 from evaluator.stats import PERCENTILES
@@ -124,6 +125,7 @@ def _usage(s: dict[str, Any]) -> list[str]:
         f"Earlier (parse-retried) responses: {ea['responses']}, {ea['total_tokens']} total tokens. "
         f"HTTP attempts: {s['http_attempts']['sum']}, rows that needed a retry: {s['http_attempts']['rows_retried']}.",
         "",
+        *rate_limit_markdown(s.get("rate_limits", {})),
         *usage_markdown(s["usage"]),
     ]
     if s["parse_status"]:

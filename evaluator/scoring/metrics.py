@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from evaluator.benchmarks.base import Benchmark
+from evaluator.ratelimit import rate_limit_stats
 from evaluator.repeat_scoring import apply_repeats, run_repeats
 from evaluator.scoring.base import (
     BENCHMARKS_WITH_ZERO_COUNTS,
@@ -248,6 +249,7 @@ def summarize(
         **inline_think_count(rows),
         "latency_s": describe(latencies),
         "http_attempts": {"sum": sum(attempts), "rows_retried": sum(1 for a in attempts if a > 1)},
+        **({"rate_limits": limits} if (limits := rate_limit_stats(rows)) else {}),
         "diagnostic": {"last_integer_fallback": fallback_diagnostic(benchmark, rows)},
         "plots": {},
         "warnings": list(warnings) + inline_think_warnings(rows),
