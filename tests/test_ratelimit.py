@@ -256,9 +256,10 @@ def test_an_endpoint_that_announces_nothing_refuses_few(tmp_path, data) -> None:
         "rows": sum(1 for r in recs if r["retry_errors"]),
         "waited_s": round(sum(waits), 3),
     }
-    assert f"Rate-limit refusals (429/402 with a wait): {counters['refused']} on" in (
-        tmp_path / "r" / "scores" / "summary.md"
-    ).read_text()
+    assert (
+        f"Rate-limit refusals (429/402 with a wait): {counters['refused']} on"
+        in (tmp_path / "r" / "scores" / "summary.md").read_text()
+    )
 
 
 def test_openrouter_transient_402_is_retried_without_using_retries(tmp_path, data) -> None:
