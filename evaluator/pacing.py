@@ -79,9 +79,11 @@ class UserLimits:
 
     @classmethod
     def of(cls, max_rpm: float | None, max_tpm: float | None, now: float) -> UserLimits:
+        # a little under the tier's figure, as under an announced one: a request that reaches the
+        # server a few ms early is refused, and the wait then costs far more than the margin
         return cls(
-            Bucket(max_rpm / 60, 1.0, now) if max_rpm else None,
-            Bucket(max_tpm / 60, max_tpm, now) if max_tpm else None,
+            Bucket(ANNOUNCED_SAFETY * max_rpm / 60, 1.0, now) if max_rpm else None,
+            Bucket(ANNOUNCED_SAFETY * max_tpm / 60, max_tpm, now) if max_tpm else None,
         )
 
 

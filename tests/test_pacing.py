@@ -48,7 +48,7 @@ def test_a_slow_probe_opens_the_window_within_a_second() -> None:
     "limits, user, gap",
     [
         (Limits(requests_per_min=600, requests_remaining=9, requests_reset_s=0.1), UserLimits(), 0.0),
-        (Limits(), UserLimits.of(6000, None, 0.0), 0.01),
+        (Limits(), UserLimits.of(6000, None, 0.0), 1 / (0.99 * 100)),
     ],
 )
 def test_a_known_pace_needs_no_ramp(limits: Limits, user: UserLimits, gap: float) -> None:

@@ -167,8 +167,9 @@ def test_max_tokens_per_minute_paces_by_the_recorded_usage() -> None:
     gate.release()
     gate.succeeded(0.0, Limits(), 100)  # a request costs about 100 tokens: 6 of them per minute
     starts = [gate.reserve(0.0) for _ in range(7)]
-    # the minute's budget (600, less the first request's 1 estimated token), then one per 10 s
-    assert starts == pytest.approx([0.0] * 5 + [0.1, 10.1])
+    # the minute's budget (600, less the first request's 1 estimated token), then one per 10 s, at 99%
+    rate = 0.99 * 600 / 60
+    assert starts == pytest.approx([0.0] * 5 + [1 / rate, 101 / rate])
 
 
 def test_bucket_burst_then_rate() -> None:
