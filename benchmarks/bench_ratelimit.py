@@ -7,8 +7,9 @@ Each endpoint is tests/ratelimit_server.py in its own process: a token bucket of
 bursts of B, in front of the loopback test server (0.05 s per answer). The evaluator runs with its defaults
 (concurrency 16, --max-retries 4) from spawn to exit. The bound is the bucket's own: after the burst, one
 request per 1/R, so (N - B) / R seconds for N rows. "wall" is spawn to exit, so it includes the evaluator's
-start-up (spawn to the first request the endpoint saw: about 1.2 s on a quiet machine, several seconds on a
-loaded one), shown on its own; "first to last request" is what the endpoint saw.
+start-up (spawn to the first request the endpoint saw: 1.3-2.0 s on a quiet machine, most of it the
+openai package's import; several seconds on a loaded one), shown on its own; "first to last request" is
+what the endpoint saw.
 
 Header styles: openai (x-ratelimit-* on every answer, integer Retry-After on a 429), anthropic
 (anthropic-ratelimit-*), gemini (no headers; the wait only in the body), none (only Retry-After).
