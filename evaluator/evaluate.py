@@ -251,11 +251,17 @@ def evaluate(opts: EvaluateOptions, check_only: bool = False) -> int:
         return send_pending(settings, source, root, folder, selection, opts.overwrite, opts.quiet)
 
 
+def endpoint_access(opts: EvaluateOptions) -> tuple[list[str], str | None]:
+    """The endpoints and the API key: --base-url, env MODEL_API_BASE_URL / MODEL_API_KEY."""
+    urls = resolve_urls(opts.backend, opts.base_urls, os.environ.get("MODEL_API_BASE_URL", ""))
+    api_key = os.environ.get("MODEL_API_KEY", "").strip() or None  # a CRLF .env file leaves a "\r"
+    return urls, api_key
+
+
 def ask_servers(opts: EvaluateOptions) -> Future[dict[str, Any]]:
     """What each endpoint says about itself (provenance.server_info), asked in a thread: its round trips
     overlap the HTTP client's import, about a second."""
-    urls = resolve_urls(opts.backend, opts.base_urls, os.environ.get("MODEL_API_BASE_URL", ""))
-    api_key = os.environ.get("MODEL_API_KEY", "").strip() or None
+    urls, api_key = endpoint_access(opts)
     pool = ThreadPoolExecutor(max_workers=1)
     asked = pool.submit(lambda: {u: server_info(u, api_key) for u in urls})
     pool.shutdown(wait=False)  # the thread ends with its task; the caller waits on the result
@@ -264,8 +270,7 @@ def ask_servers(opts: EvaluateOptions) -> Future[dict[str, Any]]:
 
 def eval_settings(opts: EvaluateOptions, bench: Benchmark, extra: dict[str, Any], shape_preset: Any) -> Any:
     """The runner's EvalSettings from the options: endpoints, API key (env MODEL_API_KEY), sampling."""
-    urls = resolve_urls(opts.backend, opts.base_urls, os.environ.get("MODEL_API_BASE_URL", ""))
-    api_key = os.environ.get("MODEL_API_KEY", "").strip() or None  # a CRLF .env file leaves a "\r"
+    urls, api_key = endpoint_access(opts)
     sampling = resolve_sampling(
         bench.default_sampling,
         extra,
