@@ -38,6 +38,8 @@ from datetime import datetime, timezone
 from email.utils import parsedate_to_datetime
 from typing import Any
 
+from evaluator.usage import retry_errors_of
+
 # A server asking for a longer wait than this is out of quota for the day, not pacing requests.
 QUOTA_WAIT_S = 900.0
 
@@ -260,12 +262,9 @@ def classify(status: int, headers: Mapping[str, str], body: Any, now: datetime |
 
 
 def rate_limit_stats(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """The run's rate-limit refusals as its records hold them (retry_errors marked `paced`): how many, on
+    """The run's rate-limit refusals as its records hold them (retry_errors marked `paced`, earlier attempts' too): how many, on
     how many rows, and the waits. Empty when there were none, so that such a summary keeps its bytes."""
-    waits = [
-        [e.get("wait_s") for e in row.get("retry_errors") or [] if isinstance(e, dict) and e.get("paced")]
-        for row in rows
-    ]
+    waits = [[e.get("wait_s") for e in retry_errors_of(row) if e.get("paced")] for row in rows]
     refusals = sum(len(w) for w in waits)
     if not refusals:
         return {}

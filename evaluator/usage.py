@@ -58,7 +58,8 @@ def record_tokens(record: ResponseRecord) -> int:
     return spent
 
 
-def _errors_of(row: dict[str, Any]) -> list[dict[str, Any]]:
+def retry_errors_of(row: dict[str, Any]) -> list[dict[str, Any]]:
+    """A record's retry_errors, its earlier (parse-retried) attempts' included."""
     errors = [e for e in row.get("retry_errors") or [] if isinstance(e, dict)]
     for a in row.get("earlier_attempts") or []:
         if isinstance(a, dict):
@@ -78,7 +79,7 @@ def extra_usage_stats(rows: list[dict[str, Any]]) -> dict[str, Any]:
         ]
         if values:
             out[key] = {"n": len(values), "sum": sum(values)}
-    failed = [e["usage"] for r in rows for e in _errors_of(r) if isinstance(e.get("usage"), dict)]
+    failed = [e["usage"] for r in rows for e in retry_errors_of(r) if isinstance(e.get("usage"), dict)]
     if failed:
         out["failed_attempts"] = {
             "attempts_with_usage": len(failed),

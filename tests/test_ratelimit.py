@@ -20,7 +20,14 @@ from openai_test_server import TestServer
 from ratelimit_server import LimitedServer
 
 from evaluator.pacing import Bucket, Gate, UserLimits
-from evaluator.ratelimit import Limits, classify, limits_from_headers, parse_duration
+from evaluator.ratelimit import (
+    Limits,
+    classify,
+    limits_from_headers,
+    parse_duration,
+    rate_limit_markdown,
+    rate_limit_stats,
+)
 
 NOW = datetime(2026, 1, 1, tzinfo=timezone.utc)
 
@@ -141,6 +148,19 @@ def test_a_very_long_wait_is_a_quota_not_a_pace() -> None:
         429, {"retry-after": "86400"}, {"error": {"message": "Please retry after 86400 seconds."}}, NOW
     )
     assert v.kind == "quota" and not v.retryable
+
+
+def test_the_summary_counts_every_paced_wait_and_nothing_when_there_was_none() -> None:
+    paced = {"status_code": 429, "paced": True, "wait_s": 1.5}
+    fault = {"status_code": 503, "wait_s": 2.0}  # a real fault: a protocol retry, not pacing
+    rows = [
+        {"retry_errors": [paced, fault]},
+        {"retry_errors": [], "earlier_attempts": [{"retry_errors": [paced]}]},  # a parse-retried row
+        {"retry_errors": None},
+    ]
+    assert rate_limit_stats(rows) == {"refusals": 2, "rows": 2, "waited_s": 3.0}
+    assert rate_limit_stats([{"retry_errors": [fault]}]) == {}  # the summary then has no such key
+    assert rate_limit_markdown({}) == []
 
 
 def test_the_gate_paces_announced_limits_and_opens_after_the_probe() -> None:
