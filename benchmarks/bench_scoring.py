@@ -5,8 +5,8 @@
 
 The run folder is made the real way as far as it can be: `doccount-evaluate --limit 1` against the loopback
 server writes run_config.json, the manifest and one record; then the manifest is rewritten for every row
-(evaluator.runfolder.write_manifest) with the selection digest in run_config.json to match, and one
-record per question is appended with evaluator.records.ResponseRecord.to_json (the writer's own format):
+(evaluator.runfolder.files.write_manifest) with the selection digest in run_config.json to match, and one
+record per question is appended with evaluator.core.records.ResponseRecord.to_json (the writer's own format):
 ~94% ok, 3% parse failures, 2% request errors (with a retry error each), 1% duplicates from a re-run.
 Response texts are ~1 KB rationales ending in <answer>N</answer>.
 
@@ -55,10 +55,10 @@ def response_text(i: int, answer: int, rng: random.Random) -> str:
 
 def build_run(root: Path, data: str, records: int, seed: int = 0) -> dict[str, int]:
     """Turn the one-row run folder in `root` into a finished run of `records` questions."""
-    from evaluator.benchmarks import get_benchmark
-    from evaluator.data import build_manifest, manifest_digest, resolve_local
-    from evaluator.records import ResponseRecord, RetryError, Sampling, Usage
-    from evaluator.runfolder import CONFIG, PARTIAL, read_json, write_json_atomic, write_manifest
+    from evaluator.core.records import ResponseRecord, RetryError, Sampling, Usage
+    from evaluator.data.benchmarks import get_benchmark
+    from evaluator.data.parquet import build_manifest, manifest_digest, resolve_local
+    from evaluator.runfolder.files import CONFIG, PARTIAL, read_json, write_json_atomic, write_manifest
 
     bench = get_benchmark("doccount")
     manifest = build_manifest(bench, resolve_local(data))[:records]
@@ -139,7 +139,7 @@ def timed(fn, *args):
 
 def in_process(root: Path) -> dict[str, float]:
     """Step timings in this process (warm imports)."""
-    from evaluator.runfolder import PARTIAL, done_sample_ids, read_jsonl
+    from evaluator.runfolder.files import PARTIAL, done_sample_ids, read_jsonl
     from evaluator.scoring import merge_run, score_run
 
     out = {}
@@ -151,7 +151,7 @@ def in_process(root: Path) -> dict[str, float]:
 
 
 def done_sample_ids(root: Path) -> object:
-    from evaluator.runfolder import done_sample_ids as done
+    from evaluator.runfolder.files import done_sample_ids as done
 
     return done(root)
 

@@ -335,7 +335,9 @@ def _iter_rows(pattern: str) -> Iterator[tuple[bytes, str]]:
     import pyarrow.parquet as pq
 
     for path in sorted(glob.glob(pattern)):
-        pf = pq.ParquetFile(path, pre_buffer=False, buffer_size=1 << 20)  # as evaluator.data.open_parquet
+        pf = pq.ParquetFile(
+            path, pre_buffer=False, buffer_size=1 << 20
+        )  # as evaluator.data.parquet.open_parquet
         for batch in pf.iter_batches(batch_size=4, columns=["image", "prompt"], use_threads=False):
             images = batch.column("image").field("bytes").to_pylist()
             prompts = batch.column("prompt").to_pylist()

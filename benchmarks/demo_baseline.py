@@ -19,7 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from evaluator.demo.reference_server import LayoutCounter, decode_image  # noqa: E402
+from evaluator.demo.layout_counter import LayoutCounter, decode_image  # noqa: E402
 from evaluator.demo.sample_data import CLASSES, render_sample_pages  # noqa: E402
 
 

@@ -1,4 +1,4 @@
-"""A virtual-clock run of evaluator.pacing.Gate against a token-bucket endpoint, in milliseconds of CPU.
+"""A virtual-clock run of evaluator.request.pacing.Gate against a token-bucket endpoint, in milliseconds of CPU.
 
 The endpoint is the same bucket tests/ratelimit_server.py keeps (`rps` per second, bursts of `burst`,
 refill continuous). An accepted request answers after `latency_s`; a refusal comes back after
@@ -19,8 +19,8 @@ import itertools
 import math
 from dataclasses import dataclass, field
 
-from evaluator.pacing import Gate
-from evaluator.ratelimit import Limits
+from evaluator.request.pacing import Gate
+from evaluator.request.ratelimit import Limits
 
 
 @dataclass

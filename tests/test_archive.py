@@ -19,7 +19,7 @@ from datagen import doccount_reply, doccount_rows, write_doccount
 from openai_test_server import TestServer
 
 from evaluator.archive import ArchiveError, create_archive
-from evaluator.cli import main
+from evaluator.cli.main import main
 
 SECRET = "sk-test-archive-0123456789abcdef"
 N = 8

@@ -20,9 +20,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from datagen import doccount_reply, doccount_rows, write_doccount  # noqa: E402
 from openai_test_server import TestServer  # noqa: E402
 
-from evaluator.cli import main  # noqa: E402
-from evaluator.compare import CompareError, compare_runs  # noqa: E402
-from evaluator.stats import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED  # noqa: E402
+from evaluator.cli.main import main  # noqa: E402
+from evaluator.scoring.compare import CompareError, compare_runs  # noqa: E402
+from evaluator.scoring.stats import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED  # noqa: E402
 
 pytestmark = pytest.mark.timeout(120)
 

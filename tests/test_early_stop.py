@@ -10,8 +10,8 @@ from conftest import FAST_RETRIES, eval_args, run_cli
 from conftest import read_records as records
 from datagen import doccount_reply, doccount_rows, write_doccount
 
-from evaluator.breaker import Breaker, EndpointRefused
-from evaluator.records import ResponseRecord, RetryError, Sampling
+from evaluator.core.records import ResponseRecord, RetryError, Sampling
+from evaluator.request.breaker import Breaker, EndpointRefused
 
 # OpenAI's text for reasoning models (koosoli/ESPHomeDesigner#379, teilomillet/gollm#33)
 MAX_TOKENS_REFUSED = "Unsupported parameter: 'max_tokens' is not supported with this model. Use 'max_completion_tokens' instead."

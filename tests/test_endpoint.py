@@ -3,7 +3,13 @@ from __future__ import annotations
 import pytest
 from conftest import eval_args, run_cli
 
-from evaluator.endpoint import EndpointError, normalize_base_url, not_found_hint, server_root, split_query
+from evaluator.request.endpoint import (
+    EndpointError,
+    normalize_base_url,
+    not_found_hint,
+    server_root,
+    split_query,
+)
 
 
 @pytest.mark.parametrize(

@@ -200,7 +200,7 @@ def test_no_route_to_the_hub_uses_the_cache(hub: HubTestServer, model: TestServe
 
 
 LIST_FILES = (
-    "import json; from evaluator.benchmarks import get_benchmark; from evaluator.data import resolve_hub; "
+    "import json; from evaluator.data.benchmarks import get_benchmark; from evaluator.data.parquet import resolve_hub; "
     "s = resolve_hub(get_benchmark('doccount'), None, None); print(json.dumps([str(p) for p in s.files]))"
 )
 

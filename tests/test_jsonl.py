@@ -1,4 +1,4 @@
-"""The JSON Lines codec (evaluator/jsonl.py) against the standard library it replaces for speed.
+"""The JSON Lines codec (evaluator/core/jsonl.py) against the standard library it replaces for speed.
 
 Decoding must give exactly what json.loads gives, line for line, including integers beyond 64 bits,
 NaN, lone surrogates and lines json.loads refuses; encoding must read back to the same value and be
@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from evaluator.jsonl import (
+from evaluator.core.jsonl import (
     NotJSON,
     decode_line,
     decode_strict_lines,
@@ -23,7 +23,7 @@ from evaluator.jsonl import (
     encode_rows,
     split_lines,
 )
-from evaluator.runfolder import parse_jsonl
+from evaluator.runfolder.files import parse_jsonl
 
 FAST = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

@@ -1,4 +1,4 @@
-"""The gate's pacing logic on a virtual clock (evaluator/pacing.py): the opening ramp, what a refusal
+"""The gate's pacing logic on a virtual clock (evaluator/request/pacing.py): the opening ramp, what a refusal
 teaches, and whole runs against a simulated token bucket (tests/pacing_sim.py). The same logic against a
 real loopback bucket over HTTP is in tests/test_ratelimit.py."""
 
@@ -13,8 +13,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from pacing_sim import Endpoint, simulate  # noqa: E402
 
-from evaluator.pacing import RAMP_MAX_S, Gate, UserLimits  # noqa: E402
-from evaluator.ratelimit import Limits  # noqa: E402
+from evaluator.request.pacing import RAMP_MAX_S, Gate, UserLimits  # noqa: E402
+from evaluator.request.ratelimit import Limits  # noqa: E402
 
 
 def probe(gate: Gate, trip_s: float, limits: Limits | None = None) -> float:

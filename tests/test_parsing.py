@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from evaluator.parsing import last_integer_fallback, parse_answer_tag, parse_countqa
+from evaluator.data.parsing import last_integer_fallback, parse_answer_tag, parse_countqa
 
 STRICT_CASES = [
     ("Counting.\n<answer>7</answer>", 7, "ok"),

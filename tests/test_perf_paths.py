@@ -21,18 +21,19 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from evaluator import scoring
-from evaluator.benchmarks import get_benchmark
-from evaluator.benchmarks.base import ManifestEntry, Sample
-from evaluator.data import manifest_digest
-from evaluator.parsing import ANY_INTEGER, MAX_ANSWER_DIGITS, last_integer_fallback
-from evaluator.records import Sampling
-from evaluator.request import _URL_SLOT, build_body, canonical_json, request_bytes
-from evaluator.runfolder import MERGED, PARTIAL, done_sample_ids, read_jsonl
-from evaluator.scoring import base as scoring_base
+from evaluator.core import text
+from evaluator.core import values as core_values
+from evaluator.core.records import Sampling
+from evaluator.data.benchmarks import get_benchmark
+from evaluator.data.benchmarks.base import ManifestEntry, Sample
+from evaluator.data.parquet import manifest_digest
+from evaluator.data.parsing import ANY_INTEGER, MAX_ANSWER_DIGITS, last_integer_fallback
+from evaluator.request.body import _URL_SLOT, build_body, canonical_json, request_bytes
+from evaluator.runfolder.files import MERGED, PARTIAL, done_sample_ids, read_jsonl
+from evaluator.runfolder.selection import done_keys, record_key, record_problem
 from evaluator.scoring import select as scoring_select
 from evaluator.scoring import write as scoring_write
-from evaluator.selection import done_keys, record_key, record_problem
-from evaluator.stats import PERCENTILES, describe, percentile
+from evaluator.scoring.stats import PERCENTILES, describe, percentile
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -208,7 +209,7 @@ def _plain_select(
     valid = [r for r in records if not record_problem(r)]
     malformed = [f"record {i + 1} ({p})" for i, r in enumerate(records) if (p := record_problem(r))]
     if malformed:
-        warnings.append(("malformed", len(malformed), scoring_base._examples(malformed)))
+        warnings.append(("malformed", len(malformed), text.examples(malformed)))
     foreign, outside = [], set()
     for rec in valid:
         entry = by_id.get(rec["sample_id"])
@@ -242,14 +243,14 @@ def _plain_usage(rows: list[dict]) -> dict:
     out: dict[str, Any] = {}
     for key in ("prompt_tokens", "completion_tokens", "total_tokens"):
         vals = [
-            u[key] for r in rows if isinstance(u := r.get("usage"), dict) and scoring_base._is_num(u.get(key))
+            u[key] for r in rows if isinstance(u := r.get("usage"), dict) and core_values.is_num(u.get(key))
         ]
         out[key] = describe(vals, with_sum=True)
     earlier = [a for r in rows for a in (r.get("earlier_attempts") or []) if isinstance(a, dict)]
     tokens = [
         u["total_tokens"]
         for a in earlier
-        if isinstance(u := a.get("usage"), dict) and scoring_base._is_num(u.get("total_tokens"))
+        if isinstance(u := a.get("usage"), dict) and core_values.is_num(u.get("total_tokens"))
     ]
     out["earlier_attempts"] = {"responses": len(earlier), "total_tokens": sum(tokens)}
     return out
@@ -284,7 +285,7 @@ def _plain_buckets(benchmark, rows: list[dict]) -> dict:
     for row in rows:
         truth = row.get("ground_truth")
         members.setdefault(
-            scoring.bucket_of(truth if scoring_base._is_int(truth) else None, buckets), []
+            scoring.bucket_of(truth if core_values.is_int(truth) else None, buckets), []
         ).append(row)
     order = [name for name, _, _ in buckets] + (["unknown"] if members.get("unknown") else [])
     values = {}

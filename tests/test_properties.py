@@ -18,9 +18,9 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from evaluator.parsing import last_integer_fallback, parse_answer_tag, parse_countqa
-from evaluator.records import ResponseRecord, RetryError, Sampling, Usage
-from evaluator.runfolder import PARTIAL, RecordWriter, read_jsonl
+from evaluator.core.records import ResponseRecord, RetryError, Sampling, Usage
+from evaluator.data.parsing import last_integer_fallback, parse_answer_tag, parse_countqa
+from evaluator.runfolder.files import PARTIAL, RecordWriter, read_jsonl
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -3,7 +3,7 @@ uses a row's protocol retries, the endpoint's waits are honoured by every worker
 waiting cannot fix stop the run with one line naming the limit, finished rows kept for a resume.
 
 The classification and header parsing are pure functions; their unit tests use the providers' own texts
-(sources in evaluator/ratelimit.py and tests/ratelimit_server.py)."""
+(sources in evaluator/request/ratelimit.py and tests/ratelimit_server.py)."""
 
 from __future__ import annotations
 
@@ -19,8 +19,8 @@ from datagen import doccount_rows, write_doccount
 from openai_test_server import TestServer
 from ratelimit_server import LimitedServer
 
-from evaluator.pacing import Bucket, Gate, UserLimits
-from evaluator.ratelimit import (
+from evaluator.request.pacing import Bucket, Gate, UserLimits
+from evaluator.request.ratelimit import (
     Limits,
     classify,
     limits_from_headers,

@@ -17,8 +17,8 @@ import numpy as np
 import openai
 import pytest
 
+from evaluator.demo import page_parts, sample_data
 from evaluator.demo import reference_server as rs
-from evaluator.demo import sample_data
 
 REPO = Path(__file__).resolve().parents[1]
 ANSWER_TAIL = re.compile(r"<answer>(\d+)</answer>\s*\Z")
@@ -136,8 +136,8 @@ def test_xy_cut_splits_on_gutters() -> None:
     ink = np.zeros((40, 100), dtype=bool)
     ink[5:35, 0:30] = True
     ink[5:35, 50:100] = True  # 20-pixel gutter between two blocks
-    assert rs.xy_cut(ink, min_gap=10) == [(0, 5, 30, 35), (50, 5, 100, 35)]
-    assert rs.xy_cut(ink, min_gap=25) == [(0, 5, 100, 35)]
+    assert page_parts.xy_cut(ink, min_gap=10) == [(0, 5, 30, 35), (50, 5, 100, 35)]
+    assert page_parts.xy_cut(ink, min_gap=25) == [(0, 5, 100, 35)]
 
 
 def test_cli_port_file(tmp_path: Path) -> None:

@@ -22,7 +22,7 @@ from click.testing import CliRunner
 from conftest import clean_env, eval_args
 from conftest import read_records as records
 
-from evaluator.cli import evaluate_cmd
+from evaluator.cli.main import evaluate_cmd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import datagen  # noqa: E402
@@ -109,7 +109,7 @@ def test_missing_column(server, tmp_path) -> None:
     line = assert_one_line_error(
         proc, "test-0.parquet", "lacks column(s) prompt", "Expected columns", "Found"
     )
-    assert "evaluator/benchmarks/doccount.py" in line  # where a renamed column is fixed
+    assert "evaluator/data/benchmarks/doccount.py" in line  # where a renamed column is fixed
     assert server.requests() == []
 
 

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from evaluator.identity import first_difference, response_identity, tokens
-from evaluator.repeats import cluster_bootstrap_mean, repeat_accuracy_block, repeat_metrics
+from evaluator.scoring.identity import first_difference, response_identity, tokens
+from evaluator.scoring.repeats import cluster_bootstrap_mean, repeat_accuracy_block, repeat_metrics
 
 
 def _matrix(seed: int, n: int, k: int) -> np.ndarray:

@@ -16,7 +16,7 @@ import pytest
 from conftest import eval_args, read_records, run_cli
 from datagen import CLASSES
 
-from evaluator.repeats import derive_seed
+from evaluator.core.keys import derive_seed
 
 K = 3
 ROWS = 12

@@ -321,5 +321,5 @@ def test_assets_are_declared_as_package_data() -> None:
     import tomllib
 
     data = tomllib.loads((REPO / "pyproject.toml").read_text())
-    patterns = data["tool"]["setuptools"].get("package-data", {}).get("evaluator", [])
-    assert any(p.startswith("report_assets") for p in patterns), patterns
+    patterns = data["tool"]["setuptools"].get("package-data", {}).get("evaluator.report", [])
+    assert any(p.startswith("assets/") for p in patterns), patterns

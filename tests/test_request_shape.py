@@ -11,11 +11,11 @@ from conftest import eval_args, run_cli
 from conftest import read_records as records
 from test_scripts import run_script
 
-from evaluator.benchmarks import get_benchmark
-from evaluator.benchmarks.base import Sample
-from evaluator.records import ResponseAttempt, ResponseRecord, RetryError, Sampling, Usage
-from evaluator.request import build_body, canonical_json, request_bytes
-from evaluator.request_shape import load_preset, preset_names, resolve_sampling
+from evaluator.core.records import ResponseAttempt, ResponseRecord, RetryError, Sampling, Usage
+from evaluator.data.benchmarks import get_benchmark
+from evaluator.data.benchmarks.base import Sample
+from evaluator.request.body import build_body, canonical_json, request_bytes
+from evaluator.request.shape import load_preset, preset_names, resolve_sampling
 
 SAMPLE = Sample(
     "s1", 0, b"\xff\xd8\xff\xe0" + bytes(range(40)), None, 3, {}, "How many tables are on this page?"
@@ -146,7 +146,9 @@ def test_preset_is_recorded_and_expands_to_its_flags(tmp_path, doc_data, server)
     assert res.returncode == 0, res.stderr
     assert set(server.requests()[0]["body"]) == {"model", "messages", "temperature", "max_completion_tokens"}
     preset = _config(run)["preset"]
-    shipped = Path(__file__).resolve().parents[1] / "evaluator" / "presets" / "openai-reasoning.json"
+    shipped = (
+        Path(__file__).resolve().parents[1] / "evaluator" / "request" / "presets" / "openai-reasoning.json"
+    )
     assert preset["name"] == "openai-reasoning"
     assert preset["sha256"] == hashlib.sha256(shipped.read_bytes()).hexdigest()
     assert preset["flags"] == json.loads(shipped.read_text())["flags"]
@@ -188,7 +190,7 @@ def test_environment_takes_none(tmp_path, doc_data, server) -> None:
 
 
 def test_recorded_shape_turns_back_into_flags() -> None:
-    from evaluator.request_shape import shape_flags
+    from evaluator.request.shape import shape_flags
 
     recorded = {
         "temperature": None,

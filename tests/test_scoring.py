@@ -22,9 +22,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from datagen import countqa_rows, doccount_rows, sha, write_countqa, write_doccount  # noqa: E402
 from openai_test_server import TestServer  # noqa: E402
 
-from evaluator.benchmarks.base import ManifestEntry  # noqa: E402
-from evaluator.cli import main  # noqa: E402
-from evaluator.data import manifest_digest  # noqa: E402
+from evaluator.cli.main import main  # noqa: E402
+from evaluator.data.benchmarks.base import ManifestEntry  # noqa: E402
+from evaluator.data.parquet import manifest_digest  # noqa: E402
 from evaluator.scoring import ScoreError, merge_run, score_run  # noqa: E402
 
 pytestmark = pytest.mark.timeout(120)
@@ -456,8 +456,7 @@ def _plot_children() -> list[int]:
 def test_plots_drawn_by_the_child_are_the_in_process_bytes_and_a_dead_child_is_replaced(
     doc_run: Path, tmp_path: Path
 ) -> None:
-    from evaluator import plot_worker
-    from evaluator.scoring import answer_pairs
+    from evaluator.scoring import answer_pairs, plot_worker
 
     merged = merge_run(fresh_copy(doc_run, tmp_path / "run"))
     pairs, n = answer_pairs(merged.rows), len(merged.rows)

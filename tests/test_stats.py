@@ -1,4 +1,4 @@
-"""evaluator.stats against independent implementations (scipy, numpy)."""
+"""evaluator.scoring.stats against independent implementations (scipy, numpy)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy.stats import binomtest
 
-from evaluator import stats
+from evaluator.scoring import stats
 
 pytestmark = pytest.mark.timeout(60)
 

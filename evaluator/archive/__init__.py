@@ -15,6 +15,8 @@ Layout (every path under one top folder ``<run name>.archive/``)::
 The layout mirrors the repository, so inside the extracted folder `doccount score --run-root runs/<name>`
 rewrites the archived scores. Archives are byte-for-byte deterministic: entries sorted, mtime 0,
 uid/gid 0, empty user/group names, mode 0644, PAX tar, gzip with mtime 0 and no file name.
+
+May import: core, data, request, runfolder, scoring, report, evaluation.
 """
 
 from evaluator.archive.base import (  # noqa: F401  (the package's face)
@@ -55,11 +57,10 @@ from evaluator.archive.plan import (  # noqa: F401
 from evaluator.archive.reproduce import (  # noqa: F401  (the package's face)
     check_reproduction_data,
     config_of,
-    mcnemar_p,
-    paired_comparison,
     read_rows,
     render_comparison,
     reproduce,
+    reproduction_check,
 )
 from evaluator.archive.verify import (  # noqa: F401  (the package's face)
     extract_prompts,

@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import evaluator
-from evaluator.jsonl import utf8_json
-from evaluator.runfolder import CONFIG, LOCK, MANIFEST, MERGED, PARTIAL
+from evaluator.core.jsonl import utf8_json
+from evaluator.runfolder.files import CONFIG, LOCK, MANIFEST, MERGED, PARTIAL
 
 FORMAT = "doccount-archive"
 FORMAT_VERSION = 1

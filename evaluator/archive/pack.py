@@ -35,12 +35,12 @@ from evaluator.archive.base import (
     sha256_hex,
 )
 from evaluator.archive.plan import reproduce_md
-from evaluator.atomic import atomic_file
-from evaluator.benchmarks import REGISTRY
-from evaluator.benchmarks.base import prompts_dir
-from evaluator.jsonl import utf8_text
-from evaluator.runconfig import RunConfig, RunConfigError
-from evaluator.runfolder import CONFIG, MANIFEST, MERGED, PARTIAL
+from evaluator.core.atomic import atomic_file
+from evaluator.core.jsonl import utf8_text
+from evaluator.data.benchmarks import REGISTRY
+from evaluator.data.prompt_files import prompts_dir
+from evaluator.runfolder.files import CONFIG, MANIFEST, MERGED, PARTIAL
+from evaluator.runfolder.runconfig import RunConfig, RunConfigError
 from evaluator.scoring import SCORES_DIR, SUMMARY_JSON, ScoreError, merge_run
 
 # ----------------------------------------------------------------------------- archive

@@ -9,8 +9,8 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from evaluator.archive.base import TOP_SUFFIX
-from evaluator.request_shape import shape_flags
-from evaluator.runconfig import RunConfig
+from evaluator.request.shape import shape_flags
+from evaluator.runfolder.runconfig import RunConfig
 
 
 def data_args_for(config: dict[str, Any], data_files: str | None = None) -> list[str]:

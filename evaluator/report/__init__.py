@@ -1,7 +1,7 @@
 """HTML report of a run: `scores/report.html`, one self-contained page to read the questions a model got wrong.
 
 Self-contained means the page makes no network request: the stylesheet, the script (both in
-`evaluator/report_assets/`), the plots and the thumbnails are inline, and a Content-Security-Policy
+`evaluator/report/assets/`), the plots and the thumbnails are inline, and a Content-Security-Policy
 (`default-src 'none'`) makes the browser refuse anything else. It opens from the run folder or from an
 archive.
 
@@ -14,6 +14,8 @@ denominator), missing questions included. Thumbnails are downscaled JPEG copies 
 Pillow (the evaluated bytes are untouched); an image is used only when its sample id is in the run and
 the SHA-256 of its bytes equals the image_sha256 of the run's record. When the data cannot be found the
 page is written without thumbnails and says why (also on stderr); image problems never raise.
+
+May import: core, data, request, runfolder, scoring.
 """
 
 from evaluator.report.base import REPORT_FILE, ReportError, clip_text

@@ -10,9 +10,10 @@ from datetime import datetime, timezone
 from importlib import resources
 from typing import Any
 
-from evaluator.benchmarks.base import Benchmark
+from evaluator.core.values import is_int
+from evaluator.data.benchmarks.base import Benchmark
 from evaluator.scoring import group_keys, group_value_key, outcome_of
-from evaluator.scoring.base import _is_int, _is_num, ci_text, pct_text  # noqa: F401  (_is_num: for the pages)
+from evaluator.scoring.base import ci_text, pct_text
 
 REPORT_FILE = "report.html"
 SCORES_DIR = "scores"
@@ -73,10 +74,10 @@ def _e(value: Any) -> str:
 
 def _asset(name: str) -> str:
     try:
-        return resources.files("evaluator").joinpath("report_assets", name).read_text(encoding="utf-8")
+        return resources.files("evaluator.report").joinpath("assets", name).read_text(encoding="utf-8")
     except OSError:
         raise ReportError(
-            f"evaluator/report_assets/{name} is missing from this installation (it must be installed as package "
+            f"evaluator/report/assets/{name} is missing from this installation (it must be installed as package "
             "data); reinstall doccount-eval"
         ) from None
 
@@ -136,12 +137,12 @@ def clip_text(text: str, keep: int = TEXT_KEEP) -> tuple[str, int]:
 
 def answer_of(row: dict[str, Any]) -> int | None:
     a = row.get("parsed_answer")
-    return a if outcome(row) == "ok" and _is_int(a) else None
+    return a if outcome(row) == "ok" and is_int(a) else None
 
 
 def error_of(row: dict[str, Any]) -> int | None:
     a, t = answer_of(row), row.get("ground_truth")
-    return a - t if a is not None and _is_int(t) else None
+    return a - t if a is not None and is_int(t) else None
 
 
 def direction_of(row: dict[str, Any]) -> str:
@@ -153,7 +154,7 @@ def direction_of(row: dict[str, Any]) -> str:
 
 def fallback_of(row: dict[str, Any], benchmark: Benchmark) -> int | None:
     fb = row.get("fallback_answer")
-    if _is_int(fb):
+    if is_int(fb):
         return fb
     text = row.get("response_text")
     if outcome(row) in ("ok", "parse_failure") and isinstance(text, str):

@@ -6,7 +6,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from evaluator.benchmarks.base import Benchmark
+from evaluator.data.benchmarks.base import Benchmark
 from evaluator.report.base import (
     IMAGE_PX,
     STATUS_LABELS,

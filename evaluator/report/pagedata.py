@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from evaluator.benchmarks.base import Benchmark, sha256_hex
-from evaluator.data import (
+from evaluator.data.benchmarks.base import Benchmark, sha256_hex
+from evaluator.data.parquet import (
     DataError,
     DataSource,
     check_schema,
@@ -24,7 +24,7 @@ from evaluator.report.base import (
     JPEG_QUALITY,
     QUESTION_COLUMN,
 )
-from evaluator.runconfig import RunConfig
+from evaluator.runfolder.runconfig import RunConfig
 
 # ----------------------------------------------------------------------------- data and thumbnails
 

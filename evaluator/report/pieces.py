@@ -1,4 +1,4 @@
-"""The pieces both pages are made of: page frame (report_assets/page.html), tables, cells, filters."""
+"""The pieces both pages are made of: page frame (assets/page.html), tables, cells, filters."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from evaluator.benchmarks.base import Benchmark
+from evaluator.core.values import is_int, is_num
+from evaluator.data.benchmarks.base import Benchmark
 from evaluator.report.base import (
     CSP,
     PLOT_CAPTIONS,
@@ -22,8 +23,6 @@ from evaluator.report.base import (
     _ci,
     _e,
     _group_values,
-    _is_int,
-    _is_num,
     _key,
     _members,
     _now,
@@ -46,7 +45,7 @@ _BODY_SLOT = "\x00body\x00"
 
 
 def page(title: str, body: list[str], images: dict[str, str], footer: str) -> str:
-    """A whole page: report_assets/page.html around the body (its parts joined by newlines), with the
+    """A whole page: assets/page.html around the body (its parts joined by newlines), with the
     stylesheet, script and images inline. The body is joined once, straight into the page: at 100k rows
     it is hundreds of MB, so it is never copied into the template and out again."""
     blob = json.dumps(images, separators=(",", ":")).replace("</", "<\\/")
@@ -109,7 +108,7 @@ def _headline(summary: dict[str, Any]) -> str:
 def _repeats_of(summary: dict[str, Any]) -> int:
     r = summary.get("repeats")
     k = r.get("k") if isinstance(r, dict) else 1
-    return k if _is_int(k) and k > 1 else 1
+    return k if is_int(k) and k > 1 else 1
 
 
 def _repeat_headline(summary: dict[str, Any]) -> list[str]:
@@ -170,7 +169,7 @@ def _anatomy(summary: dict[str, Any]) -> str:
         return ""
 
     def num(x: Any) -> str:
-        return "n/a" if not _is_num(x) else (str(x) if _is_int(x) else f"{x:.2f}")
+        return "n/a" if not is_num(x) else (str(x) if is_int(x) else f"{x:.2f}")
 
     return (
         f"<h2>Error anatomy (over the {_e(e.get('parsed'))} parsed answers)</h2>"
@@ -304,7 +303,7 @@ def _status_cell(row: dict[str, Any]) -> str:
     if row.get("data_error"):
         bits.append(f'<span class="detail">{_e(str(row["data_error"])[:400])}</span>')
     attempts = row.get("attempts")
-    if _is_int(attempts) and attempts > 1:
+    if is_int(attempts) and attempts > 1:
         bits.append(f'<span class="detail">{attempts} HTTP attempts</span>')
     earlier = row.get("earlier_attempts") or []
     if earlier:
@@ -319,17 +318,17 @@ def _usage(row: dict[str, Any]) -> tuple[str, float | None, float | None]:
     u = row.get("usage") if isinstance(row.get("usage"), dict) else {}
     p, c, t = u.get("prompt_tokens"), u.get("completion_tokens"), u.get("total_tokens")
     parts = []
-    if _is_num(lat):
+    if is_num(lat):
         parts.append(f"{lat:.1f} s")
-    if any(_is_num(x) for x in (p, c, t)):
+    if any(is_num(x) for x in (p, c, t)):
         parts.append(
             f'<span class="detail" title="prompt / completion / total tokens">'
             f"{_e(p if p is not None else '–')} / {_e(c if c is not None else '–')} / {_e(t if t is not None else '–')} tok</span>"
         )
     return (
         "".join(parts) or '<span class="none">–</span>',
-        lat if _is_num(lat) else None,
-        c if _is_num(c) else None,
+        lat if is_num(lat) else None,
+        c if is_num(c) else None,
     )
 
 

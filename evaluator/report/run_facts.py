@@ -1,13 +1,14 @@
 """What the pages say about a run's settings (data source, question set, sampling, dates), read from
-its typed RunConfig (evaluator.runconfig)."""
+its typed RunConfig (evaluator.runfolder.runconfig)."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
-from evaluator.report.base import _e, _is_int
-from evaluator.runconfig import RunConfig
+from evaluator.core.values import is_int
+from evaluator.report.base import _e
+from evaluator.runfolder.runconfig import RunConfig
 
 
 def _data_html(config: RunConfig, summary: dict[str, Any]) -> tuple[str, str]:
@@ -42,7 +43,7 @@ def _data_html(config: RunConfig, summary: dict[str, Any]) -> tuple[str, str]:
         qs += f", manifest sha256 <code>{_e(str(digest)[:16])}</code>…"
         qs += " (verified against run_config.json)" if verified else " (not verified)"
     total = data.get("questions")
-    if _is_int(total) and _is_int(sdata.get("questions")) and total != sdata.get("questions"):
+    if is_int(total) and is_int(sdata.get("questions")) and total != sdata.get("questions"):
         qs += f"; a selection of the {total} questions in the data"
     return text, qs
 

@@ -7,9 +7,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from evaluator.atomic import write_atomic
-from evaluator.benchmarks.base import Benchmark
-from evaluator.jsonl import utf8_text
+from evaluator.core.atomic import write_atomic
+from evaluator.core.jsonl import utf8_text
+from evaluator.core.secrets import Redactor
+from evaluator.data.benchmarks.base import Benchmark
 from evaluator.report.base import (
     DIRECTION_LABELS,
     IMAGE_PX,
@@ -59,7 +60,6 @@ from evaluator.report.pieces import (
 )
 from evaluator.report.pieces import page as page_html
 from evaluator.report.run_facts import _data_html, _dates, _sampling_text
-from evaluator.retry import Redactor
 from evaluator.scoring import MergedRun, merge_run
 
 # ----------------------------------------------------------------------------- one run

@@ -10,8 +10,15 @@ manifest.jsonl), `select` (which records count), `merge` (one row per question),
 summary dict), `markdown` (summary.md), `write` (score_run and the files it writes).
 
 The summary.json schema is documented in docs/scoring.md (bump SUMMARY_SCHEMA_VERSION on changes).
+
+Also here: the statistics (stats), the spread over repeats (repeats, repeat_scoring), the paired
+comparison of runs (compare), response identity (identity) and the plots score_run draws into scores/
+(plots, plot_worker).
+
+May import: core, data, request, runfolder.
 """
 
+from evaluator.runfolder.selection import RECORD_STATUSES
 from evaluator.scoring.base import (
     BENCHMARKS_WITH_ZERO_COUNTS,
     BUCKETS,
@@ -46,7 +53,6 @@ from evaluator.scoring.metrics import (
     usage_stats,
 )
 from evaluator.scoring.write import answer_pairs, merged_jsonl, score_run, summary_json
-from evaluator.selection import RECORD_STATUSES
 
 __all__ = [
     "BENCHMARKS_WITH_ZERO_COUNTS",

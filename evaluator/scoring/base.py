@@ -7,11 +7,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from evaluator.benchmarks.base import Benchmark, ManifestEntry
-from evaluator.runconfig import RunConfig
-from evaluator.stats import wilson_interval
+from evaluator.core.values import is_num
+from evaluator.data.benchmarks.base import Benchmark, ManifestEntry
+from evaluator.runfolder.runconfig import RunConfig
+from evaluator.scoring.stats import wilson_interval
 
-SUMMARY_SCHEMA_VERSION = 3  # 3: responses.jsonl in the compact form of evaluator.jsonl
+SUMMARY_SCHEMA_VERSION = 3  # 3: responses.jsonl in the compact form of evaluator.core.jsonl
 SCORES_DIR = "scores"
 SUMMARY_JSON = "summary.json"
 SUMMARY_MD = "summary.md"
@@ -33,7 +34,6 @@ BUCKETS: tuple[tuple[str, int, int | None], ...] = (
 )
 ZERO_BUCKET = ("0", 0, 0)
 BENCHMARKS_WITH_ZERO_COUNTS = ("countqa",)
-EXAMPLES = 5  # ids quoted in a message
 
 
 class ScoreError(Exception):
@@ -60,21 +60,8 @@ class MergedRun:
     rows: list[dict[str, Any]]
     summary: dict[str, Any]
     warnings: list[str] = field(default_factory=list)
-    # Indices of rows built from a line json.loads had to read (NaN, lone surrogates...): see evaluator.jsonl.
+    # Indices of rows built from a line json.loads had to read (NaN, lone surrogates...): see evaluator.core.jsonl.
     lenient_rows: set[int] = field(default_factory=set)
-
-
-def _is_int(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
-
-
-def _is_num(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
-
-
-def _examples(items: list[str]) -> str:
-    shown = ", ".join(items[:EXAMPLES])
-    return shown + (f" (+{len(items) - EXAMPLES} more)" if len(items) > EXAMPLES else "")
 
 
 def group_value_key(value: Any) -> str:
@@ -125,12 +112,12 @@ def _ci(successes: int, n: int) -> list[float] | None:
 
 def pct_text(x: Any, digits: int = 2) -> str:
     """A fraction as a percentage; n/a for anything that is not a number."""
-    return "n/a" if not _is_num(x) else f"{100 * x:.{digits}f}%"
+    return "n/a" if not is_num(x) else f"{100 * x:.{digits}f}%"
 
 
 def ci_text(ci: Any, dash: str = "-") -> str:
     """A [low, high] interval as percentages; n/a when there is none."""
-    if not isinstance(ci, (list, tuple)) or len(ci) != 2 or not all(_is_num(v) for v in ci):
+    if not isinstance(ci, (list, tuple)) or len(ci) != 2 or not all(is_num(v) for v in ci):
         return "n/a"
     return f"{100 * ci[0]:.1f}{dash}{100 * ci[1]:.1f}%"
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from evaluator.ratelimit import rate_limit_markdown
-from evaluator.repeat_scoring import headline_markdown, repeats_markdown
+from evaluator.core.usage import usage_markdown
+from evaluator.request.ratelimit import rate_limit_markdown
 from evaluator.scoring.base import OUTCOME_LABELS, _ci_text, _num, _pct
-from evaluator.stats import PERCENTILES
-from evaluator.usage import usage_markdown
+from evaluator.scoring.repeat_scoring import headline_markdown, repeats_markdown
+from evaluator.scoring.stats import PERCENTILES
 
 
 def render_markdown(summary: dict[str, Any]) -> str:

@@ -7,14 +7,16 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from evaluator.benchmarks import get_benchmark
-from evaluator.benchmarks.base import Benchmark, ManifestEntry
-from evaluator.repeat_scoring import run_repeats
-from evaluator.repeats import Key, record_key
-from evaluator.runfolder import MANIFEST, PARTIAL, gc_paused, parse_jsonl
-from evaluator.scoring.base import MergedRun, ScoreError, _examples, _is_int, outcome_of
+from evaluator.core.keys import Key, record_key
+from evaluator.core.text import examples
+from evaluator.core.values import is_int
+from evaluator.data.benchmarks import get_benchmark
+from evaluator.data.benchmarks.base import Benchmark, ManifestEntry
+from evaluator.runfolder.files import MANIFEST, PARTIAL, gc_paused, parse_jsonl
+from evaluator.scoring.base import MergedRun, ScoreError, outcome_of
 from evaluator.scoring.load import _check_manifest_digest, _load_config, _load_manifest
 from evaluator.scoring.metrics import summarize
+from evaluator.scoring.repeat_scoring import run_repeats
 from evaluator.scoring.select import _select_records
 
 
@@ -75,7 +77,7 @@ def _merge_rows(
     if relabelled:
         warnings.append(
             f"{len(relabelled)} record(s) carry a ground truth different from {MANIFEST} "
-            f"({_examples(relabelled)}); they were scored against the manifest (record value kept as "
+            f"({examples(relabelled)}); they were scored against the manifest (record value kept as "
             "record_ground_truth)"
         )
     return rows
@@ -96,7 +98,7 @@ def _merge_run(run_root: Path) -> MergedRun:
     warnings: list[str] = []
     data_check = _check_manifest_digest(config, manifest, warnings)
     full = (config.get("data") or {}).get("questions") if isinstance(config.get("data"), dict) else None
-    if _is_int(full) and full > len(manifest):
+    if is_int(full) and full > len(manifest):
         warnings.append(
             f"this run covers {len(manifest)} of the {full} questions in the data (--limit): the score is over "
             "that subset, not a full-benchmark result"
@@ -118,7 +120,7 @@ def _merge_run(run_root: Path) -> MergedRun:
     if report.bad_lines:
         warnings.append(
             f"{len(report.bad_lines)} unparseable line(s) in {PARTIAL} were ignored (line numbers "
-            f"{_examples([str(n) for n in report.bad_lines])})"
+            f"{examples([str(n) for n in report.bad_lines])})"
         )
     latest, counts = _select_records(report, manifest, config, warnings, lenient_keys)
     rows = _merge_rows(manifest, latest, benchmark, config, warnings)

@@ -6,9 +6,11 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from evaluator.benchmarks.base import Benchmark
-from evaluator.ratelimit import rate_limit_stats
-from evaluator.repeat_scoring import apply_repeats, run_repeats
+from evaluator.core.usage import extra_usage_stats
+from evaluator.core.values import is_int, is_num
+from evaluator.data.benchmarks.base import Benchmark
+from evaluator.data.think import inline_think_count, inline_think_warnings
+from evaluator.request.ratelimit import rate_limit_stats
 from evaluator.scoring.base import (
     BENCHMARKS_WITH_ZERO_COUNTS,
     BUCKETS,
@@ -16,16 +18,13 @@ from evaluator.scoring.base import (
     SUMMARY_SCHEMA_VERSION,
     ZERO_BUCKET,
     _ci,
-    _is_int,
-    _is_num,
     bucket_of,
     group_keys,
     group_value_key,
     ordered_values,
 )
-from evaluator.stats import CONFIDENCE, PERCENTILES, describe
-from evaluator.think import inline_think_count, inline_think_warnings
-from evaluator.usage import extra_usage_stats
+from evaluator.scoring.repeat_scoring import apply_repeats, run_repeats
+from evaluator.scoring.stats import CONFIDENCE, PERCENTILES, describe
 
 
 def accuracy_block(rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -95,7 +94,7 @@ def error_anatomy(rows: list[dict[str, Any]]) -> dict[str, Any]:
     errs = [
         r["parsed_answer"] - r["ground_truth"]
         for r in rows
-        if r["outcome"] == "ok" and _is_int(r.get("ground_truth"))
+        if r["outcome"] == "ok" and is_int(r.get("ground_truth"))
     ]
     n = len(errs)
 
@@ -132,7 +131,7 @@ def bucket_breakdown(benchmark: Benchmark, rows: list[dict[str, Any]]) -> dict[s
     bucket_by_truth: dict[int, str] = {}  # ints only (bools are not ground truths here)
     for row in rows:
         truth = row.get("ground_truth")
-        if _is_int(truth):
+        if is_int(truth):
             name = bucket_by_truth.get(truth)
             if name is None:
                 name = bucket_by_truth[truth] = bucket_of(truth, buckets)
@@ -161,7 +160,7 @@ def usage_stats(rows: list[dict[str, Any]]) -> dict[str, Any]:
         if isinstance(u, dict):
             for key in keys:
                 v = u.get(key)
-                if _is_num(v):
+                if is_num(v):
                     vals[key].append(v)
     for key in keys:
         out[key] = describe(vals[key], with_sum=True)
@@ -169,7 +168,7 @@ def usage_stats(rows: list[dict[str, Any]]) -> dict[str, Any]:
     earlier_tokens = [
         u["total_tokens"]
         for a in earlier
-        if isinstance(u := a.get("usage"), dict) and _is_num(u.get("total_tokens"))
+        if isinstance(u := a.get("usage"), dict) and is_num(u.get("total_tokens"))
     ]
     out["earlier_attempts"] = {"responses": len(earlier), "total_tokens": sum(earlier_tokens)}
     out.update(extra_usage_stats(rows))
@@ -224,8 +223,8 @@ def summarize(
 ) -> dict[str, Any]:
     overall = accuracy_block(rows)
     parse_status, finish = _status_counts(rows)
-    latencies = [r["latency_s"] for r in rows if _is_num(r.get("latency_s"))]
-    attempts = [r["attempts"] for r in rows if _is_int(r.get("attempts"))]
+    latencies = [r["latency_s"] for r in rows if is_num(r.get("latency_s"))]
+    attempts = [r["attempts"] for r in rows if is_int(r.get("attempts"))]
     summary = {
         "schema_version": SUMMARY_SCHEMA_VERSION,
         "benchmark": benchmark.name,
@@ -287,13 +286,13 @@ def _methods() -> dict[str, Any]:
 def _apply_repeats_view(
     summary: dict[str, Any], benchmark: Benchmark, rows: list[dict[str, Any]], k: int
 ) -> None:
-    """Accuracies per question over the K repeats (evaluator.repeat_scoring), in place."""
+    """Accuracies per question over the K repeats (evaluator.scoring.repeat_scoring), in place."""
     summary["data"]["questions"] = len(rows) // k
     summary["data"]["responses"] = len(rows)
     buckets = [ZERO_BUCKET, *BUCKETS] if "0" in summary["count_buckets"]["order"] else list(BUCKETS)
 
     def bucket(row: dict[str, Any]) -> str:
-        return bucket_of(row["ground_truth"] if _is_int(row.get("ground_truth")) else None, buckets)
+        return bucket_of(row["ground_truth"] if is_int(row.get("ground_truth")) else None, buckets)
 
     apply_repeats(summary, benchmark, rows, k, bucket)
 

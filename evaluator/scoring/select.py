@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from evaluator.benchmarks.base import ManifestEntry
-from evaluator.runfolder import CONFIG, MANIFEST, PARTIAL, ReadReport
-from evaluator.scoring.base import ScoreError, _examples
-from evaluator.selection import Key, latest_valid, record_key
+from evaluator.core.text import examples
+from evaluator.data.benchmarks.base import ManifestEntry
+from evaluator.runfolder.files import CONFIG, MANIFEST, PARTIAL, ReadReport
+from evaluator.runfolder.selection import Key, latest_valid, record_key
+from evaluator.scoring.base import ScoreError
 
 
 def _select_records(
@@ -17,7 +18,7 @@ def _select_records(
     warnings: list[str],
     lenient: set[Key] | None = None,
 ) -> tuple[dict[Key, dict[str, Any]], dict[str, int]]:
-    """The latest valid record per question of the manifest (evaluator.selection); raises on records
+    """The latest valid record per question of the manifest (evaluator.runfolder.selection); raises on records
     that belong to another run. Adds to `lenient` the ids whose selected record only json.loads could read.
     """
     by_id = {e.sample_id: e for e in manifest}
@@ -33,12 +34,12 @@ def _select_records(
     if malformed:
         warnings.append(
             f"{len(malformed)} record(s) in {PARTIAL} are not valid response records and were ignored: "
-            f"{_examples(malformed)}"
+            f"{examples(malformed)}"
         )
     if foreign:
         raise ScoreError(
             f"{len(foreign)} record(s) in {PARTIAL} do not match this run's {CONFIG}/{MANIFEST} "
-            f"(model {config.get('model')!r}, benchmark {config.get('benchmark')!r}): {_examples(foreign)}. "
+            f"(model {config.get('model')!r}, benchmark {config.get('benchmark')!r}): {examples(foreign)}. "
             "The records and the run configuration come from different runs or data; score the folder the "
             "records were written in, or move the foreign records out"
         )
@@ -51,7 +52,7 @@ def _select_records(
     if outside:
         warnings.append(
             f"{len(outside)} sample id(s) with records are not in this run's question set and were ignored "
-            f"(e.g. from an earlier run with a larger --limit): {_examples(sorted(outside))}"
+            f"(e.g. from an earlier run with a larger --limit): {examples(sorted(outside))}"
         )
     counts = {
         "records_valid": len(valid),

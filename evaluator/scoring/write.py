@@ -8,17 +8,18 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from evaluator.atomic import atomic_file, write_atomic
-from evaluator.jsonl import encode_rows, utf8_json, utf8_text
-from evaluator.plot_worker import PlotWorker, child_pays_off
-from evaluator.runfolder import MERGED, PARTIAL, gc_paused
-from evaluator.scoring.base import SCORES_DIR, SUMMARY_JSON, SUMMARY_MD, ScoreError, ScoreResult, _is_int
+from evaluator.core.atomic import atomic_file, write_atomic
+from evaluator.core.jsonl import encode_rows, utf8_json, utf8_text
+from evaluator.core.values import is_int
+from evaluator.runfolder.files import MERGED, PARTIAL, gc_paused
+from evaluator.scoring.base import SCORES_DIR, SUMMARY_JSON, SUMMARY_MD, ScoreError, ScoreResult
 from evaluator.scoring.markdown import render_markdown
 from evaluator.scoring.merge import _merge_run
+from evaluator.scoring.plot_worker import PlotWorker, child_pays_off
 
 
 def merged_jsonl(rows: list[dict[str, Any]], lenient_rows: set[int] | frozenset[int] = frozenset()) -> bytes:
-    """responses.jsonl: one line per row in the form of evaluator.jsonl (compact, sorted keys, UTF-8)."""
+    """responses.jsonl: one line per row in the form of evaluator.core.jsonl (compact, sorted keys, UTF-8)."""
     return encode_rows(rows, lenient_rows)
 
 
@@ -62,7 +63,7 @@ def answer_pairs(rows: list[dict[str, Any]]) -> Counter[tuple[int, int]]:
     return Counter(
         (r["ground_truth"], r["parsed_answer"])
         for r in rows
-        if r["outcome"] == "ok" and _is_int(r.get("ground_truth"))
+        if r["outcome"] == "ok" and is_int(r.get("ground_truth"))
     )
 
 

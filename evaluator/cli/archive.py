@@ -1,0 +1,95 @@
+"""The archive commands (`doccount archive`, `verify`, `reproduce`): thin adapters over evaluator.archive."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from evaluator.cli.base import UserError
+from evaluator.evaluation.evaluate import USER_ERRORS
+
+
+@click.command("archive")
+@click.option(
+    "--run-root", type=click.Path(path_type=Path), required=True, help="The scored run folder to archive."
+)
+@click.option(
+    "--output", type=click.Path(path_type=Path), required=True, help="The archive to write, e.g. run.tar.gz."
+)
+@click.option(
+    "--bundle-root",
+    type=click.Path(path_type=Path, file_okay=False),
+    default=None,
+    help="Folder with Dockerfile.eval, Dockerfile.vllm, compose.yaml, Makefile, requirements.lock "
+    "(default: the checkout the evaluator runs from).",
+)
+def archive_cmd(run_root: Path, output: Path, bundle_root: Path | None) -> None:
+    """Pack a scored run, its prompts, lock and container files into one deterministic .tar.gz."""
+    from evaluator.archive import ArchiveError, create_archive
+
+    try:
+        info = create_archive(
+            run_root, output, bundle_root=bundle_root, secret=os.environ.get("MODEL_API_KEY")
+        )
+    except (*USER_ERRORS, ArchiveError) as exc:
+        raise UserError(str(exc)) from None
+    for name, why in sorted(info.missing.items()):
+        click.echo(f"note: {name} not archived ({why})", err=True)
+    click.echo(f"wrote {info.output} ({len(info.entries)} entries, {info.size} bytes, sha256 {info.sha256})")
+
+
+@click.command("verify")
+@click.argument("archive_file", type=click.Path(path_type=Path))
+def verify_cmd(archive_file: Path) -> None:
+    """Check an archive offline: checksums, recorded hashes, and a re-score of the archived records."""
+    import tempfile
+
+    from evaluator.archive import ArchiveError, read_archive, verify_archive
+
+    try:
+        archive = read_archive(archive_file)
+        with tempfile.TemporaryDirectory(prefix="doccount-verify-") as work:
+            result = verify_archive(archive, Path(work))
+    except ArchiveError as exc:
+        raise UserError(str(exc)) from None
+    for line in result.checks:
+        click.echo(line)
+    if result.ok:
+        click.echo(f"OK: {archive_file} verified")
+        sys.exit(0)
+    for problem in result.problems:
+        click.echo(f"MISMATCH {problem}")
+    names = list(dict.fromkeys(p.path for p in result.problems))
+    click.echo(f"FAILED: {len(names)} file(s) do not match: {', '.join(names)}")
+    sys.exit(1)
+
+
+@click.command("reproduce")
+@click.argument("archive_file", type=click.Path(path_type=Path))
+@click.option(
+    "--base-url", default=None, help="Endpoint (default env MODEL_API_BASE_URL, else the recorded one)."
+)
+@click.option(
+    "--data-files", default=None, help="Local parquet glob with the archived data files (quote it)."
+)
+@click.option(
+    "--run-root",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="New run folder (default runs/<name>-reproduce).",
+)
+@click.option("--concurrency", type=click.IntRange(1, 4096), default=None, help="Default: the recorded one.")
+@click.option("--quiet", is_flag=True, help="No progress output.")
+def reproduce_cmd(**opts: Any) -> None:
+    """Re-run an archived evaluation with the same settings, data and prompts, then compare with it."""
+    from evaluator.archive import ArchiveError, reproduce
+
+    try:
+        code = reproduce(**opts)  # archive_file, base_url, data_files, run_root, concurrency, quiet
+    except (*USER_ERRORS, ArchiveError) as exc:
+        raise UserError(str(exc)) from None
+    sys.exit(code)

@@ -1,0 +1,282 @@
+"""Command line: `doccount <command>`, plus the `doccount-evaluate` / `doccount-score` scripts."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from evaluator.cli.archive import archive_cmd, reproduce_cmd, verify_cmd
+from evaluator.cli.base import UserError
+from evaluator.core.jsonl import printable
+from evaluator.data.benchmarks import REGISTRY, get_benchmark
+from evaluator.evaluation.evaluate import USER_ERRORS
+from evaluator.evaluation.options import EvaluateOptions, evaluate_options
+from evaluator.scoring import score_run
+
+
+@click.command("evaluate")
+@evaluate_options
+def evaluate_cmd(**opts: Any) -> None:
+    """Evaluate a model on a counting benchmark; resumable; writes runs/<name>/."""
+    from evaluator.evaluation.evaluate import evaluate
+
+    try:
+        code = evaluate(EvaluateOptions(**opts))
+    except USER_ERRORS as exc:
+        raise UserError(str(exc)) from None
+    sys.exit(code)
+
+
+def _check_endpoint(**opts: Any) -> None:
+    from evaluator.evaluation.evaluate import evaluate
+
+    try:
+        code = evaluate(EvaluateOptions(**opts), check_only=True)
+    except USER_ERRORS as exc:
+        raise UserError(str(exc)) from None
+    sys.exit(code)
+
+
+check_endpoint_cmd = click.Command(
+    "check-endpoint",
+    params=list(evaluate_cmd.params),  # the evaluate options, so that a run's command line can be checked
+    callback=_check_endpoint,
+    help="Send one real row with the evaluate options and show what came back (status, visible text, "
+    "reasoning field, parsed answer, usage, finish reason). Nothing is written.",
+)
+
+
+@click.command("score")
+@click.option("--run-root", type=click.Path(path_type=Path), required=True, help="The run folder to score.")
+@click.option("--report/--no-report", default=True, show_default=True, help="Also write scores/report.html.")
+@click.option(
+    "--report-images/--no-report-images", default=True, show_default=True, help="Thumbnails in the report."
+)
+def score_cmd(run_root: Path, report: bool, report_images: bool) -> None:
+    """Score a run folder over its full question set; writes responses.jsonl and scores/."""
+    try:
+        result = score_run(run_root, keep_merged=report)
+    except USER_ERRORS as exc:
+        raise UserError(str(exc)) from None
+    for w in result.warnings:
+        click.echo(f"warning: {w}", err=True)
+    click.echo(printable(result.markdown))
+    if report:
+        from evaluator.report import write_report
+
+        try:  # the report is a view of the score: it must never fail the scoring
+            path = write_report(run_root, images=report_images, merged=result.merged)
+            click.echo(f"report: {path}", err=True)
+        except Exception as exc:  # noqa: BLE001
+            click.echo(f"warning: the HTML report was not written ({exc})", err=True)
+
+
+@click.group()
+@click.version_option(package_name="doccount-eval")
+def main() -> None:
+    """Reproducible semantic-counting evaluation (DocCount, CountQA)."""
+    logging.basicConfig(level=logging.WARNING, format="%(message)s")
+
+
+main.add_command(evaluate_cmd)
+main.add_command(check_endpoint_cmd)
+main.add_command(score_cmd)
+
+
+@click.command("compare")
+@click.argument("run_dirs", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option(
+    "--output",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help="Also write the comparison (leaderboard, paired statistics) as JSON to this file.",
+)
+@click.option(
+    "--intersect",
+    is_flag=True,
+    help="Compare on the questions all runs share instead of refusing different sets.",
+)
+@click.option(
+    "--html",
+    "html_path",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help="Two runs only: also write a side-by-side HTML page, the questions they disagree on first.",
+)
+@click.option(
+    "--data-files", default=None, help="Parquet glob for the page's thumbnails (default: as recorded)."
+)
+def compare_cmd(
+    run_dirs: tuple[Path, ...],
+    output: Path | None,
+    intersect: bool,
+    html_path: Path | None,
+    data_files: str | None,
+) -> None:
+    """Compare run folders over the same questions: leaderboard with 95% intervals; for two runs the
+    paired table, a paired-bootstrap interval of the difference and the exact McNemar p-value."""
+    from evaluator.scoring.compare import compare_json, compare_runs
+
+    try:
+        result = compare_runs(list(run_dirs), intersect=intersect)
+    except USER_ERRORS as exc:
+        raise UserError(str(exc)) from None
+    if output is not None:
+        try:
+            output.write_bytes(compare_json(result.data))
+        except OSError as exc:
+            raise UserError(f"cannot write {output} ({exc.strerror})") from None
+    for w in result.warnings:
+        click.echo(f"warning: {w}", err=True)
+    click.echo(printable(result.markdown))
+    if html_path is not None:
+        if len(run_dirs) != 2:
+            raise UserError("--html compares exactly two runs side by side; pass two run folders")
+        from evaluator.report import ReportError, write_compare_report
+
+        try:
+            page = write_compare_report(run_dirs[0], run_dirs[1], html_path, data_files=data_files)
+        except (*USER_ERRORS, ReportError) as exc:
+            raise UserError(str(exc)) from None
+        click.echo(f"side-by-side page: {page}", err=True)
+
+
+main.add_command(compare_cmd)
+
+
+def run_command(command: click.Command, prog_name: str) -> None:
+    """Run a command with the contract's error style: one `error:` line, no usage dump, no traceback."""
+    try:
+        command.main(prog_name=prog_name, standalone_mode=False)
+    except click.UsageError as exc:
+        hint = f" (see `{exc.ctx.command_path} --help`)" if exc.ctx else ""
+        click.echo(f"error: {exc.format_message()}{hint}", err=True)
+        _exit(2)
+    except click.ClickException as exc:
+        exc.show()
+        _exit(exc.exit_code)
+    except (KeyboardInterrupt, click.Abort):
+        click.echo("interrupted", err=True)
+        _exit(130)
+    except SystemExit as exc:
+        _exit(exc.code)
+    _exit(0)
+
+
+def _exit(code: int | str | None) -> None:
+    """Exit without the interpreter's teardown of every imported module (about 0.3 s of freeing the openai
+    and pydantic objects, on every command). Each command has closed its files by now; the output streams
+    and logging are flushed here, the rest of what a normal exit does has nothing left to do."""
+    if isinstance(code, str):
+        click.echo(code, err=True)
+        code = 1
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(code or 0)
+
+
+def entry() -> None:
+    run_command(main, "doccount")
+
+
+def evaluate_main() -> None:
+    run_command(evaluate_cmd, "doccount-evaluate")
+
+
+def score_main() -> None:
+    run_command(score_cmd, "doccount-score")
+
+
+@click.command("report")
+@click.option(
+    "--run-root", type=click.Path(path_type=Path), required=True, help="The run folder to report on."
+)
+@click.option(
+    "--data-files",
+    default=None,
+    help="Parquet glob for the thumbnails (default: the data recorded in run_config.json).",
+)
+@click.option("--no-images", is_flag=True, help="Write the report without thumbnails (a small file).")
+@click.option(
+    "--output",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="HTML file (default <run-root>/scores/report.html).",
+)
+def report_cmd(run_root: Path, data_files: str | None, no_images: bool, output: Path | None) -> None:
+    """Write the self-contained HTML report of a run: one row per question, filters, thumbnails."""
+    from evaluator.report import ReportError, write_report
+
+    try:
+        path = write_report(run_root, data_files=data_files, images=not no_images, output=output)
+    except (*USER_ERRORS, ReportError) as exc:
+        raise UserError(str(exc)) from None
+    click.echo(f"wrote {path} ({path.stat().st_size / 1e6:.1f} MB)")
+
+
+main.add_command(report_cmd)
+
+
+main.add_command(archive_cmd)
+main.add_command(verify_cmd)
+main.add_command(reproduce_cmd)
+
+
+@click.command("demo")
+@click.option("--run-root", type=click.Path(path_type=Path), default=Path("runs/demo"), show_default=True)
+@click.option(
+    "--data-root", type=click.Path(path_type=Path), default=Path("runs/demo-data"), show_default=True
+)
+@click.option("--pages", type=click.IntRange(4, 2000), default=40, show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--concurrency", type=click.IntRange(1, 64), default=2, show_default=True)
+def demo_cmd(run_root: Path, data_root: Path, pages: int, seed: int, concurrency: int) -> None:
+    """Run the whole pipeline on a CPU: sample pages, a reference model on loopback, evaluate, score."""
+    from evaluator.demo.pipeline import run_demo
+
+    sys.exit(run_demo(run_root, data_root, pages, seed, concurrency))
+
+
+@click.command("serve-reference")
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", type=click.IntRange(0, 65535), default=8000, show_default=True)
+@click.option("--model-name", default="reference-layout-cdla", show_default=True)
+def serve_reference_cmd(host: str, port: int, model_name: str) -> None:
+    """Serve the CPU reference model (a document-layout detector) as an OpenAI-compatible endpoint."""
+    from evaluator.demo.reference_server import run_reference_server
+
+    run_reference_server(host, port, model_name)
+
+
+@click.command("data")
+@click.option("--benchmark", type=click.Choice(sorted(REGISTRY)), default="doccount", show_default=True)
+@click.option("--dataset", default=None, help="Hub dataset id (default: the benchmark's).")
+@click.option("--revision", default=None, help="Branch, tag or commit to fetch (default: main).")
+@click.option("--local-dir", default=None, help="Copy the files into this folder instead of the HF cache.")
+def data_cmd(benchmark: str, dataset: str | None, revision: str | None, local_dir: str | None) -> None:
+    """Fetch a pinned revision of the benchmark's parquet files once (HF cache); print its commit."""
+    from evaluator.data.hub import HubDataError, fetch, fetch_report
+
+    bench = get_benchmark(benchmark)
+    try:
+        snap = fetch(bench, dataset, revision, local_dir=local_dir)
+    except HubDataError as exc:
+        raise UserError(str(exc)) from None
+    click.echo("\n".join(fetch_report(snap, bench, local_dir)))
+
+
+main.add_command(demo_cmd)
+main.add_command(serve_reference_cmd)
+main.add_command(data_cmd)
+
+
+if __name__ == "__main__":
+    entry()

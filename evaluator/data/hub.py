@@ -1,0 +1,219 @@
+"""The benchmark's Hugging Face dataset: a pinned revision, fetched once, read from the HF cache.
+
+Online, the revision (branch, tag or commit) is resolved by `huggingface_hub` itself
+(`HfApi.resolve_revision`, which also writes the `refs/` entry of the cache) and the parquet files
+of that commit are fetched with `snapshot_download`. Offline (`HF_HUB_OFFLINE=1`, or no route to the
+hub) the same two calls answer from the cache: a branch or tag through `refs/<name>`, a full commit
+id directly, the files from `snapshots/<commit>/` (symlinks into `blobs/`). Either way the files
+are read where the library keeps them; nothing is copied or converted.
+
+Cache layout (huggingface_hub's "Manage the cache" guide):
+    <HF_HUB_CACHE>/datasets--<owner>--<name>/{blobs/<etag>, refs/<branch>, snapshots/<commit>/<path>}
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from evaluator.core.text import one_line
+from evaluator.data.benchmarks.base import Benchmark
+
+if TYPE_CHECKING:
+    from huggingface_hub import ResolvedRevision
+
+REPO_TYPE = "dataset"
+COMMIT_RE = re.compile(r"[0-9a-f]{40}")
+
+
+class HubDataError(Exception):
+    """The hub dataset cannot be resolved or read; the message is one line with the fix."""
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    repo_id: str
+    requested: str | None  # the --revision given (None: the default branch)
+    commit: str
+    folder: Path
+    files: list[Path]
+    offline: bool
+
+
+def repo_folder(cache_dir: str | os.PathLike[str], repo_id: str) -> Path:
+    """The cache folder of a dataset repo (huggingface_hub's `repo_folder_name`)."""
+    return Path(cache_dir) / ("datasets--" + repo_id.replace("/", "--"))
+
+
+def hub_cache_dir() -> str:
+    from huggingface_hub import constants
+
+    return str(constants.HF_HUB_CACHE)
+
+
+def cached_commits(cache_dir: str | os.PathLike[str], repo_id: str) -> list[str]:
+    """Commits with a snapshot folder in the cache, e.g. left by `datasets.load_dataset`."""
+    snaps = repo_folder(cache_dir, repo_id) / "snapshots"
+    if not snaps.is_dir():
+        return []
+    return sorted(p.name for p in snaps.iterdir() if p.is_dir() and COMMIT_RE.fullmatch(p.name))
+
+
+def fetch_command(benchmark: str, repo_id: str, default_repo: str, revision: str | None) -> str:
+    """The one command that puts this revision into the cache (what `make data` runs)."""
+    parts = ["doccount data", f"--benchmark {benchmark}"]
+    if repo_id != default_repo:
+        parts.append(f"--dataset {repo_id}")
+    if revision:
+        parts.append(f"--revision {revision}")
+    return " ".join(parts)
+
+
+def make_command(benchmark: str, repo_id: str, default_repo: str, revision: str | None) -> str | None:
+    """The `make data` line for the same fetch (None for a dataset other than the benchmark's)."""
+    if repo_id != default_repo:
+        return None
+    return " ".join(
+        ["make data"]
+        + ([f"BENCHMARK={benchmark}"] if benchmark != "doccount" else [])
+        + ([f"DATASET_REVISION={revision}"] if revision else [])
+    )
+
+
+def not_cached_message(
+    benchmark: Benchmark, repo_id: str, revision: str | None, cache_dir: str, commits: list[str], why: str
+) -> str:
+    """One line: what is missing, and what to run (pure; `why` says why the hub was not asked)."""
+    rev = revision or "main"
+    fetch = fetch_command(benchmark.name, repo_id, benchmark.hub_id, revision)
+    make = make_command(benchmark.name, repo_id, benchmark.hub_id, revision)
+    line = (
+        f"{repo_id} at revision {rev} is not in the Hugging Face cache ({cache_dir}) and {why}: "
+        f"run `{fetch}`{f' (or `{make}`)' if make else ''} where the hub is reachable, with the same "
+        "HF_HOME or HF_HUB_CACHE "
+        f"(or copy its {repo_folder('', repo_id).name} folder here), or pass --data-files GLOB"
+    )
+    if commits:
+        shown = ", ".join(commits[:3]) + (" ..." if len(commits) > 3 else "")
+        line += f"; the cache holds commit(s) {shown}: pass one as --revision"
+    return line
+
+
+def _why_unreachable(exc: BaseException | None, offline: bool) -> str:
+    if offline:
+        return "HF_HUB_OFFLINE is set"
+    cause = exc.__cause__ if exc is not None and exc.__cause__ is not None else exc
+    return f"the hub cannot be reached ({type(cause).__name__})" if cause else "the hub cannot be reached"
+
+
+def resolve(repo_id: str, revision: str | None, offline: bool) -> ResolvedRevision:
+    """The commit for a revision, by the hub library's own resolution (cache-only when offline)."""
+    from huggingface_hub import HfApi
+
+    # local_files_only when offline: the library would fall back to refs/ anyway, after a warning.
+    return HfApi().resolve_revision(repo_id, repo_type=REPO_TYPE, revision=revision, local_files_only=offline)
+
+
+def _cached_commit(repo_id: str, revision: str | None) -> str | None:
+    """The commit the cache maps this revision to (only to word an error message)."""
+    try:
+        return resolve(repo_id, revision, True).resolved
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def fetch(
+    benchmark: Benchmark, dataset: str | None, revision: str | None, local_dir: str | None = None
+) -> Snapshot:
+    """Resolve the revision and fetch (or find in the cache) the benchmark's parquet files."""
+    from huggingface_hub import constants, snapshot_download
+
+    repo_id = dataset or benchmark.hub_id
+    offline = constants.is_offline_mode()
+    try:
+        resolved = resolve(repo_id, revision, offline)
+        folder = snapshot_download(
+            repo_id,
+            repo_type=REPO_TYPE,
+            revision=resolved,
+            allow_patterns=[benchmark.hub_files],
+            local_dir=local_dir,
+        )
+    except Exception as exc:
+        error = hub_error(exc, benchmark, repo_id, revision, offline)
+        if error is None:
+            raise
+        raise error from None
+    return _snapshot(benchmark, repo_id, revision, resolved.resolved, Path(folder), offline)
+
+
+def hub_error(
+    exc: Exception, benchmark: Benchmark, repo_id: str, revision: str | None, offline: bool
+) -> HubDataError | None:
+    """The one-line error for what huggingface_hub raised (None: not a data problem, let it through)."""
+    from huggingface_hub import errors
+
+    cache_dir = hub_cache_dir()
+    fetch_line = fetch_command(benchmark.name, repo_id, benchmark.hub_id, revision)
+    if isinstance(exc, errors.RevisionNotFoundError):
+        return HubDataError(
+            f"{repo_id} has no revision {revision!r}: pass a branch, a tag or a full 40-character commit id "
+            "as --revision"
+        )
+    if isinstance(exc, (errors.RepositoryNotFoundError, errors.GatedRepoError)):
+        return HubDataError(
+            f"{repo_id} is not a dataset you can read on the hub ({type(exc).__name__}): check --dataset, "
+            "and set HF_TOKEN if it is gated or private"
+        )
+    if isinstance(exc, errors.LocalEntryNotFoundError):  # also IncompleteSnapshotError
+        commit = _cached_commit(repo_id, revision)
+        if commit and (repo_folder(cache_dir, repo_id) / "snapshots" / commit).is_dir():
+            return HubDataError(
+                f"the cached copy of {repo_id} at commit {commit} is incomplete (some of its "
+                f"{benchmark.hub_files} files are missing) and {_why_unreachable(exc, offline)}: run "
+                f"`{fetch_line}` where the hub is reachable"
+            )
+    if isinstance(exc, (errors.LocalEntryNotFoundError, errors.RevisionResolutionError)):
+        commits = cached_commits(cache_dir, repo_id)
+        why = _why_unreachable(exc, offline)
+        return HubDataError(not_cached_message(benchmark, repo_id, revision, cache_dir, commits, why))
+    if isinstance(exc, (errors.HfHubHTTPError, OSError, ValueError)):
+        return HubDataError(
+            f"could not load {repo_id} (revision {revision or 'main'}) from the Hugging Face hub: "
+            f"{type(exc).__name__}: {one_line(exc)[:300]}"
+        )
+    return None
+
+
+def _snapshot(
+    benchmark: Benchmark, repo_id: str, revision: str | None, commit: str, folder: Path, offline: bool
+) -> Snapshot:
+    files = sorted(p for p in folder.glob(benchmark.hub_files) if p.is_file())
+    if not files:
+        raise HubDataError(
+            f"{repo_id} at commit {commit} has no files matching {benchmark.hub_files!r} in {folder}; run "
+            f"`{fetch_command(benchmark.name, repo_id, benchmark.hub_id, commit)}` where the hub is reachable"
+        )
+    return Snapshot(repo_id, revision, commit, folder, files, offline)
+
+
+def fetch_report(snap: Snapshot, benchmark: Benchmark, local_dir: str | None) -> list[str]:
+    """What `doccount data` prints: the commit first, then where the files are and how to use them."""
+    size = sum(p.stat().st_size for p in snap.files)
+    lines = [
+        f"commit {snap.commit}",
+        f"dataset {snap.repo_id} (revision {snap.requested or 'main'})",
+        f"{len(snap.files)} file(s), {size / 1e6:.1f} MB in {snap.folder}",
+    ]
+    if local_dir:
+        glob = str(Path(local_dir) / benchmark.hub_files)
+        lines.append(f"use: doccount-evaluate --benchmark {benchmark.name} --data-files '{glob}' ...")
+    else:
+        lines.append(
+            f"offline use: HF_HUB_OFFLINE=1 doccount-evaluate --benchmark {benchmark.name} "
+            f"--revision {snap.commit} ..."
+        )
+    return lines

@@ -1,0 +1,167 @@
+"""Dataset access: local parquet files or a pinned Hugging Face hub revision, streamed in small batches.
+
+Images stay the original encoded bytes from the parquet file; nothing is decoded or re-encoded.
+"""
+
+from __future__ import annotations
+
+import glob
+import hashlib
+import json
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from evaluator.core.text import one_line
+from evaluator.data.benchmarks.base import Benchmark, ManifestEntry, Sample
+from evaluator.data.messages import messages_sha256
+
+BATCH_ROWS = 4  # small: a DocCount row holds a ~750 KB image
+READ_BUFFER_BYTES = 1 << 20
+
+
+class DataError(Exception):
+    """The data selection cannot be used at all (not a per-row problem)."""
+
+
+@dataclass
+class DataSource:
+    files: list[Path]
+    origin: dict[str, object] = field(default_factory=dict)  # recorded in run_config.json
+
+
+def file_sha256(path: Path, chunk: int = 1 << 20) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(chunk):
+            h.update(block)
+    return h.hexdigest()
+
+
+def resolve_local(pattern: str) -> DataSource:
+    files = sorted(Path(p) for p in glob.glob(os.path.expanduser(pattern)))
+    files = [f for f in files if f.is_file()]
+    if not files:
+        raise DataError(
+            f"--data-files {pattern!r} matches no file; check the path (quote the glob so the shell "
+            "does not expand it), or omit --data-files to load the dataset from the Hugging Face hub"
+        )
+    return DataSource(files=files, origin={"source": "local", "pattern": portable_pattern(pattern)})
+
+
+def portable_pattern(pattern: str) -> str:
+    """The glob as recorded: relative to the working directory, never this machine's absolute path.
+
+    Files are identified by their SHA-256 anyway; outside the working directory only the file-name
+    part is kept (reproduce then asks for --data-files).
+    """
+    expanded = os.path.expanduser(pattern)
+    if not os.path.isabs(expanded):
+        return pattern
+    rel = os.path.relpath(expanded, os.getcwd())
+    return Path(expanded).name if rel.startswith("..") else rel
+
+
+def resolve_hub(benchmark: Benchmark, dataset: str | None, revision: str | None) -> DataSource:
+    """The parquet files of a pinned hub revision, read in place from the HF cache (see evaluator/data/hub.py)."""
+    from evaluator.data.hub import HubDataError, fetch
+
+    try:
+        snap = fetch(benchmark, dataset, revision)
+    except HubDataError as exc:
+        raise DataError(str(exc)) from None
+    return DataSource(
+        files=snap.files,
+        origin={
+            "source": "hub",
+            "dataset": snap.repo_id,
+            "requested_revision": revision,
+            "revision": snap.commit,
+        },
+    )
+
+
+def origin_line(origin: dict[str, object]) -> str:
+    """Where the data came from, for people: the hub dataset and commit, or the local glob."""
+    if origin.get("source") == "hub":
+        requested = origin.get("requested_revision") or "main"
+        return f"{origin.get('dataset')} at commit {origin.get('revision')} (revision {requested})"
+    return f"local files {origin.get('pattern')!r}"
+
+
+def open_parquet(path: Path) -> pq.ParquetFile:
+    try:
+        # pre_buffer=False: pyarrow's default pre-buffers every row group of the selected columns (all
+        # the images) before the first batch. buffer_size: stream column chunks page by page instead of
+        # reading each row group's image column (~75 MB for DocCount) whole.
+        return pq.ParquetFile(path, pre_buffer=False, buffer_size=READ_BUFFER_BYTES)
+    except (pa.ArrowInvalid, OSError) as exc:
+        raise DataError(f"{path} is not a readable parquet file ({one_line(exc)}); re-download it") from None
+
+
+def check_schema(benchmark: Benchmark, source: DataSource) -> None:
+    """Every file must have every declared column; the error lists expected and found columns."""
+    for path in source.files:
+        found = open_parquet(path).schema_arrow.names
+        missing = [c for c in benchmark.columns if c not in found]
+        if missing:
+            raise DataError(
+                f"{path} lacks column(s) {', '.join(missing)}. Expected columns: "
+                f"{', '.join(benchmark.columns)}. Found: {', '.join(found)}. If the release renamed a "
+                f"column, update `columns` in evaluator/data/benchmarks/{benchmark.name}.py"
+            )
+
+
+def iter_samples(benchmark: Benchmark, source: DataSource, with_images: bool = True) -> Iterator[Sample]:
+    """Samples in file order, a few rows at a time, so memory does not grow with the dataset."""
+    columns = list(benchmark.columns) if with_images else benchmark.manifest_columns()
+    row_index = 0
+    for path in source.files:
+        pf = open_parquet(path)
+        try:
+            for batch in pf.iter_batches(batch_size=BATCH_ROWS, columns=columns, use_threads=False):
+                yield from benchmark.samples(batch, row_index, with_images=with_images)
+                row_index += batch.num_rows
+        except (pa.ArrowInvalid, OSError) as exc:
+            raise DataError(
+                f"{path} could not be read past row {row_index} ({one_line(exc)}); re-download it"
+            ) from None
+
+
+def build_manifest(benchmark: Benchmark, source: DataSource) -> list[ManifestEntry]:
+    with_images = benchmark.manifest_reads_images
+    return [
+        ManifestEntry(
+            s.sample_id, s.image_sha256, s.ground_truth, s.groups, s.data_error, messages_sha256(benchmark, s)
+        )
+        for s in iter_samples(benchmark, source, with_images=with_images)
+    ]
+
+
+def messages_digest(entries: list[ManifestEntry]) -> str:
+    """SHA-256 over each question's messages digest: any changed prompt text changes it."""
+    h = hashlib.sha256()
+    for e in entries:
+        h.update(f"{e.sample_id}\t{e.messages_sha256 or ''}\n".encode())
+    return h.hexdigest()
+
+
+def labels_digest(entries: list[ManifestEntry]) -> str:
+    """SHA-256 over each question's ground truth and group fields: a relabelled release changes it."""
+    h = hashlib.sha256()
+    for e in entries:
+        h.update(json.dumps([e.sample_id, e.ground_truth, e.groups], sort_keys=True, default=str).encode())
+        h.update(b"\n")
+    return h.hexdigest()
+
+
+def manifest_digest(entries: list[ManifestEntry]) -> str:
+    """SHA-256 over 'sample_id<TAB>image_sha256' lines: identifies the question set and its pixels."""
+    h = hashlib.sha256()
+    for e in entries:
+        h.update(f"{e.sample_id}\t{e.image_sha256 or ''}\n".encode())
+    return h.hexdigest()

@@ -1,0 +1,140 @@
+"""`doccount check-endpoint`: send one real row, exactly as a run would, and show everything that came back.
+
+One attempt, no retries, and nothing written: no run folder is created or touched. The request body
+is the run's (same bytes, same SHA-256), so what the check shows is what the run will meet.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import time
+from typing import Any
+
+import click
+import openai
+
+from evaluator.core.keys import derive_seed
+from evaluator.core.secrets import Redactor
+from evaluator.data.benchmarks.base import ManifestEntry, Sample
+from evaluator.data.parquet import DataSource, iter_samples
+from evaluator.data.think import has_inline_think
+from evaluator.evaluation.runner import EvalSettings
+from evaluator.request.body import request_bytes, sampling_fields
+from evaluator.request.breaker import shape_hint
+from evaluator.request.client import ResponseShapeError, completion_from_json, make_client
+from evaluator.request.client import error_message as error_message
+from evaluator.request.endpoint import chat_url
+
+REASONING_FIELDS = ("reasoning", "reasoning_content")  # the order completion_from_json reads them in
+
+
+def first_sample(settings: EvalSettings, source: DataSource, selection: list[ManifestEntry]) -> Sample | None:
+    """The first selected question whose data is valid."""
+    wanted = {e.sample_id for e in selection if not e.data_error}
+    for sample in iter_samples(settings.benchmark, source, with_images=True):
+        if sample.sample_id in wanted and not sample.data_error:
+            return sample
+    return None
+
+
+async def _exchange(settings: EvalSettings, body: bytes) -> tuple[int, Any, float]:
+    """(HTTP status, parsed JSON body or error text, latency) of one attempt."""
+    client = make_client(settings.base_url, settings.api_key, settings.timeout_s, 1)
+    t0 = time.perf_counter()
+    try:
+        raw = await client.post(
+            "/chat/completions",
+            cast_to=bytes,
+            content=body,
+            options={"headers": {"Content-Type": "application/json"}},
+        )
+    except openai.APIStatusError as exc:
+        return exc.status_code, error_message(exc), time.perf_counter() - t0
+    except openai.APIConnectionError as exc:  # includes timeouts
+        cause = exc.__cause__
+        return 0, f"{type(exc).__name__}: {cause or exc}", time.perf_counter() - t0
+    finally:
+        await client.close()
+    latency = time.perf_counter() - t0
+    try:
+        return 200, json.loads(raw), latency
+    except (ValueError, UnicodeDecodeError):
+        return 200, raw[:300].decode("utf-8", "replace"), latency
+
+
+def _shown(text: str | None, limit: int = 1500) -> str:
+    if text is None:
+        return "(none)"
+    return json.dumps(text if len(text) <= limit else text[:limit] + " ...", ensure_ascii=False)
+
+
+def report_lines(
+    settings: EvalSettings, sample: Sample, body: bytes, status: int, reply: Any, latency: float
+) -> list[str]:
+    """What came back, one fact per line. Pure."""
+    lines = [
+        f"endpoint: {chat_url(settings.base_url)}",
+        f"sample: {sample.sample_id} (ground truth {sample.ground_truth})",
+        f"request: model {settings.model}, {json.dumps(sampling_fields(settings.sampling), sort_keys=True)}"
+        + (
+            f", extra body {json.dumps(settings.sampling.extra_body, sort_keys=True)}"
+            if settings.sampling.extra_body
+            else ""
+        )
+        + f", {len(body)} bytes, sha256 {hashlib.sha256(body).hexdigest()}",
+    ]
+    if status != 200:
+        message = str(reply)
+        lines.append(
+            f"status: {'no response' if status == 0 else f'HTTP {status}'} after {latency:.2f} s: {message}"
+        )
+        if 400 <= status < 500:
+            lines.append(f"hint: {shape_hint(status, message, settings.sampling, settings.base_url)}")
+        return lines
+    lines.append(f"status: HTTP 200 after {latency:.2f} s")
+    try:
+        c = completion_from_json(reply, latency)
+    except ResponseShapeError as exc:
+        return [*lines, f"response: not a chat completion ({exc}): {_shown(str(reply), 300)}"]
+    message = reply["choices"][0]["message"]
+    field = next((f for f in REASONING_FIELDS if isinstance(message.get(f), str)), None)
+    parsed = settings.benchmark.parse(c.response_text)
+    u = c.usage
+    lines += [
+        f"finish reason: {c.finish_reason}",
+        f"visible text: {_shown(c.response_text)}",
+        f"reasoning: {'none returned' if field is None else f'field {field!r}, {len(message[field])} chars: {_shown(message[field], 300)}'}",
+        f"inline <think> in the visible text: {'yes (serve with a reasoning parser)' if has_inline_think(c.response_text) else 'no'}",
+        f"parsed answer: {parsed.answer} (parse status {parsed.status}); correct: "
+        f"{settings.benchmark.is_correct(parsed.answer, sample.ground_truth)}",
+        f"usage: prompt {u.prompt_tokens}, completion {u.completion_tokens}, total {u.total_tokens}, "
+        f"reasoning {u.reasoning_tokens if u.reasoning_tokens is not None else 'not reported'}, "
+        f"cached {u.cached_tokens if u.cached_tokens is not None else 'not reported'}",
+        f"response id: {c.response_id}; system fingerprint: {c.system_fingerprint}",
+    ]
+    return lines
+
+
+def check_endpoint(settings: EvalSettings, source: DataSource, selection: list[ManifestEntry]) -> int:
+    """Send the first valid selected row once; print the exchange. 0: a parsed answer came back; 3: not."""
+    sample = first_sample(settings, source, selection)
+    if sample is None:
+        click.echo("error: no selected row has valid data to send; run --dry-run for the details", err=True)
+        return 2
+    # the run's exact bytes: with --seed, the seed of this question's first repeat
+    seed = None if settings.seed is None else derive_seed(settings.seed, sample.sample_id, 0)
+    body = request_bytes(settings.benchmark, sample, settings.model, settings.sampling, seed)
+    status, reply, latency = asyncio.run(_exchange(settings, body))
+    redact = Redactor(settings.api_key)
+    for line in report_lines(settings, sample, body, status, reply, latency):
+        click.echo(redact(line))
+    click.echo("nothing was written (no run folder is created by check-endpoint)")
+    if status != 200:
+        return 3
+    try:
+        text = completion_from_json(reply, latency).response_text
+    except ResponseShapeError:
+        return 3
+    return 0 if settings.benchmark.parse(text).ok else 3

@@ -1,0 +1,401 @@
+"""evaluate as a library call: settings in, a run folder written, an exit code out.
+
+`evaluate(options)` takes the `doccount-evaluate` options as one EvaluateOptions (the CLI is a thin
+adapter over it). The steps, each a function: load and check the data, resolve endpoints and sampling,
+build the run's RunConfig (runfolder.runconfig), check it against the folder's, grow the folder's
+question set (runfolder.question_set), find what is done (runfolder.selection), send the rest
+(evaluation.runner).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+from collections import Counter
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import click
+
+from evaluator.core.text import utc_now
+from evaluator.data.benchmarks import Benchmark, get_benchmark
+from evaluator.data.benchmarks.base import ManifestEntry
+from evaluator.data.parquet import (
+    DataError,
+    DataSource,
+    build_manifest,
+    check_schema,
+    file_sha256,
+    iter_samples,
+    labels_digest,
+    manifest_digest,
+    messages_digest,
+    origin_line,
+    resolve_hub,
+    resolve_local,
+)
+from evaluator.data.prompt_files import PromptError
+from evaluator.evaluation.options import EvaluateOptions
+from evaluator.request.body import RequestBuildError, validate_extra_body
+from evaluator.request.endpoint import VLLM_DEFAULT_BASE_URL, EndpointError, normalize_base_url
+from evaluator.request.retry import RetryPolicy
+from evaluator.request.shape import RequestShapeError, load_preset, resolve_sampling
+from evaluator.runfolder.files import (
+    CONFIG,
+    MANIFEST,
+    RecordWriter,
+    RunFolderError,
+    RunLock,
+    done_keys,
+    ensure_run_root,
+    write_json_atomic,
+    write_manifest,
+)
+from evaluator.runfolder.manifest import ManifestError, load_manifest
+from evaluator.runfolder.provenance import environment_info, server_info
+from evaluator.runfolder.question_set import changed_questions, changed_text_message, folder_question_set
+from evaluator.runfolder.runconfig import (
+    RunConfig,
+    RunConfigError,
+    build_run_config,
+    check_compatible,
+    continue_run,
+    load_run_config,
+)
+from evaluator.scoring import ScoreError
+
+USER_ERRORS = (
+    DataError,
+    PromptError,
+    RunFolderError,
+    EndpointError,
+    RequestBuildError,
+    RequestShapeError,
+    ScoreError,
+    RunConfigError,
+)
+
+
+def default_run_name(benchmark: str, model: str) -> str:
+    return f"{benchmark}__" + re.sub(r"[^A-Za-z0-9._-]+", "_", model).strip("_")
+
+
+def load_source(
+    benchmark_name: str, data_files: str | None, dataset: str | None, revision: str | None
+) -> tuple[Benchmark, DataSource]:
+    benchmark = get_benchmark(benchmark_name)
+    source = resolve_local(data_files) if data_files else resolve_hub(benchmark, dataset, revision)
+    check_schema(benchmark, source)
+    return benchmark, source
+
+
+def duplicate_ids(manifest: list[ManifestEntry]) -> list[str]:
+    counts = Counter(e.sample_id for e in manifest)
+    return sorted(sid for sid, c in counts.items() if c > 1)
+
+
+def duplicates_message(dups: list[str]) -> str:
+    shown = ", ".join(dups[:10]) + (" ..." if len(dups) > 10 else "")
+    return (
+        f"{len(dups)} duplicate sample id(s) in the data ({shown}); every question needs a unique id, "
+        "so the data files are probably mixed up or duplicated: check the --data-files glob"
+    )
+
+
+def parse_extra_body(extra_body_json: str | None) -> dict[str, Any]:
+    if not extra_body_json:
+        return {}
+    try:
+        extra = json.loads(extra_body_json)
+    except ValueError as exc:
+        raise RequestBuildError(
+            f"--extra-body-json is not valid JSON ({exc}); pass an object such as '{{\"top_k\": 20}}'"
+        ) from None
+    return validate_extra_body(extra)
+
+
+def resolve_urls(backend: str, base_urls: tuple[str, ...], env_value: str) -> list[str]:
+    """The endpoints: --base-url (repeatable), else env MODEL_API_BASE_URL (comma-separated), else vLLM's."""
+    urls = list(base_urls) or [u for u in env_value.split(",") if u.strip()]
+    if not urls:
+        if backend != "vllm":
+            raise EndpointError("--backend api needs an endpoint: pass --base-url or set MODEL_API_BASE_URL")
+        urls = [VLLM_DEFAULT_BASE_URL]
+    return list(dict.fromkeys(normalize_base_url(u) for u in urls))
+
+
+def data_record(source: DataSource, manifest: list[ManifestEntry], folder: list[ManifestEntry]) -> dict:
+    """run_config.json `data`: origin, file hashes, digests of the whole data and of the folder's set."""
+    files = [{"name": p.name, "sha256": file_sha256(p), "bytes": p.stat().st_size} for p in source.files]
+    return {
+        **source.origin,
+        "files": files,
+        "questions": len(manifest),
+        "manifest_sha256": manifest_digest(manifest),
+        "labels_sha256": labels_digest(manifest),
+        "messages_sha256": messages_digest(manifest),
+        "selection": {"questions": len(folder), "manifest_sha256": manifest_digest(folder)},
+    }
+
+
+def validate_data(
+    benchmark: Benchmark, source: DataSource, manifest: list[ManifestEntry], selection: list[ManifestEntry]
+) -> int:
+    """--dry-run: validate every selected row with its image bytes; report failures by sample id."""
+    wanted = {e.sample_id for e in selection}
+    failures: list[tuple[str, str]] = []
+    groups: Counter[str] = Counter()
+    checked = 0
+    for sample in iter_samples(benchmark, source, with_images=True):
+        if sample.sample_id not in wanted:
+            continue
+        checked += 1
+        for name in benchmark.group_fields:
+            value = sample.groups.get(name)
+            for v in value if isinstance(value, list) else [value]:
+                groups[f"{name}={v}"] += 1
+        if sample.data_error:
+            failures.append((sample.sample_id, sample.data_error))
+    dups = duplicate_ids(manifest)
+    _print_validation(benchmark, source, manifest, selection, checked, groups, dups)
+    if failures or dups:
+        if dups:
+            click.echo(f"FAILED: {duplicates_message(dups)}")
+        if failures:
+            click.echo(f"FAILED: {len(failures)} row(s) failed validation:")
+        for sid, err in failures:
+            click.echo(f"  {sid}: {err}")
+        return 1
+    click.echo("OK: schema, ids, answers and every image SHA-256 are valid")
+    return 0
+
+
+def _print_validation(benchmark, source, manifest, selection, checked, groups, dups) -> None:
+    click.echo(f"benchmark: {benchmark.name}")
+    click.echo(f"data: {origin_line(source.origin)}")
+    click.echo(f"files: {', '.join(p.name for p in source.files)}")
+    click.echo(f"questions: {len(manifest)} in the data, {len(selection)} selected, {checked} checked")
+    unique = len({e.sample_id for e in manifest})
+    click.echo(f"unique sample ids: {'no' if dups else 'yes'} ({unique})")
+    for key, count in sorted(groups.items()):
+        click.echo(f"  {key}: {count}")
+    for name, allowed in getattr(benchmark, "expected_groups", {}).items():
+        odd = sorted({k.split("=", 1)[1] for k in groups if k.startswith(f"{name}=")} - set(allowed))
+        if odd:
+            click.echo(f"warning: unexpected {name} value(s): {', '.join(odd)}")
+
+
+def existing_questions(root: Path) -> list[ManifestEntry]:
+    """The folder's question set so far (none for a new or unreadable folder)."""
+    if not (root / MANIFEST).exists():
+        return []
+    try:
+        return load_manifest(root)
+    except ManifestError as exc:
+        click.echo(f"warning: {exc}; it is rewritten from this run's selection", err=True)
+        return []
+
+
+def prepare_folder(
+    root: Path, config: RunConfig, data: list[ManifestEntry], selection: list[ManifestEntry]
+) -> list[ManifestEntry]:
+    """Check the folder against this run, write run_config.json and the grown manifest; its questions."""
+    existing = existing_questions(root)
+    config_path = root / CONFIG
+    if config_path.exists():
+        old = load_run_config(config_path)
+        changed = changed_questions(existing, data)
+        if changed:  # named one by one; check_compatible's data digest would only say "some"
+            raise RunFolderError(changed_text_message(root, changed))
+        check_compatible(old, config, root)
+        config, warning = continue_run(old, config)
+        if warning:
+            click.echo(f"warning: {warning}", err=True)
+    folder = folder_question_set(data, selection, existing)
+    config.data["selection"] = {"questions": len(folder), "manifest_sha256": manifest_digest(folder)}
+    write_json_atomic(config_path, config.to_dict())
+    write_manifest(root, folder)
+    return folder
+
+
+def evaluate(opts: EvaluateOptions, check_only: bool = False) -> int:
+    """Run `doccount-evaluate` (with check_only: `doccount check-endpoint`, one row, nothing written); the
+    exit code: 0 done, 1 dry-run failure, 3 request errors or an early stop, 130 interrupted."""
+    extra = parse_extra_body(opts.extra_body_json)
+    if opts.seed is not None and "seed" in extra:
+        raise RequestBuildError(
+            "--extra-body-json sets seed and --seed is given; drop one (--seed derives one per question)"
+        )
+    bench, source = load_source(opts.benchmark, opts.data_files, opts.dataset, opts.revision)
+    manifest = build_manifest(bench, source)
+    if not manifest:
+        raise DataError("the data has no rows")
+    selection = manifest[: opts.limit] if opts.limit else manifest
+    if opts.dry_run:
+        return validate_data(bench, source, manifest, selection)
+    dups = duplicate_ids(manifest)
+    if dups:
+        raise DataError(duplicates_message(dups))
+    shape_preset = load_preset(opts.preset) if opts.preset else None
+    servers = None if check_only else ask_servers(opts)
+    settings = eval_settings(opts, bench, extra, shape_preset)
+    if check_only:  # doccount check-endpoint: one row, nothing written
+        from evaluator.evaluation.check import check_endpoint
+
+        return check_endpoint(settings, source, selection)
+    name = opts.run_name or os.environ.get("RUN_NAME") or default_run_name(bench.name, opts.model)
+    root = ensure_run_root(opts.run_root or Path("runs") / name)
+    with RunLock(root):
+        assert servers is not None
+        config = fresh_run_config(settings, shape_preset, source, manifest, selection, servers.result())
+        folder = prepare_folder(root, config, manifest, selection)
+        return send_pending(settings, source, root, folder, selection, opts.overwrite, opts.quiet)
+
+
+def endpoint_access(opts: EvaluateOptions) -> tuple[list[str], str | None]:
+    """The endpoints and the API key: --base-url, env MODEL_API_BASE_URL / MODEL_API_KEY."""
+    urls = resolve_urls(opts.backend, opts.base_urls, os.environ.get("MODEL_API_BASE_URL", ""))
+    api_key = os.environ.get("MODEL_API_KEY", "").strip() or None  # a CRLF .env file leaves a "\r"
+    return urls, api_key
+
+
+def ask_servers(opts: EvaluateOptions) -> Future[dict[str, Any]]:
+    """What each endpoint says about itself (provenance.server_info), asked in a thread: its round trips
+    overlap the HTTP client's import, about a second."""
+    urls, api_key = endpoint_access(opts)
+    pool = ThreadPoolExecutor(max_workers=1)
+    asked = pool.submit(lambda: {u: server_info(u, api_key) for u in urls})
+    pool.shutdown(wait=False)  # the thread ends with its task; the caller waits on the result
+    return asked
+
+
+def eval_settings(opts: EvaluateOptions, bench: Benchmark, extra: dict[str, Any], shape_preset: Any) -> Any:
+    """The runner's EvalSettings from the options: endpoints, API key (env MODEL_API_KEY), sampling."""
+    urls, api_key = endpoint_access(opts)
+    sampling = resolve_sampling(
+        bench.default_sampling,
+        extra,
+        temperature=opts.temperature,
+        top_p=opts.top_p,
+        max_tokens=opts.max_tokens,
+        max_tokens_field=opts.max_tokens_field,
+        preset=shape_preset,
+    )
+    # Imported here so that score/compare/report do not pay for the HTTP client's import.
+    from evaluator.evaluation.runner import EvalSettings
+
+    return EvalSettings(
+        benchmark=bench,
+        model=opts.model,
+        backend=opts.backend,
+        base_urls=urls,
+        api_key=api_key,
+        sampling=sampling,
+        concurrency=opts.concurrency,
+        timeout_s=opts.timeout,
+        policy=RetryPolicy(
+            max_retries=opts.max_retries, backoff_base_s=opts.retry_backoff, backoff_max_s=opts.retry_max_wait
+        ),
+        retry_parse_failures=opts.retry_parse_failures,
+        max_total_tokens=opts.max_total_tokens,
+        max_requests_per_minute=opts.max_requests_per_minute,
+        max_tokens_per_minute=opts.max_tokens_per_minute,
+        seed=opts.seed,
+        repeats=opts.repeats,
+    )
+
+
+def fresh_run_config(
+    settings: Any,
+    shape_preset: Any,
+    source: DataSource,
+    manifest: list[ManifestEntry],
+    selection: list[ManifestEntry],
+    servers: dict[str, Any],
+) -> RunConfig:
+    """This invocation's RunConfig: the settings, the data, prompt hashes, environment, servers, now."""
+    from evaluator.evaluation.runner import settings_summary
+
+    summary = settings_summary(settings)
+    if shape_preset:
+        summary["preset"] = shape_preset.record()
+    return build_run_config(
+        summary,
+        data_record(source, manifest, selection),
+        settings.benchmark.prompt_hashes(),
+        environment_info(),
+        servers,
+        utc_now(),
+    )
+
+
+def send_pending(
+    settings: Any,
+    source: DataSource,
+    root: Path,
+    folder: list[ManifestEntry],
+    selection: list[ManifestEntry],
+    overwrite: bool,
+    quiet: bool,
+) -> int:
+    """Send this run's selected questions that are not done yet; report and return the exit code."""
+    from evaluator.evaluation.runner import Evaluator, Progress, RunStopped, run_with_signals
+    from evaluator.request.breaker import BudgetReached, EndpointDown
+
+    done, report = done_keys(root)
+    if report.torn_tail:
+        click.echo(
+            "note: the last record line was torn by an earlier crash; that row will be re-evaluated", err=True
+        )
+    skip = set() if overwrite else done
+    repeats = settings.repeats
+    units = len(selection) * repeats
+    pending = sum(1 for e in selection for r in range(repeats) if (e.sample_id, r) not in skip)
+    what = f"{len(selection)} questions" + (f" x {repeats} repeats" if repeats > 1 else "")
+    more = f" (of the folder's {len(folder)})" if len(folder) > len(selection) else ""
+    click.echo(
+        f"[evaluate] {settings.benchmark.name} | model {settings.model} | {', '.join(settings.base_urls)} | "
+        f"{what}{more}, {units - pending} already done, {pending} to evaluate | run folder {root}",
+        err=True,
+    )
+    ev = Evaluator(settings, RecordWriter(root))
+    progress = Progress(pending, enabled=not quiet)
+    try:
+        stats = asyncio.run(run_with_signals(ev, source, selection, skip, progress))
+    except (EndpointDown, RunStopped) as exc:
+        progress.close()
+        click.echo(f"error: {exc}", err=True)
+        return 3
+    except BudgetReached as exc:
+        progress.close()
+        click.echo(f"[evaluate] {exc}", err=True)
+        return 3
+    finally:
+        progress.close()
+    return exit_code(stats, root)
+
+
+def exit_code(stats: Any, root: Path) -> int:
+    rec = stats.recorded
+    click.echo(
+        f"[evaluate] recorded {sum(rec.values())} row(s): ok {rec['ok']}, request errors {rec['request_error']}, "
+        f"data errors {rec['data_error']} | {stats.pacing.line() if stats.pacing else 'nothing sent'} "
+        f"| run folder {root}",
+        err=True,
+    )
+    if stats.interrupted:
+        click.echo(
+            "[evaluate] interrupted: finished rows are saved; re-run the same command to resume", err=True
+        )
+        return 130
+    if rec["request_error"]:
+        click.echo(
+            f"[evaluate] {rec['request_error']} request(s) failed after retries (see request_error in the "
+            "records); re-run the same command to retry them",
+            err=True,
+        )
+        return 3
+    return 0

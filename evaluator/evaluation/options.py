@@ -1,0 +1,175 @@
+"""The `doccount-evaluate` options: their click declarations and the typed value they make (by name)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import click
+
+from evaluator.data.benchmarks import REGISTRY
+from evaluator.request.shape import NumberOrNone, preset_names
+
+
+@dataclass(frozen=True, kw_only=True)
+class EvaluateOptions:
+    """What `doccount-evaluate` was asked to do; evaluator.evaluation.evaluate.evaluate takes one of these."""
+
+    backend: str
+    model: str
+    base_urls: tuple[str, ...]
+    benchmark: str
+    data_files: str | None
+    dataset: str | None
+    revision: str | None
+    run_root: Path | None
+    run_name: str | None
+    dry_run: bool
+    concurrency: int
+    temperature: float | str | None
+    top_p: float | str | None
+    max_tokens: int | str | None
+    max_tokens_field: str | None
+    preset: str | None
+    timeout: float
+    max_retries: int
+    retry_backoff: float
+    retry_max_wait: float
+    extra_body_json: str | None
+    overwrite: bool
+    retry_parse_failures: int
+    seed: int | None
+    repeats: int
+    limit: int | None
+    max_total_tokens: int | None
+    max_requests_per_minute: float | None
+    max_tokens_per_minute: float | None
+    quiet: bool
+
+
+def common_data_options(f):
+    f = click.option("--revision", default=None, help="Hub dataset revision (branch, tag or commit) to pin.")(
+        f
+    )
+    f = click.option("--dataset", default=None, help="Hub dataset id (default: the benchmark's).")(f)
+    f = click.option(
+        "--data-files", default=None, help="Local parquet glob, e.g. 'data/test-*.parquet' (quote it)."
+    )(f)
+    f = click.option(
+        "--benchmark", type=click.Choice(sorted(REGISTRY)), default="doccount", show_default=True
+    )(f)
+    return f
+
+
+# The `doccount evaluate` options, in --help order (top first). cli.main declares the evaluate and
+# check-endpoint commands with them; options_from_args parses the same words without the command line.
+_EVALUATE_OPTIONS = [
+    click.option("--backend", type=click.Choice(["api", "vllm"]), default="api", show_default=True),
+    click.option("--model", required=True, help="Model id sent in requests."),
+    click.option(
+        "--base-url",
+        "base_urls",
+        multiple=True,
+        help="Endpoint (env MODEL_API_BASE_URL, comma-separated for several); vllm: http://localhost:8000/v1. "
+        "Repeat to spread requests over several servers.",
+    ),
+    common_data_options,
+    click.option(
+        "--run-root",
+        type=click.Path(path_type=Path),
+        default=None,
+        help="Run folder (default runs/<run name>).",
+    ),
+    click.option("--run-name", default=None, help="Run name (env RUN_NAME; default <benchmark>__<model>)."),
+    click.option("--dry-run", is_flag=True, help="Validate the data without calling a model."),
+    click.option("--concurrency", type=click.IntRange(1, 4096), default=16, show_default=True),
+    click.option(
+        "--temperature", type=NumberOrNone(float, 0, 2), default=None, help="Default 1; 'none': not sent."
+    ),
+    click.option(
+        "--top-p",
+        type=NumberOrNone(float, 0, 1, low_open=True),
+        default=None,
+        help="Default 0.95; 'none': not sent.",
+    ),
+    click.option(
+        "--max-tokens",
+        type=NumberOrNone(int, 1),
+        default=None,
+        help="Default 32768 (DocCount); 'none': not sent.",
+    ),
+    click.option(
+        "--max-tokens-field",
+        type=click.Choice(["max_tokens", "max_completion_tokens"]),
+        default=None,
+        help="Name of the output-limit field sent (default max_tokens).",
+    ),
+    click.option(
+        "--preset",
+        type=click.Choice(preset_names()),
+        default=None,
+        help="A shipped set of the request-shape flags above (evaluator/request/presets/); explicit flags win.",
+    ),
+    click.option("--timeout", type=click.FloatRange(0, min_open=True), default=600.0, show_default=True),
+    click.option("--max-retries", type=click.IntRange(0, 100), default=4, show_default=True),
+    click.option(
+        "--retry-backoff", type=click.FloatRange(0), default=1.0, show_default=True, help="First backoff (s)."
+    ),
+    click.option("--retry-max-wait", type=click.FloatRange(0), default=60.0, show_default=True),
+    click.option(
+        "--max-requests-per-minute",
+        type=click.FloatRange(0, min_open=True),
+        default=None,
+        help="Pace requests under this rate (all endpoints together); the endpoint's own limit headers and "
+        "429s are honoured either way.",
+    ),
+    click.option(
+        "--max-tokens-per-minute",
+        type=click.FloatRange(0, min_open=True),
+        default=None,
+        help="Pace requests under this many tokens per minute, estimated from the usage recorded so far.",
+    ),
+    click.option("--extra-body-json", default=None, help="Extra request fields as a JSON object."),
+    click.option("--overwrite", is_flag=True, help="Re-evaluate every selected row."),
+    click.option("--retry-parse-failures", type=click.IntRange(0, 100), default=0, show_default=True),
+    click.option(
+        "--seed",
+        type=int,
+        default=None,
+        help="Send an integer seed per request, derived from this, the sample id and the repeat (default: none).",
+    ),
+    click.option(
+        "--repeats",
+        type=click.IntRange(1, 1000),
+        default=1,
+        show_default=True,
+        help="Sample every question K times.",
+    ),
+    click.option(
+        "--limit", type=click.IntRange(1), default=None, help="First N questions only (smoke runs)."
+    ),
+    click.option(
+        "--max-total-tokens",
+        type=click.IntRange(1),
+        default=None,
+        help="Spend guard: stop once this invocation's records report more tokens (resume continues).",
+    ),
+    click.option("--quiet", is_flag=True, help="No progress output."),
+]
+
+
+def evaluate_options(f: Callable[..., Any]) -> Callable[..., Any]:
+    """Decorate a click command with every `doccount evaluate` option."""
+    for decorator in reversed(_EVALUATE_OPTIONS):
+        f = decorator(f)
+    return f
+
+
+def options_from_args(args: list[str], prog_name: str = "doccount evaluate") -> EvaluateOptions:
+    """The EvaluateOptions that `doccount evaluate ARGS` would run with (click's parsing, defaults and
+    checks; a bad word raises click.UsageError)."""
+    command = evaluate_options(click.Command(prog_name, callback=None))
+    with command.make_context(prog_name, list(args)) as ctx:
+        return EvaluateOptions(**ctx.params)

@@ -1,0 +1,282 @@
+"""evaluate: data -> request -> record, concurrently, resumably.
+
+The queue holds samples (encoded bytes as read from parquet), never pre-built requests: a request body
+(base64 + JSON, ~1.3x the image) exists only while it is in flight.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import random
+import signal
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from evaluator.core.keys import Key, derive_seed, unit_keys
+from evaluator.core.records import ResponseAttempt, ResponseRecord, Sampling, to_dict
+from evaluator.data.benchmarks.base import Benchmark, ManifestEntry, Sample
+from evaluator.data.parquet import DataSource, iter_samples
+from evaluator.evaluation.loop import RowLoop, RunStopped  # noqa: F401 (cli imports RunStopped here)
+from evaluator.request.body import request_bytes
+from evaluator.request.breaker import Breaker, shape_hint
+from evaluator.request.client import (
+    ChatSender,
+    Endpoint,
+    EndpointPool,
+    Redactor,
+    RetryPolicy,
+    make_client,
+    utc_now,
+)
+from evaluator.request.pacing import Gate, PacingSummary, UserLimits, pacing_summary
+from evaluator.runfolder.files import RecordWriter
+from evaluator.runfolder.record_builder import (
+    attempt_of,
+    base_record,
+    data_error_record,
+    evaluator_error_record,
+    record_from_outcome,
+    redact_outcome,
+)
+
+log = logging.getLogger("doccount")
+
+
+@dataclass
+class EvalSettings:
+    benchmark: Benchmark
+    model: str
+    backend: str
+    base_urls: list[str]
+    api_key: str | None
+    sampling: Sampling
+    concurrency: int = 16
+    timeout_s: float = 600.0
+    policy: RetryPolicy = field(default_factory=RetryPolicy)
+    retry_parse_failures: int = 0
+    max_total_tokens: int | None = None  # the spend guard (breaker.py); not part of the run identity
+    seed: int | None = None  # --seed S: each request's seed is derive_seed(S, sample_id, repeat)
+    repeats: int = 1  # --repeats K
+    max_requests_per_minute: float | None = None  # pacing (pacing.py); not part of the run identity
+    max_tokens_per_minute: float | None = None
+
+    @property
+    def base_url(self) -> str:
+        return self.base_urls[0]
+
+
+@dataclass
+class RunStats:
+    selected: int = 0
+    skipped_done: int = 0
+    to_send: int = 0
+    recorded: Counter[str] = field(default_factory=Counter)
+    interrupted: bool = False
+    pacing: PacingSummary | None = None
+
+
+class Progress:
+    """A tqdm bar on a terminal; plain periodic lines otherwise (CI logs, containers)."""
+
+    def __init__(self, total: int, enabled: bool = True, interval_s: float = 10.0) -> None:
+        self.total = total
+        self.done = 0
+        self.counts: Counter[str] = Counter()
+        self.t0 = time.monotonic()
+        self.last = 0.0
+        self.interval_s = interval_s
+        self.bar = None
+        self.enabled = enabled
+        self.concurrency: Callable[[], str] | None = None  # the effective concurrency, e.g. "8/16"
+        if enabled and sys.stderr.isatty():
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=total, unit="row", dynamic_ncols=True, file=sys.stderr)
+
+    def update(self, status: str, parsed: bool) -> None:
+        self.done += 1
+        self.counts[status] += 1
+        if status == "ok" and not parsed:
+            self.counts["parse_failure"] += 1
+        if self.bar is not None:
+            self.bar.update(1)
+            self.bar.set_postfix(
+                ok=self.counts["ok"],
+                err=self.counts["request_error"] + self.counts["data_error"],
+                conc=self.concurrency() if self.concurrency else None,
+                refresh=False,
+            )
+        elif self.enabled:
+            now = time.monotonic()
+            if now - self.last >= self.interval_s or self.done == self.total:
+                self.last = now
+                print(self.line(), file=sys.stderr, flush=True)
+
+    def line(self) -> str:
+        elapsed = time.monotonic() - self.t0
+        rate = self.done / elapsed if elapsed > 0 else 0.0
+        eta = (self.total - self.done) / rate if rate > 0 else float("nan")
+        return (
+            f"[evaluate] {self.done}/{self.total} rows | ok {self.counts['ok']} "
+            f"(parse failures {self.counts['parse_failure']}) | request errors {self.counts['request_error']} "
+            f"| data errors {self.counts['data_error']} | {rate:.2f} req/s | ETA {eta:.0f}s"
+            + (f" | concurrency {self.concurrency()}" if self.concurrency else "")
+        )
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+class Evaluator:
+    def __init__(self, settings: EvalSettings, writer: RecordWriter) -> None:
+        self.s = settings
+        self.writer = writer
+        self.redact = Redactor(settings.api_key)
+        self.stats = RunStats()
+
+    async def evaluate_sample(self, sample: Sample, repeat: int, sender: ChatSender) -> ResponseRecord:
+        s = self.s
+        base = base_record(sample, s.benchmark.name, s.model, s.backend, s.sampling, utc_now())
+        base.seed = None if s.seed is None else derive_seed(s.seed, sample.sample_id, repeat)
+        base.repeat = repeat if s.repeats > 1 else None
+        if sample.data_error:
+            return data_error_record(base, sample.data_error, utc_now())
+        try:
+            body = request_bytes(s.benchmark, sample, s.model, s.sampling, base.seed)
+        except ValueError as exc:  # e.g. bytes that are not an image we can label
+            return data_error_record(base, str(exc), utc_now())
+        base.request_sha256 = hashlib.sha256(body).hexdigest()
+        del sample  # the image bytes are not needed any more; only the body is
+        try:
+            return await self._send_and_parse(base, body, sender)
+        except Exception as exc:  # a bug must cost one row (recorded, retried on resume), not the run
+            log.exception("evaluator error on %s", base.sample_id)
+            message = self.redact(f"evaluator error: {type(exc).__name__}: {exc}")[:2000]
+            return evaluator_error_record(base, message, utc_now())
+
+    async def _send_and_parse(self, base: ResponseRecord, body: bytes, sender: ChatSender) -> ResponseRecord:
+        """Send, and re-sample after a parse failure (--retry-parse-failures); the record is built from
+        the last send alone, the parse-failed ones before it are kept whole in earlier_attempts."""
+        earlier: list[ResponseAttempt] = []
+        for parse_try in range(self.s.retry_parse_failures + 1):
+            outcome = redact_outcome(await sender.send(body), self.redact)
+            record = record_from_outcome(base, outcome, self.s.benchmark, earlier)
+            last = parse_try == self.s.retry_parse_failures
+            if record.status != "ok" or record.parsed_answer is not None or last:
+                return record
+            earlier.append(attempt_of(outcome, record))
+        raise AssertionError("unreachable: the last try returns")
+
+    async def run(
+        self, source: DataSource, selection: list[ManifestEntry], skip: set[Key], progress: Progress
+    ) -> RunStats:
+        units = unit_keys((e.sample_id for e in selection), self.s.repeats)
+        stats = self.stats = RunStats(selected=len(units))
+        wanted: dict[str, list[int]] = {}  # sample id -> its repeats still to do
+        for sid, r in units:
+            if (sid, r) not in skip:
+                wanted.setdefault(sid, []).append(r)
+        stats.to_send = sum(len(v) for v in wanted.values())
+        stats.skipped_done = len(units) - stats.to_send
+        if not wanted:
+            return stats
+        pool = self._pool()
+        sender = ChatSender(pool, self.s.policy, self.redact, random.Random())
+        progress.concurrency = lambda: f"{min(self.s.concurrency, pool.window())}/{self.s.concurrency}"
+
+        async def sink(record: ResponseRecord) -> None:
+            await self.writer.write(record)
+            stats.recorded[record.status] += 1
+            progress.update(record.status, record.parsed_answer is not None)
+
+        # Stop early when the endpoint refuses the request shape or is plainly down, instead of spending
+        # every row's retries on it; the rows that failed are recorded and a re-run retries them.
+        breaker = Breaker(
+            self.s.concurrency,
+            lambda status, message: shape_hint(status, message, self.s.sampling, self.s.base_url),
+            rows=len(wanted),
+            max_total_tokens=self.s.max_total_tokens,
+        )
+        loop = RowLoop(
+            evaluate=lambda sample, repeat: self.evaluate_sample(sample, repeat, sender=sender),
+            sink=sink,
+            stop_reason=lambda: sender.stop_reason,
+            workers=self.s.concurrency,
+            breaker=breaker,
+        )
+        try:
+            await loop.run(lambda: iter_samples(self.s.benchmark, source, with_images=True), wanted)
+        finally:
+            stats.pacing = pacing_summary(pool.gates, [e.url for e in pool.endpoints], self.s.concurrency)
+            await pool.close()
+        return stats
+
+    def _pool(self) -> EndpointPool:
+        s = self.s
+        user = UserLimits.of(s.max_requests_per_minute, s.max_tokens_per_minute, time.monotonic())
+        endpoints = [
+            Endpoint(url, make_client(url, s.api_key, s.timeout_s, s.concurrency)) for url in s.base_urls
+        ]
+        return EndpointPool(endpoints, gate=lambda: Gate(ceiling=s.concurrency, user=user))
+
+
+async def run_with_signals(evaluator: Evaluator, *args: Any) -> RunStats:
+    """SIGINT/SIGTERM cancel in-flight requests; finished rows are already on disk, in-flight ones are not."""
+    loop = asyncio.get_running_loop()
+    task = asyncio.current_task()
+    interrupted = False
+
+    def stop() -> None:
+        nonlocal interrupted
+        interrupted = True
+        assert task is not None
+        task.cancel()
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop)
+    evaluator.writer.start()
+    try:
+        stats = await evaluator.run(*args)
+    except asyncio.CancelledError:
+        if not interrupted:
+            raise
+        stats = evaluator.scoring.stats
+        stats.interrupted = True
+    finally:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
+        await evaluator.writer.close()
+    return stats
+
+
+def settings_summary(s: EvalSettings) -> dict[str, Any]:
+    return {
+        "benchmark": s.benchmark.name,
+        "model": s.model,
+        "backend": s.backend,
+        "endpoint": s.base_url,
+        "endpoints": s.base_urls,
+        "sampling": to_dict(s.sampling),
+        "retry_parse_failures": s.retry_parse_failures,
+        # written only when used, so a run without them has the same run_config.json as before
+        **({"seed": s.seed} if s.seed is not None else {}),
+        **({"repeats": s.repeats} if s.repeats > 1 else {}),
+        "request_policy": {
+            "concurrency": s.concurrency,
+            "timeout_s": s.timeout_s,
+            "max_retries": s.policy.max_retries,
+            "backoff_base_s": s.policy.backoff_base_s,
+            "backoff_max_s": s.policy.backoff_max_s,
+            "retry_after_max_s": s.policy.retry_after_max_s,
+            **({"max_total_tokens": s.max_total_tokens} if s.max_total_tokens else {}),
+            "max_requests_per_minute": s.max_requests_per_minute,
+            "max_tokens_per_minute": s.max_tokens_per_minute,
+        },
+    }

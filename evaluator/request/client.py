@@ -1,0 +1,387 @@
+"""HTTP to an OpenAI-compatible chat-completions endpoint, with the protocol's own retry policy.
+
+The openai client's built-in retries are off: every attempt, and why it failed, must be visible in
+the record. The exact canonical bytes are sent, so request_sha256 is the hash of what went out.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx2 as httpx  # the HTTP library openai >= 3 is built on
+import openai
+
+from evaluator.core.records import RetryError, Usage
+from evaluator.core.secrets import Redactor
+from evaluator.core.text import utc_now
+from evaluator.core.usage import usage_from_json
+from evaluator.request.endpoint import split_query
+from evaluator.request.pacing import Gate, admit
+from evaluator.request.ratelimit import Limits, Verdict, classify, limits_from_headers, lower_keys
+from evaluator.request.retry import RetryPolicy
+
+
+@dataclass
+class Completion:
+    """What one successful HTTP exchange yielded (content may still fail to parse)."""
+
+    response_text: str | None
+    reasoning_text: str | None
+    finish_reason: str | None
+    response_id: str | None
+    system_fingerprint: str | None
+    usage: Usage
+    latency_s: float
+
+
+@dataclass
+class SendOutcome:
+    completion: Completion | None  # None when every attempt failed
+    attempts: int
+    retry_errors: list[RetryError] = field(default_factory=list)
+    error: str | None = None  # the final error when completion is None
+    last_empty: Completion | None = None  # an empty answer's metadata (finish_reason, usage)
+    endpoint: str | None = None  # the endpoint of the last attempt
+    started_at: str = ""
+    finished_at: str = ""
+
+
+class ResponseShapeError(Exception):
+    pass
+
+
+def _text_of(content: Any) -> str | None:
+    """Message content as text; some servers send a list of parts."""
+    if content is None or isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        texts = [p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "text"]
+        return "".join(texts)
+    raise ResponseShapeError(f"message content has type {type(content).__name__}")
+
+
+def completion_from_json(payload: Any, latency_s: float) -> Completion:
+    """Pure: the fields we keep from a chat.completion JSON object."""
+    if not isinstance(payload, dict):
+        raise ResponseShapeError(f"response is JSON {type(payload).__name__}, not an object")
+    choices = payload.get("choices")
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+        raise ResponseShapeError("response has no choices")
+    message = choices[0].get("message")
+    if not isinstance(message, dict):
+        raise ResponseShapeError("choices[0] has no message")
+    # vLLM >= 0.10 and OpenRouter send `reasoning`; older vLLM and DeepSeek send `reasoning_content`.
+    reasoning = message.get("reasoning")
+    if reasoning is None:
+        reasoning = message.get("reasoning_content")
+    return Completion(
+        response_text=_text_of(message.get("content")),
+        reasoning_text=reasoning if isinstance(reasoning, str) else None,
+        finish_reason=choices[0].get("finish_reason"),
+        response_id=payload.get("id"),
+        system_fingerprint=payload.get("system_fingerprint"),
+        usage=usage_from_json(payload.get("usage")),
+        latency_s=round(latency_s, 4),
+    )
+
+
+def make_client(base_url: str, api_key: str | None, timeout_s: float, concurrency: int) -> openai.AsyncOpenAI:
+    limits = httpx.Limits(max_connections=concurrency + 4, max_keepalive_connections=concurrency + 4)
+    base, query = split_query(base_url)  # the client would put /chat/completions after the query string
+    return openai.AsyncOpenAI(
+        base_url=base,
+        default_query=query or None,
+        api_key=api_key or "EMPTY",
+        max_retries=0,
+        timeout=httpx.Timeout(timeout_s, connect=min(timeout_s, 30.0)),
+        http_client=httpx.AsyncClient(
+            limits=limits, timeout=httpx.Timeout(timeout_s, connect=min(timeout_s, 30.0))
+        ),
+    )
+
+
+@dataclass
+class Endpoint:
+    """One server. Taken out of rotation after repeated failures, tried again after a cooldown."""
+
+    url: str
+    client: openai.AsyncOpenAI
+    gate: Gate | None = None  # rate-aware admission (pacing.Gate); EndpointPool gives every endpoint one
+    in_flight: int = 0
+    sent: int = 0
+    consecutive_failures: int = 0
+    ejected_until: float = 0.0
+    ejections: int = 0
+
+
+class EndpointPool:
+    """Spreads attempts over endpoints: the earliest slot any endpoint's gate offers, least in-flight first;
+    a failing endpoint sits out a cooldown."""
+
+    def __init__(
+        self,
+        endpoints: list[Endpoint],
+        eject_after: int = 3,
+        cooldown_s: float = 5.0,
+        gate: Callable[[], Gate] | None = None,
+    ) -> None:
+        if not endpoints:
+            raise ValueError("at least one endpoint is needed")
+        self.endpoints = endpoints
+        self.eject_after = eject_after
+        self.cooldown_s = cooldown_s
+        for e in endpoints:
+            if e.gate is None:
+                e.gate = gate() if gate is not None else Gate(ceiling=1024)
+        self.gates: list[Gate] = [e.gate for e in endpoints if e.gate is not None]
+        self.changed = asyncio.Event()
+
+    def _usable(self, i: int) -> bool:
+        now = time.monotonic()
+        if any(e.ejected_until <= now for e in self.endpoints):
+            return self.endpoints[i].ejected_until <= now
+        # everyone is out: probe the one that comes back first
+        return self.endpoints[i] is min(self.endpoints, key=lambda e: e.ejected_until)
+
+    async def acquire(self) -> Endpoint:
+        """Wait at the gates for the next slot; the caller must call release() once the attempt is over."""
+        return self.endpoints[await admit(self.gates, self._usable, self.changed)]
+
+    def release(self, endpoint: Endpoint) -> None:
+        assert endpoint.gate is not None
+        endpoint.gate.release()
+        self.changed.set()
+
+    def window(self) -> int:
+        """The effective concurrency: the sum of the endpoints' current windows."""
+        return sum(int(g.window) for g in self.gates)
+
+    def succeeded(self, endpoint: Endpoint) -> None:
+        endpoint.consecutive_failures = 0
+
+    def failed(self, endpoint: Endpoint) -> None:
+        """A server-side failure (connection, timeout, 5xx, bad body); client errors do not count."""
+        endpoint.consecutive_failures += 1
+        if len(self.endpoints) > 1 and endpoint.consecutive_failures >= self.eject_after:
+            endpoint.ejections += 1
+            backoff = min(60.0, self.cooldown_s * 2 ** (endpoint.ejections - 1))
+            endpoint.ejected_until = time.monotonic() + backoff
+            endpoint.consecutive_failures = 0
+
+    async def close(self) -> None:
+        for e in self.endpoints:
+            await e.client.close()
+
+
+@dataclass
+class Failure:
+    """One failed exchange, as the record shows it, and what the classification made of it."""
+
+    kind: str
+    message: str
+    retryable: bool
+    status: int | None = None
+    verdict: Verdict | None = None
+    limits: Limits = field(default_factory=Limits)
+    sent_at: float = 0.0  # on the gate's clock
+    usage: Usage | None = None  # a failed attempt's usage, when the server reported it
+
+
+class ChatSender:
+    """Sends one body with retries, each attempt to the pool's best endpoint at that moment.
+
+    Refusals with a wait (429, OpenRouter's transient 402) hold the endpoint's gate and are sent again
+    without using the row's protocol retries; real faults (5xx, timeouts, malformed replies) use them.
+    A quota, billing or too-large refusal sets `stop_reason`: no attempt is sent after it.
+    """
+
+    def __init__(
+        self,
+        pool: EndpointPool,
+        policy: RetryPolicy,
+        redact: Redactor,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.pool = pool
+        self.policy = policy
+        self.redact = redact
+        self.rng = rng or random.Random()
+        self.stop_reason: str | None = None
+
+    async def _attempt(self, endpoint: Endpoint, body: bytes) -> tuple[Completion, Limits]:
+        t0 = time.perf_counter()
+        endpoint.in_flight += 1
+        endpoint.sent += 1
+        try:
+            resp = await endpoint.client.post(
+                "/chat/completions",
+                cast_to=httpx.Response,
+                content=body,
+                options={"headers": {"Content-Type": "application/json"}},
+            )
+        finally:
+            endpoint.in_flight -= 1
+        latency = time.perf_counter() - t0
+        raw = resp.content
+        try:
+            payload = json.loads(raw)
+        except (ValueError, UnicodeDecodeError) as exc:
+            snippet = raw[:120].decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw)[:120]
+            raise ResponseShapeError(
+                f"response is not JSON ({exc.__class__.__name__}): {snippet!r}"
+            ) from None
+        return completion_from_json(payload, latency), _limits_of(resp.headers)
+
+    async def _exchange(self, endpoint: Endpoint, body: bytes) -> tuple[Completion | None, Failure | None]:
+        """One attempt; the gate learns from its outcome."""
+        gate = endpoint.gate
+        assert gate is not None
+        sent_at = gate.clock()
+        try:
+            completion, limits = await self._attempt(endpoint, body)
+        except openai.APIStatusError as exc:
+            failure = _status_failure(exc)
+        except openai.APITimeoutError:
+            failure = Failure("timeout", "request timed out", True)
+        except openai.APIConnectionError as exc:
+            cause = exc.__cause__
+            detail = f"{type(cause).__name__}: {cause}" if cause else str(exc)
+            failure = Failure("connection", f"connection error ({detail})", True)
+        except ResponseShapeError as exc:
+            failure = Failure("malformed_response", str(exc), True)
+        else:
+            gate.succeeded(sent_at, limits, completion.usage.total_tokens)
+            if completion.response_text is not None and completion.response_text.strip():
+                self.pool.succeeded(endpoint)
+                return completion, None
+            message = f"empty content (finish_reason={completion.finish_reason})"
+            spent = completion.usage if completion.usage != Usage() else None
+            return completion, Failure("empty_content", message, True, sent_at=sent_at, usage=spent)
+        finally:
+            self.pool.release(endpoint)
+        failure.sent_at = sent_at
+        if failure.verdict is not None and failure.verdict.kind in ("rate_limit", "payment"):
+            return None, failure  # the gate hears about it in send(), with the wait it settles on
+        gate.failed(sent_at)
+        return None, failure
+
+    async def send(self, body: bytes) -> SendOutcome:
+        outcome = SendOutcome(completion=None, attempts=0, started_at=utc_now())
+        charged = 0  # attempts that count against the protocol's max_retries
+        while self.stop_reason is None:
+            endpoint = await self.pool.acquire()
+            if self.stop_reason is not None:  # the run stopped while this worker waited at the gate
+                self.pool.release(endpoint)
+                break
+            outcome.attempts += 1
+            outcome.endpoint = endpoint.url
+            completion, failure = await self._exchange(endpoint, body)
+            if failure is None:
+                outcome.completion, outcome.error = completion, None
+                break
+            if completion is not None:
+                outcome.last_empty = completion
+            paced = failure.verdict is not None and failure.verdict.paced
+            charged += 0 if paced else 1
+            wait = self._hold_or_eject_endpoint(endpoint, failure, charged, paced)
+            self._note(outcome, endpoint, failure, wait)
+            if failure.verdict is not None and failure.verdict.stop and self.stop_reason is None:
+                self.stop_reason = self.redact(failure.verdict.stop)[:2000]
+            if not failure.retryable or charged > self.policy.max_retries:
+                break
+            if not paced:
+                await asyncio.sleep(wait)
+        if outcome.completion is None:
+            outcome.error = (
+                f"{outcome.error or 'not sent: ' + str(self.stop_reason)} after {outcome.attempts} attempt(s)"
+            )
+        outcome.finished_at = utc_now()
+        return outcome
+
+    def _hold_or_eject_endpoint(
+        self, endpoint: Endpoint, failure: Failure, charged: int, paced: bool
+    ) -> float:
+        """Tell the pool and the gate about a failed attempt, and return the pause before the next one.
+
+        A server error or no answer ejects the endpoint from the pool for its cooldown; a rate-limit
+        refusal (429, transient 402) holds the endpoint's gate, and so every worker of that endpoint."""
+        verdict = failure.verdict
+        asked = verdict.wait_s if verdict is not None else None
+        if verdict is None or verdict.kind not in ("rate_limit", "payment"):
+            if failure.status is None or failure.status >= 500:
+                self.pool.failed(endpoint)
+            return self.policy.wait_s(max(1, charged), asked, self.rng)
+        assert endpoint.gate is not None
+        fallback = self.policy.wait_s(max(1, charged), None, self.rng)
+        capped = min(asked, self.policy.retry_after_max_s) if asked is not None else None
+        hold = endpoint.gate.refused(failure.sent_at, failure.limits, capped, fallback)
+        self.pool.changed.set()
+        return hold if paced else fallback
+
+    def _note(self, outcome: SendOutcome, endpoint: Endpoint, failure: Failure, wait: float) -> None:
+        message = self.redact(failure.message)[:2000]
+        verdict = failure.verdict
+        outcome.retry_errors.append(
+            RetryError(
+                attempt=outcome.attempts,
+                kind=failure.kind,
+                message=message,
+                status_code=failure.status,
+                retry_after_s=verdict.wait_s if verdict is not None else None,
+                at=utc_now(),
+                endpoint=endpoint.url if len(self.pool.endpoints) > 1 else None,
+                usage=failure.usage,
+                wait_s=round(wait, 3) if failure.retryable else None,
+                paced=bool(verdict is not None and verdict.paced) or None,
+            )
+        )
+        outcome.error = message
+
+
+def _limits_of(headers: Any) -> Limits:
+    """The limits a response announces; most responses carry none, so look before building anything."""
+    for key in headers:
+        k = key.lower()
+        if k.startswith("x-ratelimit-") or k.startswith("anthropic-ratelimit-"):
+            return limits_from_headers(lower_keys(headers))
+    return Limits()
+
+
+def _status_failure(exc: openai.APIStatusError) -> Failure:
+    status = exc.status_code
+    headers = lower_keys(exc.response.headers)
+    verdict = classify(status, headers, exc.body)
+    body = exc.body
+    spent = (
+        usage_from_json(body["usage"])
+        if isinstance(body, dict) and isinstance(body.get("usage"), dict)
+        else None
+    )
+    return Failure(
+        "http_status",
+        f"HTTP {status}: {error_message(exc)}",
+        verdict.retryable,
+        status,
+        verdict,
+        limits_from_headers(headers) if status in (402, 429) else Limits(),
+        usage=spent,
+    )
+
+
+def error_message(exc: openai.APIStatusError) -> str:
+    body = exc.body
+    if isinstance(body, dict):
+        err = body.get("error", body)
+        if isinstance(err, dict) and "message" in err:
+            return str(err["message"])
+        return json.dumps(body)[:500]
+    try:
+        return exc.response.text[:500]
+    except Exception:  # body already consumed or undecodable
+        return str(exc)[:500]

@@ -1,0 +1,368 @@
+"""Rate-aware admission: every attempt to an endpoint passes its gate before it is sent.
+
+A gate holds, for one endpoint:
+- a wait shared by every worker: a refusal's Retry-After (or reset header, or body delay) holds back all of
+  them, not only the row that got it;
+- an AIMD concurrency window with --concurrency as the ceiling: the first request goes alone (its answer's
+  headers tell the limits); the window opens fully then, halves on a burst of refusals (not below what the
+  pace needs in flight) and grows by about one per window of successes. When no pace is known by then,
+  the opening is spread over the first request's round trip (at most a second), so that a limiter's first
+  refusal, which comes back at once, stops it after a few requests rather than a window of them;
+- a pace in requests and tokens per second (a GCRA bucket: burst, then one slot per 1/rate), from the
+  smallest of --max-requests-per-minute / --max-tokens-per-minute, the limits the headers announce, and,
+  when the endpoint announces nothing, the rate it let through between refusals.
+
+Pure bookkeeping on a caller-supplied clock; the only awaiting is in `admit`, which sleeps until the slot
+it reserved. Several endpoints: each has its own gate, and a worker takes the earliest slot over all of
+them, so each endpoint gets the share its own limits allow. tests/pacing_sim.py runs a gate against a
+simulated token bucket on a virtual clock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import math
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+from evaluator.request.ratelimit import Limits
+
+ANNOUNCED_SAFETY = 0.99  # pace a little under an announced rate: arrivals jitter, clocks differ
+SAFETY = 0.98  # ... and a little more under a measured one
+PROBING_GROWTH = 1.05  # after the first refusal the pace is a guess: grow it fast until a second refusal
+STEADY_GROWTH = 1.002  # once measured: at least this, probing for a higher limit
+GROWTH_SHARE = 0.05  # per success, the pace grows by this share of its measure's uncertainty (1 / count)
+GROWTH_CAP = 0.005  # ... and at most this: a rough measure of a slow limit must not overshoot it at once
+RAMP_MAX_S = 1.0  # after a probe that announced nothing, the window opens over at most this long
+
+
+class Bucket:
+    """GCRA: `rate` slots per second with bursts of `capacity`; reserve() returns the slot's start time."""
+
+    def __init__(self, rate: float, capacity: float, now: float, available: float | None = None) -> None:
+        self.rate = rate
+        self.capacity = max(1.0, capacity)
+        avail = self.capacity if available is None else max(0.0, min(available, self.capacity))
+        self.tat = now + (self.capacity - avail) / rate  # theoretical arrival time of the next slot
+
+    def earliest(self, now: float, cost: float = 1.0) -> float:
+        return max(now, self.tat + cost / self.rate - self.capacity / self.rate)
+
+    def reserve(self, now: float, cost: float = 1.0) -> float:
+        start = self.earliest(now, cost)
+        self.tat = max(self.tat, start) + cost / self.rate
+        return start
+
+    def drain(self, now: float) -> None:
+        """The server says the bucket is empty now."""
+        self.tat = max(self.tat, now + self.capacity / self.rate)
+
+
+@dataclass
+class GateStats:
+    refusals: int = 0  # rate-limit refusals (429 / transient 402)
+    held_s: float = 0.0  # total hold the refusals put on every worker
+    lowest_window: int = 0
+    sent: int = 0
+
+
+@dataclass
+class UserLimits:
+    """--max-requests-per-minute / --max-tokens-per-minute: one pair of buckets shared by every endpoint."""
+
+    requests: Bucket | None = None
+    tokens: Bucket | None = None
+
+    @classmethod
+    def of(cls, max_rpm: float | None, max_tpm: float | None, now: float) -> UserLimits:
+        # a little under the tier's figure, as under an announced one: a request that reaches the
+        # server a few ms early is refused, and the wait then costs far more than the margin
+        return cls(
+            Bucket(ANNOUNCED_SAFETY * max_rpm / 60, 1.0, now) if max_rpm else None,
+            Bucket(ANNOUNCED_SAFETY * max_tpm / 60, max_tpm, now) if max_tpm else None,
+        )
+
+
+class Burst(NamedTuple):
+    """A burst of refusals, one measure of the endpoint's rate that each refusal in it refines."""
+
+    marks: tuple[float, ...]  # the send times of the refusals that began the bursts before it
+    hold: float  # the wait its first refusal asked for
+    pace_before: float | None  # the pace when it began
+
+
+@dataclass
+class Gate:
+    ceiling: int
+    user: UserLimits = field(default_factory=UserLimits)
+    clock: Callable[[], float] = time.monotonic
+    window: float = 1.0  # AIMD concurrency window; the first request goes alone
+    active: int = 0
+    blocked_until: float = 0.0
+    learned: bool = False  # an answer other than a refusal has come back (the probe is over)
+    requests: Bucket | None = None  # the endpoint's own pace: announced, or learned from refusals
+    tokens: Bucket | None = None
+    ramp: Bucket | None = None  # spreads the window's opening when no pace is known yet
+    ramp_left: int = 0
+    first_sent: float | None = None
+    sends: deque[float] = field(default_factory=lambda: deque(maxlen=4096))  # send times
+    refused_sends: deque[float] = field(default_factory=lambda: deque(maxlen=4096))
+    feedback_rps: float | None = None  # the pace learned from refusals when no header announces one
+    feedback_growth: float = 1.0
+    latency_s: float | None = None  # a moving mean of the answers' round trips
+    burst: Burst | None = None  # the current burst of refusals
+    refusal_marks: deque[float] = field(default_factory=lambda: deque(maxlen=8))  # refusals that set the pace
+    last_decrease: float = -math.inf
+    token_costs: deque[float] = field(default_factory=lambda: deque(maxlen=64))
+    stats: GateStats = field(default_factory=GateStats)
+    header_rpm: float | None = None
+    header_tpm: float | None = None
+
+    def __post_init__(self) -> None:
+        self.stats.lowest_window = self.ceiling
+
+    # ------------------------------------------------------------------ admission
+
+    @property
+    def open_slots(self) -> int:
+        return max(0, int(self.window) - self.active)
+
+    def token_cost(self) -> float:
+        """Tokens one request is expected to use: the mean of the recorded usage so far."""
+        return sum(self.token_costs) / len(self.token_costs) if self.token_costs else 1.0
+
+    def _buckets(self) -> list[tuple[Bucket, float]]:
+        cost = self.token_cost()
+        pairs = [
+            (self.requests, 1.0),
+            (self.user.requests, 1.0),
+            (self.tokens, cost),
+            (self.user.tokens, cost),
+            (self.ramp, 1.0),
+        ]
+        return [(b, min(c, b.capacity)) for b, c in pairs if b is not None]
+
+    def earliest(self, now: float) -> float:
+        """When this gate could admit one more request (inf while the window is full)."""
+        if self.open_slots <= 0:
+            return math.inf
+        t = max(now, self.blocked_until)
+        for bucket, cost in self._buckets():
+            t = max(t, bucket.earliest(now, cost))
+        return t
+
+    def reserve(self, now: float) -> float:
+        """Take a window slot and the next pace slot; returns when to send."""
+        t = self.earliest(now)
+        assert t < math.inf, "reserve() needs an open slot"
+        self.active += 1
+        for bucket, cost in self._buckets():
+            bucket.reserve(t, cost)
+        if self.ramp is not None:
+            self.ramp_left -= 1
+            if self.ramp_left <= 0:
+                self.ramp = None
+        if self.first_sent is None:
+            self.first_sent = t
+        self.sends.append(t)
+        self.stats.sent += 1
+        return t
+
+    def release(self) -> None:
+        self.active -= 1
+
+    # ------------------------------------------------------------------ feedback
+
+    def succeeded(self, sent_at: float, limits: Limits, total_tokens: int | None) -> None:
+        now = self.clock()
+        if total_tokens:
+            self.token_costs.append(float(total_tokens))
+        self._learn(limits, now)
+        self._got_through(now, sent_at)
+        trip = now - sent_at
+        self.latency_s = trip if self.latency_s is None else 0.9 * self.latency_s + 0.1 * trip
+        if self.feedback_rps is not None and self.requests is not None and self.header_rpm is None:
+            self.feedback_rps *= self.feedback_growth
+            self.requests.rate = self.feedback_rps
+
+    def failed(self, sent_at: float) -> None:
+        """Any other failure got through the limiter, and still ends the probe: the window opens."""
+        self._got_through(self.clock(), sent_at)
+
+    def _got_through(self, now: float, sent_at: float) -> None:
+        if not self.learned:
+            self.learned = True
+            self._open(sent_at, now)
+        elif self.window < self.ceiling:
+            self.window = min(float(self.ceiling), self.window + 1.0 / self.window)
+
+    def _open(self, sent_at: float, now: float) -> None:
+        """The probe is back: open the window to the ceiling. If no pace is known, spread the opening
+        over one round trip (at most RAMP_MAX_S): a refusal, which a limiter sends back at once, then
+        stops the ramp after a few requests instead of after a whole window of them."""
+        self.window = float(self.ceiling)
+        if self.requests is not None or self.user.requests is not None or self.ceiling <= 2:
+            return
+        span = min(RAMP_MAX_S, max(0.0, now - sent_at))
+        if span > 0:
+            self.ramp = Bucket(self.ceiling / span, 1.0, now)
+            self.ramp_left = self.ceiling
+
+    def refused(self, sent_at: float, limits: Limits, wait_s: float | None, fallback_s: float) -> float:
+        """A rate-limit refusal: hold every worker back, narrow the window, slow the pace. Returns the hold."""
+        now = self.clock()
+        self._learn(limits, now)
+        hold = wait_s if wait_s is not None else fallback_s
+        self.blocked_until = max(self.blocked_until, now + hold)
+        self.stats.refusals += 1
+        self.stats.held_s += hold
+        self.ramp = None
+        self.refused_sends.append(sent_at)
+        new_burst = sent_at > self.last_decrease  # one decrease per burst of refusals, not one per request
+        if new_burst:
+            self.last_decrease = now
+            self.window = max(1.0, self.window / 2, self._window_for_pace())
+            self.stats.lowest_window = min(self.stats.lowest_window, int(self.window))
+        if self.header_rpm is None:
+            self._learn_from_refusal(sent_at, hold, now, new_burst)
+        if self.requests is not None:
+            self.requests.drain(now)
+        return hold
+
+    def _window_for_pace(self) -> float:
+        """A refusal narrows the window, but not below what the pace needs in flight (Little's law): with
+        a pace the limit is on the rate, and the pace alone keeps the requests in flight under it."""
+        if self.requests is None or self.latency_s is None:
+            return 1.0
+        return min(float(self.ceiling), 1.25 * self.requests.rate * self.latency_s + 1.0)
+
+    def _learn_from_refusal(self, sent_at: float, hold: float, now: float, new_burst: bool) -> None:
+        """No announced limit: the pace is what the endpoint let through.
+
+        The limiter had less than one request left at each refusal, so what got through since an earlier
+        refusal, over the time since, is its rate to within a request: the pace is the best such measure
+        over the last refusals (a span held back by the window or a low pace measures low; the best of
+        several is the closest). Before a second refusal there is only a guess: what got through since the
+        first request, over that time plus the wait the endpoint asked for. Each refusal of a burst refines
+        the burst's measure (one fewer got through). The pace grows per success by a share of the
+        measure's uncertainty, one over its count, between 0.2% and 0.5% (5% while it is only a guess),
+        probing for more."""
+        if self.first_sent is None:
+            return
+        if new_burst:
+            self.burst = Burst(tuple(self.refusal_marks), hold, self.feedback_rps)
+            self.refusal_marks.append(sent_at)
+        burst = self.burst
+        if burst is None:
+            return
+        spans = [(self._through(t, sent_at), max(1e-3, sent_at - t)) for t in burst.marks]
+        # the limiter's leftovers at the two refusals (each under one request) differ by about half of one
+        rps, through = max((((n + 0.5) / span, n) for n, span in spans), default=(0.0, 0))
+        if through >= 2:
+            self.feedback_growth = 1.0 + max(STEADY_GROWTH - 1.0, min(GROWTH_CAP, GROWTH_SHARE / through))
+        elif burst.pace_before is not None:  # too little since the last refusal to measure: cut
+            rps = 0.5 * burst.pace_before
+        else:
+            through = self._through(self.first_sent, sent_at, after=False)
+            if through < 1:
+                return  # a refused first request says nothing of the rate: the hold alone slows the run
+            rps = through / max(1e-3, sent_at - self.first_sent + burst.hold)
+            self.feedback_growth = PROBING_GROWTH
+        rps *= SAFETY
+        if self.requests is None:
+            self.requests = Bucket(rps, float(through), now, 0.0)  # bursts as large as the one that passed
+        self.feedback_rps = rps
+        self.requests.rate = rps
+
+    def _through(self, start: float, end: float, *, after: bool = True) -> int:
+        """Requests sent after `start` (or from it) up to `end` that were not refused; those still on their
+        way count. After a refusal, not from it: what was sent in the same instant before it emptied the
+        limiter, and is no measure of its rate."""
+
+        def within(t: float) -> bool:
+            return (start < t if after else start <= t) and t <= end
+
+        return sum(map(within, self.sends)) - sum(map(within, self.refused_sends))
+
+    def _learn(self, limits: Limits, now: float) -> None:
+        if limits.requests_per_min and limits.requests_per_min != self.header_rpm:
+            self.header_rpm = limits.requests_per_min
+            rate = limits.requests_per_min / 60
+            capacity = _capacity(limits.requests_remaining, limits.requests_reset_s, rate)
+            self.requests = Bucket(rate * ANNOUNCED_SAFETY, capacity or 1.0, now, limits.requests_remaining)
+            self.ramp = None
+        if limits.tokens_per_min and limits.tokens_per_min != self.header_tpm:
+            self.header_tpm = limits.tokens_per_min
+            rate = limits.tokens_per_min / 60
+            capacity = (
+                _capacity(limits.tokens_remaining, limits.tokens_reset_s, rate) or limits.tokens_per_min
+            )
+            self.tokens = Bucket(rate * ANNOUNCED_SAFETY, capacity, now, limits.tokens_remaining)
+
+
+def _capacity(remaining: float | None, reset_s: float | None, rate: float) -> float | None:
+    """The bucket size implied by what is left plus what refills until the reset (the bucket is full then)."""
+    if remaining is None or reset_s is None:
+        return None
+    return max(1.0, remaining + reset_s * rate)
+
+
+async def admit(gates: Sequence[Gate], usable: Callable[[int], bool], changed: asyncio.Event) -> int:
+    """Wait for the earliest slot over the usable gates and take it; returns the gate's index.
+
+    Ties go to the gate with fewer requests in flight, then fewer sent. A slot is taken only when it has
+    come: a worker waiting for one gate's next slot looks again whenever any gate changes (`changed` is set
+    on every release, refusal or success), so it is never committed to a slow endpoint while a fast one
+    opens up.
+    """
+    while True:
+        now = gates[0].clock()
+        best, key = -1, (math.inf, 0, 0)
+        for i, g in enumerate(gates):
+            if usable(i):
+                k = (g.earliest(now), g.active, g.stats.sent)
+                if k < key:
+                    best, key = i, k
+        when = key[0]
+        if when <= now:
+            gates[best].reserve(now)
+            return best
+        changed.clear()
+        if when == math.inf:
+            await changed.wait()
+        else:
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(changed.wait(), when - now)
+
+
+@dataclass(frozen=True)
+class PacingSummary:
+    """What the gates did over a run (the final summary line and run_config)."""
+
+    concurrency: int  # the effective concurrency at the end
+    lowest: int  # the lowest it went
+    ceiling: int
+    refusals: int  # rate-limit refusals over all endpoints
+    held_s: float
+    sent: dict[str, int]  # attempts per endpoint
+
+    def line(self) -> str:
+        text = f"concurrency {self.concurrency}/{self.ceiling} (lowest {self.lowest})"
+        if self.refusals:
+            text += f", {self.refusals} rate-limit refusal(s), every worker held {self.held_s:.1f} s in all"
+        return text
+
+
+def pacing_summary(gates: Sequence[Gate], urls: Sequence[str], ceiling: int) -> PacingSummary:
+    return PacingSummary(
+        concurrency=min(ceiling, sum(int(g.window) for g in gates)),
+        lowest=min(ceiling, sum(g.stats.lowest_window for g in gates)),
+        ceiling=ceiling,
+        refusals=sum(g.stats.refusals for g in gates),
+        held_s=round(sum(g.stats.held_s for g in gates), 3),
+        sent={u: g.stats.sent for u, g in zip(urls, gates, strict=True)},
+    )

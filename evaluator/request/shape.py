@@ -1,0 +1,129 @@
+"""The request shape chosen on the command line: `none` values, the output-limit field's name, presets.
+
+Pure apart from reading the preset files shipped in evaluator/request/presets/. Nothing here looks at a model
+name: a preset is applied only when the user names it, and the run records it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from importlib import resources
+from typing import Any
+
+import click
+
+from evaluator.core.records import MAX_TOKENS_FIELDS, Sampling
+
+NONE = "none"  # the value that leaves a field out of every request
+PRESET_FLAGS = ("temperature", "top_p", "max_tokens", "max_tokens_field")
+
+
+class RequestShapeError(ValueError):
+    pass
+
+
+class NumberOrNone(click.ParamType):
+    """A number in a range, or `none` (leave the field out of requests)."""
+
+    def __init__(self, kind: type, low: float, high: float | None = None, low_open: bool = False) -> None:
+        self.kind, self.low, self.high, self.low_open = kind, low, high, low_open
+        self.name = f"{kind.__name__}|none"
+
+    def convert(self, value: Any, param: Any, ctx: Any) -> Any:
+        if value is None or value == NONE:
+            return value
+        if isinstance(value, str) and value.strip().lower() == NONE:
+            return NONE
+        try:
+            number = self.kind(value)
+        except (TypeError, ValueError):
+            self.fail(f"{value!r} is not a valid {self.kind.__name__} or 'none'", param, ctx)
+        too_low = number <= self.low if self.low_open else number < self.low
+        if too_low or (self.high is not None and number > self.high):
+            bound = f"{'>' if self.low_open else '>='} {self.low}" + (
+                f" and <= {self.high}" if self.high is not None else ""
+            )
+            self.fail(f"{value!r} is out of range: it must be {bound}, or 'none'", param, ctx)
+        return number
+
+
+@dataclass(frozen=True)
+class Preset:
+    name: str
+    sha256: str  # of the preset file's bytes
+    description: str
+    flags: dict[str, Any] = field(default_factory=dict)
+
+    def record(self) -> dict[str, Any]:
+        return {"name": self.name, "sha256": self.sha256, "flags": dict(self.flags)}
+
+
+def preset_names() -> list[str]:
+    folder = resources.files("evaluator.request") / "presets"
+    return sorted(p.name[: -len(".json")] for p in folder.iterdir() if p.name.endswith(".json"))
+
+
+def load_preset(name: str) -> Preset:
+    names = preset_names()
+    if name not in names:
+        raise RequestShapeError(
+            f"--preset {name!r} is not a shipped preset; choose one of: {', '.join(names)}"
+        )
+    raw = (resources.files("evaluator.request") / "presets" / f"{name}.json").read_bytes()
+    data = json.loads(raw)
+    flags = data.get("flags") or {}
+    unknown = sorted(set(flags) - set(PRESET_FLAGS))
+    if unknown:
+        raise RequestShapeError(
+            f"preset {name} sets {', '.join(unknown)}; a preset may set only {PRESET_FLAGS}"
+        )
+    return Preset(name, hashlib.sha256(raw).hexdigest(), str(data.get("description", "")), flags)
+
+
+def resolve_sampling(
+    default: Sampling,
+    extra_body: dict[str, Any],
+    *,
+    temperature: Any = None,
+    top_p: Any = None,
+    max_tokens: Any = None,
+    max_tokens_field: str | None = None,
+    preset: Preset | None = None,
+) -> Sampling:
+    """Explicit flags win over the preset, the preset over the benchmark's defaults; `none` becomes None."""
+    given = {"temperature": temperature, "top_p": top_p, "max_tokens": max_tokens}
+    given["max_tokens_field"] = max_tokens_field
+    chosen: dict[str, Any] = {}
+    for key in PRESET_FLAGS:
+        value = given[key]
+        if value is None and preset is not None:
+            value = preset.flags.get(key)
+        chosen[key] = getattr(default, key) if value is None else value
+    if chosen["max_tokens_field"] not in MAX_TOKENS_FIELDS:
+        raise RequestShapeError(
+            f"max_tokens_field {chosen['max_tokens_field']!r} is not one of {', '.join(MAX_TOKENS_FIELDS)}"
+        )
+    return Sampling(
+        temperature=_number(chosen["temperature"], float),
+        top_p=_number(chosen["top_p"], float),
+        max_tokens=_number(chosen["max_tokens"], int),
+        extra_body=extra_body,
+        max_tokens_field=chosen["max_tokens_field"],
+    )
+
+
+def _number(value: Any, kind: type) -> Any:
+    return None if value is None or value == NONE else kind(value)
+
+
+def shape_flags(sampling: dict[str, Any]) -> list[str]:
+    """The evaluate flags that reproduce a recorded sampling dict (run_config.json `sampling`)."""
+    args: list[str] = []
+    for flag, key in (("--temperature", "temperature"), ("--top-p", "top_p"), ("--max-tokens", "max_tokens")):
+        if key in sampling:
+            args += [flag, NONE if sampling[key] is None else repr(sampling[key])]
+    if sampling.get("max_tokens_field", "max_tokens") != "max_tokens":
+        args += ["--max-tokens-field", str(sampling["max_tokens_field"])]
+    return args

@@ -1,0 +1,333 @@
+"""The run folder on disk: lock, append-only records, manifest, run_config.json.
+
+Crash safety: each record is one line, written whole and fsynced before it counts as finished; a torn
+last line (from a kill mid-write) is skipped and reported, never fatal.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import errno
+import fcntl
+import gc
+import json
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from evaluator.core.atomic import write_atomic
+from evaluator.core.jsonl import NotJSON, decode_line, decode_strict_lines, split_lines, utf8_json
+from evaluator.core.keys import Key
+from evaluator.core.records import ResponseRecord
+from evaluator.data.benchmarks.base import ManifestEntry
+from evaluator.runfolder import selection
+from evaluator.runfolder.selection import COLUMNS
+
+PARTIAL = "responses.partial.jsonl"
+MERGED = "responses.jsonl"
+CONFIG = "run_config.json"
+MANIFEST = "manifest.jsonl"
+LOCK = ".lock"
+
+
+class RunFolderError(Exception):
+    pass
+
+
+def ensure_run_root(path: Path) -> Path:
+    if path.exists() and not path.is_dir():
+        raise RunFolderError(
+            f"run root {path} is a file, not a folder; pass a folder with --run-root or --run-name"
+        )
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        probe = path / ".write-test"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        raise RunFolderError(
+            f"run root {path} is not writable ({exc.strerror}); choose another --run-root"
+        ) from None
+    return path
+
+
+class RunLock:
+    """An advisory lock the kernel drops when the holder dies, so a killed run never blocks forever."""
+
+    def __init__(self, root: Path) -> None:
+        self.path = root / LOCK
+        self.fd: int | None = None
+
+    def __enter__(self) -> RunLock:
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            if exc.errno not in (errno.EAGAIN, errno.EACCES):
+                os.close(fd)
+                raise
+            holder = os.read(fd, 200).decode("utf-8", "replace").strip() or "unknown"
+            os.close(fd)
+            raise RunFolderError(
+                f"run folder {self.path.parent} is in use by another evaluator ({holder}); wait for it to "
+                "finish or stop that process, or use another --run-name"
+            ) from None
+        try:
+            os.ftruncate(fd, 0)
+            os.write(fd, f"pid {os.getpid()} on {os.uname().nodename}".encode())
+        except OSError as exc:  # e.g. a full disk: nothing has been written to the run folder yet
+            os.close(fd)
+            raise RunFolderError(
+                f"cannot write {self.path} ({exc.strerror}); free disk space or fix permissions, "
+                "or choose another --run-root"
+            ) from None
+        self.fd = fd
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.fd is not None:
+            fcntl.flock(self.fd, fcntl.LOCK_UN)
+            os.close(self.fd)
+            self.fd = None
+
+
+@dataclass
+class ReadReport:
+    records: list[dict[str, Any]] = field(default_factory=list)
+    bad_lines: list[int] = field(default_factory=list)  # 1-based line numbers that were not JSON objects
+    torn_tail: bool = False  # the last line had no newline and did not parse (a crash mid-write)
+    lenient: set[int] = field(default_factory=set)  # indices into records read by json.loads (see jsonl)
+
+
+@contextlib.contextmanager
+def gc_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector while many records are decoded, merged and encoded.
+
+    Decoded JSON holds no reference cycles, but every few hundred new dicts the collector walks the whole
+    (growing) heap again: at 100k records that was half of the decode and most of the merge. Reference
+    counting still frees everything; the previous collector state is restored on exit.
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def read_jsonl(path: Path) -> ReadReport:
+    """The records of a JSONL file (none when it does not exist); see parse_jsonl."""
+    if not path.exists():
+        return ReadReport()
+    with open(path, "rb") as f:
+        data = f.read()
+    return parse_jsonl(data)
+
+
+def parse_jsonl(data: bytes) -> ReadReport:
+    """Every JSON object line of `data`; other lines are reported by number, a torn last line as such."""
+    with gc_paused():
+        return _parse_jsonl(data)
+
+
+def _parse_jsonl(data: bytes) -> ReadReport:
+    report = ReadReport()
+    # A clean file (every line a strict-JSON object, no blank line) in one pass; anything else line by line.
+    lines = split_lines(data)
+    whole = decode_strict_lines(lines[:-1] if not lines[-1] else lines)
+    if whole is not None and all(type(obj) is dict for obj in whole):
+        report.records = whole
+        return report
+    last_index = len(lines) - 1
+    records = report.records
+    for i, view in enumerate(lines):
+        line = view.tobytes()
+        if not line.strip():
+            continue
+        try:
+            obj, lenient = decode_line(line)
+        except NotJSON:
+            obj, lenient = None, False
+        if isinstance(obj, dict):
+            if lenient:
+                report.lenient.add(len(records))
+            records.append(obj)
+        elif i == last_index:  # no trailing newline: the write was cut short
+            report.torn_tail = True
+        else:
+            report.bad_lines.append(i + 1)
+    return report
+
+
+def _done_ids_columnar(path: Path) -> set[Key] | None:
+    """The done ids via pyarrow's JSON reader (C++, threaded), parsing only the fields the selection reads.
+
+    Taken only when it must agree with the line-by-line path: every non-blank line is valid UTF-8 and
+    becomes exactly one row of the expected types. Anything else (a torn or bad line, an odd type, a huge
+    record) gives None, and the caller reads line by line, which also reports such lines.
+    """
+    import pyarrow as pa
+    import pyarrow.json as pj
+
+    schema = pa.schema([(name, pa.type_for_alias(kind)) for name, kind in COLUMNS.items()])
+    try:
+        lines = 0
+        with open(path, "rb") as f:
+            for line in f:
+                if line.strip():
+                    if not line.isascii():
+                        line.decode("utf-8")
+                    lines += 1
+        if not lines:
+            return None
+        table = pj.read_json(
+            path,
+            read_options=pj.ReadOptions(block_size=16 << 20),
+            parse_options=pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore"),
+        )
+    except (OSError, UnicodeDecodeError, pa.ArrowException):
+        return None
+    if table.num_rows != lines:
+        return None
+    return selection.done_keys_from_columns({name: table.column(name).to_pylist() for name in COLUMNS})
+
+
+def done_sample_ids(root: Path) -> tuple[set[str], ReadReport]:
+    """The sample ids whose first repeat (every record, without --repeats) is done; see done_keys."""
+    keys, report = done_keys(root)
+    return {sid for sid, r in keys if r == 0}, report
+
+
+def done_keys(root: Path) -> tuple[set[Key], ReadReport]:
+    """The (sample id, repeat) whose latest valid record is done (evaluator.runfolder.selection), and the read report.
+
+    A clean file is read column-wise without building the records (the report's `records` stay empty
+    then; use read_jsonl for them); any irregular line sends it through read_jsonl.
+    """
+    path = root / PARTIAL
+    fast = _done_ids_columnar(path) if path.exists() else None
+    if fast is not None:
+        return fast, ReadReport()
+    report = read_jsonl(path)
+    return selection.done_keys(report.records), report
+
+
+class RecordWriter:
+    """Appends records with group commit: a batch is written, flushed and fsynced, then acknowledged."""
+
+    def __init__(self, root: Path) -> None:
+        self.path = root / PARTIAL
+        self._repair_torn_tail()
+        self.file = open(self.path, "ab", buffering=0)  # noqa: SIM115 - closed in close()
+        self.queue: asyncio.Queue[tuple[ResponseRecord, asyncio.Future[None]] | None] = asyncio.Queue()
+        self.task: asyncio.Task[None] | None = None
+        self.written = 0
+
+    def _repair_torn_tail(self) -> None:
+        """Terminate a torn last line so the next record starts on its own line."""
+        if not self.path.exists() or self.path.stat().st_size == 0:
+            return
+        with open(self.path, "rb+") as f:
+            f.seek(-1, os.SEEK_END)
+            if f.read(1) != b"\n":
+                f.write(b"\n")
+                f.flush()
+                os.fsync(f.fileno())
+
+    def start(self) -> None:
+        self.task = asyncio.create_task(self._run())
+
+    async def write(self, record: ResponseRecord) -> None:
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        await self.queue.put((record, fut))
+        await fut
+
+    def _write_batch(self, payload: bytes) -> None:
+        view = memoryview(payload)
+        while view:
+            n = os.write(self.file.fileno(), view)
+            view = view[n:]
+        os.fsync(self.file.fileno())
+
+    async def _run(self) -> None:
+        while True:
+            item = await self.queue.get()
+            batch = [item]
+            while not self.queue.empty():
+                batch.append(self.queue.get_nowait())
+            stop = any(i is None for i in batch)
+            pending = [i for i in batch if i is not None]
+            if pending:
+                try:
+                    payload = b"".join(rec.to_line() for rec, _ in pending)
+                    await asyncio.to_thread(self._write_batch, payload)
+                except Exception as exc:  # a disk error, or a bug: never leave a worker waiting forever
+                    await self._refuse_from_now_on(pending, self._failure(exc), closing=stop)
+                    return
+                self.written += len(pending)
+                for _, fut in pending:
+                    if not fut.done():
+                        fut.set_result(None)
+            if stop:
+                return
+
+    def _failure(self, exc: Exception) -> RunFolderError:
+        if isinstance(exc, OSError):
+            return RunFolderError(
+                f"cannot write {self.path} ({exc.strerror}); records already written stay valid. "
+                "Free disk space or fix permissions, then re-run the same command to resume"
+            )
+        return RunFolderError(
+            f"cannot write a record to {self.path} ({type(exc).__name__}: {exc}); records already written "
+            "stay valid. Please report this; re-running the same command resumes"
+        )
+
+    async def _refuse_from_now_on(self, pending: list[Any], err: RunFolderError, closing: bool) -> None:
+        """Fail this batch and everything queued after it: a half-written batch must not be followed."""
+        for _, fut in pending:
+            if not fut.done():
+                fut.set_exception(err)
+        while not closing:  # until close() (its None may already have come with this batch)
+            item = await self.queue.get()
+            if item is None:
+                return
+            if not item[1].done():
+                item[1].set_exception(err)
+
+    async def close(self) -> None:
+        if self.task is not None:
+            await self.queue.put(None)
+            await self.task
+            self.task = None
+        self.file.close()
+
+
+def _write_error(path: Path, exc: OSError) -> RunFolderError:
+    return RunFolderError(
+        f"cannot write {path} ({exc.strerror}); the files already there are unchanged. Free disk space "
+        "or fix permissions, then re-run the same command"
+    )
+
+
+def write_json_atomic(path: Path, obj: Any) -> None:
+    try:
+        write_atomic(path, utf8_json(obj, indent=2, sort_keys=True) + b"\n")
+    except OSError as exc:
+        raise _write_error(path, exc) from None
+
+
+def read_json(path: Path) -> Any:
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def write_manifest(root: Path, entries: list[ManifestEntry]) -> None:
+    lines = "".join(json.dumps(e.to_dict(), sort_keys=True, ensure_ascii=False) + "\n" for e in entries)
+    try:
+        write_atomic(root / MANIFEST, lines.encode("utf-8"))
+    except OSError as exc:
+        raise _write_error(root / MANIFEST, exc) from None

@@ -1,0 +1,68 @@
+"""Reading a run folder's manifest.jsonl: the run's question list (the denominator of its scores)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+from evaluator.core.jsonl import decode_line, decode_strict_lines, split_lines
+from evaluator.core.text import examples
+from evaluator.core.values import is_int
+from evaluator.data.benchmarks.base import ManifestEntry
+from evaluator.runfolder.files import MANIFEST
+
+
+class ManifestError(Exception):
+    """manifest.jsonl is missing, unreadable or damaged (a one-line message)."""
+
+
+def load_manifest(run_root: Path, lenient: set[str] | None = None) -> list[ManifestEntry]:
+    """The run's question list; adds to `lenient` the ids whose line only json.loads could read."""
+    path = run_root / MANIFEST
+    if not path.exists():
+        raise ManifestError(
+            f"{run_root} has no {MANIFEST} (the run's question list), so the denominator is unknown; re-run "
+            "doccount-evaluate with the same options to rewrite it (finished rows are not sent again)"
+        )
+    entries: list[ManifestEntry] = []
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise ManifestError(f"cannot read {path} ({exc.strerror})") from None
+    lines = split_lines(raw)
+    if not lines[-1]:
+        lines.pop()  # after the last newline
+    strict = decode_strict_lines(lines)  # every line at once when the file is clean (the usual case)
+    for number, view in enumerate(lines, start=1):
+        if strict is None and not view.tobytes().strip():
+            continue
+        try:
+            d, loose = (strict[number - 1], False) if strict is not None else decode_line(view.tobytes())
+            sid = d["sample_id"]
+            groups = d.get("groups") or {}
+            truth = d.get("ground_truth")
+            if not isinstance(sid, str) or not isinstance(groups, dict):
+                raise TypeError
+            if truth is not None and not is_int(truth):
+                raise TypeError
+        except (ValueError, KeyError, TypeError, AttributeError):
+            raise ManifestError(
+                f"{path} line {number} is not a valid manifest entry; the run folder is damaged. Re-run "
+                "doccount-evaluate with the same options to rewrite it"
+            ) from None
+        entries.append(
+            ManifestEntry(
+                sid, d.get("image_sha256"), truth, groups, d.get("data_error"), d.get("messages_sha256")
+            )
+        )
+        if loose and lenient is not None:
+            lenient.add(sid)
+    if not entries:
+        raise ManifestError(f"{path} lists no questions; re-run doccount-evaluate to rewrite it")
+    counts = Counter(e.sample_id for e in entries)
+    dups = sorted(s for s, c in counts.items() if c > 1)
+    if dups:
+        raise ManifestError(
+            f"{path} lists {len(dups)} sample id(s) twice ({examples(dups)}); the run folder is damaged"
+        )
+    return entries

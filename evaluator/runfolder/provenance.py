@@ -1,0 +1,93 @@
+"""What run_config.json records about the evaluator, its environment and the server. No secrets."""
+
+from __future__ import annotations
+
+import os
+import platform
+import subprocess
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import httpx2 as httpx  # the HTTP library openai >= 3 is built on
+
+import evaluator
+from evaluator.core.secrets import Redactor
+from evaluator.request.endpoint import server_root, split_query
+
+KEY_PACKAGES = ("openai", "httpx2", "pyarrow", "huggingface_hub", "click", "numpy", "matplotlib", "tqdm")
+# Set by the Makefile / compose for containerised runs: image ids and file hashes.
+CONTAINER_ENV = (
+    "DOCCOUNT_IMAGE_EVAL",
+    "DOCCOUNT_IMAGE_VLLM",
+    "DOCCOUNT_COMPOSE_SHA256",
+    "DOCCOUNT_DOCKERFILE_EVAL_SHA256",
+    "DOCCOUNT_DOCKERFILE_VLLM_SHA256",
+    "DOCCOUNT_LOCK_SHA256",
+    "DOCCOUNT_GIT_COMMIT",
+    "DOCCOUNT_VLLM_BATCH_INVARIANT",
+)
+
+
+def git_commit() -> str | None:
+    if os.environ.get("DOCCOUNT_GIT_COMMIT"):
+        return os.environ["DOCCOUNT_GIT_COMMIT"]
+    repo = Path(evaluator.__file__).resolve().parents[1]
+    if not (repo / ".git").exists():
+        return None
+    try:
+        out = subprocess.run(
+            ["git", "-C", str(repo), "rev-parse", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=5,
+            check=True,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(repo), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+            timeout=5,
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return f"{out}-dirty" if dirty else out
+
+
+def environment_info() -> dict[str, Any]:
+    packages = {}
+    for name in KEY_PACKAGES:
+        try:
+            packages[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            packages[name] = None
+    return {
+        "evaluator_version": evaluator.__version__,
+        "git_commit": git_commit(),
+        "python": platform.python_version(),
+        "platform": f"{platform.system()}-{platform.machine()}",
+        "packages": packages,
+        "containers": {k: os.environ[k] for k in CONTAINER_ENV if os.environ.get(k)},
+    }
+
+
+def server_info(base_url: str, api_key: str | None, timeout_s: float = 10.0) -> dict[str, Any]:
+    """What the endpoint says about itself (/v1/models, and vLLM's /version), the API key removed from
+    every string of it (a server may echo the Authorization header). Failures are recorded."""
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    info: dict[str, Any] = {}
+    base, query = split_query(base_url)
+    with httpx.Client(timeout=timeout_s, headers=headers) as http:
+        for key, url in (("models", f"{base}/models"), ("version", f"{server_root(base_url)}/version")):
+            try:
+                resp = http.get(url, params=query if key == "models" else None)
+                if resp.status_code == 200:
+                    data = resp.json()
+                    if key == "models" and isinstance(data, dict):
+                        data = [m.get("id") for m in data.get("data", []) if isinstance(m, dict)]
+                    info[key] = data
+                else:
+                    info[key] = {"error": f"HTTP {resp.status_code}"}
+            except (httpx.HTTPError, ValueError) as exc:
+                info[key] = {"error": type(exc).__name__}
+    return Redactor(api_key).json(info)

@@ -1,0 +1,200 @@
+"""The run's identity: run_config.json as one typed, versioned model (a msgspec Struct).
+
+Built by pure functions from the settings and the data (`build_run_config`), carried over from an
+earlier invocation of the same folder (`continue_run`), checked against it (`check_compatible`), and
+read back by score, report, archive, verify and reproduce (`load_run_config`, `RunConfig.from_dict`).
+Modelled on inspect_ai's log schema (typed, versioned, a docstring per field, one model to write and
+to read). Bump RUN_CONFIG_SCHEMA_VERSION when a field changes meaning.
+
+Adding a setting: add a field here (with a default, so older folders still read), fill it in
+`build_run_config`, and, when it changes a request byte or a number, name it in IDENTITY_FIELDS.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+RUN_CONFIG_SCHEMA_VERSION = 1
+# Settings that change a request byte or a number: a run folder refuses records made under others.
+IDENTITY_FIELDS = ("benchmark", "model", "sampling", "retry_parse_failures")
+
+
+class RunConfigError(ValueError):
+    """run_config.json cannot be read, or belongs to a run with other settings."""
+
+
+class RunConfig(msgspec.Struct, kw_only=True, omit_defaults=False):
+    """run_config.json: the settings and hashes of one run folder, no secrets."""
+
+    schema_version: int = RUN_CONFIG_SCHEMA_VERSION
+    """Version of this layout (evaluator.runfolder.runconfig.RUN_CONFIG_SCHEMA_VERSION)."""
+
+    benchmark: str
+    """Benchmark name (`doccount`, `countqa`)."""
+
+    model: str
+    """Model id sent in every request."""
+
+    backend: str = "api"
+    """`api` (a remote endpoint) or `vllm` (self-hosted)."""
+
+    endpoint: str | None = None
+    """The first endpoint (base URL as normalised)."""
+
+    endpoints: list[str] = msgspec.field(default_factory=list)
+    """Every endpoint the requests were spread over."""
+
+    sampling: dict[str, Any] = msgspec.field(default_factory=dict)
+    """The sampling fields sent (evaluator.core.records.Sampling as a dict, extra body included)."""
+
+    retry_parse_failures: int = 0
+    """Re-samples after a parse failure (--retry-parse-failures)."""
+
+    request_policy: dict[str, Any] = msgspec.field(default_factory=dict)
+    """Concurrency, timeout and retry policy: how requests were sent, not what they hold."""
+
+    data: dict[str, Any] = msgspec.field(default_factory=dict)
+    """Data origin, file hashes, question count, manifest/labels/messages digests and the selection."""
+
+    prompts: dict[str, str] = msgspec.field(default_factory=dict)
+    """SHA-256 of each prompt file the benchmark reads."""
+
+    environment: dict[str, Any] = msgspec.field(default_factory=dict)
+    """Evaluator version, git commit, Python, platform, key packages, container ids."""
+
+    server: dict[str, Any] = msgspec.field(default_factory=dict)
+    """What the (first) endpoint said about itself (/v1/models, /version), the API key redacted."""
+
+    servers: dict[str, Any] | None = None
+    """The same per endpoint, when there are several."""
+
+    created_at: str | None = None
+    """When the folder's first evaluate run started (UTC, ISO 8601)."""
+
+    updated_at: str | None = None
+    """When the latest evaluate run started."""
+
+    invocations: int = 1
+    """How many evaluate runs wrote this folder."""
+
+    server_history: list[Any] = msgspec.field(default_factory=list)
+    """Every distinct `server` that served part of the run, in order."""
+
+    extra: dict[str, Any] = msgspec.field(default_factory=dict)
+    """Top-level keys this version does not know (written back unchanged, kept at the top level)."""
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> RunConfig:
+        """Read run_config.json's object; unknown keys are kept in `extra`, wrong types refused."""
+        known = set(cls.__struct_fields__) - {"extra"}
+        body = {k: v for k, v in d.items() if k in known}
+        extra = {k: v for k, v in d.items() if k not in known}
+        try:
+            return msgspec.convert({**body, "extra": extra}, cls)
+        except msgspec.ValidationError as exc:
+            raise RunConfigError(f"run_config.json does not hold a valid run configuration ({exc})") from None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The object written to run_config.json (unknown keys back at the top level)."""
+        d = msgspec.to_builtins(self)
+        extra = d.pop("extra")
+        if d.get("servers") is None:
+            d.pop("servers")
+        return {**d, **extra}
+
+    def identity(self) -> dict[str, Any]:
+        """The settings two runs must share to share a folder."""
+        return {k: getattr(self, k) for k in IDENTITY_FIELDS}
+
+
+def build_run_config(
+    settings: dict[str, Any],
+    data: dict[str, Any],
+    prompts: dict[str, str],
+    environment: dict[str, Any],
+    servers: dict[str, dict[str, Any]],
+    now: str,
+) -> RunConfig:
+    """A fresh run's configuration. `settings` is runner.settings_summary(...); `servers` maps each
+    endpoint to its server_info, in the order of settings["endpoints"]."""
+    known = set(RunConfig.__struct_fields__)
+    body = {k: v for k, v in settings.items() if k in known}
+    extra = {k: v for k, v in settings.items() if k not in known}
+    first = next(iter(servers.values()), {})
+    return RunConfig(
+        **body,
+        data=data,
+        prompts=prompts,
+        environment=environment,
+        server=first,
+        servers=servers if len(servers) > 1 else None,
+        created_at=now,
+        updated_at=now,
+        invocations=1,
+        server_history=[first],
+        extra=extra,
+    )
+
+
+def check_compatible(old: RunConfig, new: RunConfig, root: Path) -> None:
+    """Refuse to add records made under other settings or data to a folder (one line, with the fix)."""
+    changed = [k for k in IDENTITY_FIELDS if getattr(old, k) != getattr(new, k)]
+    changed += [k for k in sorted(set(old.extra) | set(new.extra)) if _identity_extra(k, old, new)]
+    for key, what in (
+        ("manifest_sha256", "data (question set or images)"),
+        ("labels_sha256", "data (ground truth or class labels)"),
+        ("messages_sha256", "data (the text sent for some questions: prompt, question or definition)"),
+    ):
+        before = old.data.get(key)
+        if before and before != new.data.get(key):
+            changed.append(what)
+    if old.prompts and old.prompts != new.prompts:
+        changed.append("prompts")
+    if changed:
+        raise RunConfigError(
+            f"{root} holds a run made with different {', '.join(changed)}; records made under other settings "
+            "must not be mixed. Use a new --run-name (or --run-root) for the new settings"
+        )
+
+
+# Top-level settings added by other modules (seed, repeats, ...): part of the identity when listed here.
+EXTRA_IDENTITY_FIELDS: tuple[str, ...] = ("seed", "repeats")
+
+
+def _identity_extra(key: str, old: RunConfig, new: RunConfig) -> bool:
+    return key in EXTRA_IDENTITY_FIELDS and old.extra.get(key) != new.extra.get(key)
+
+
+def continue_run(old: RunConfig, new: RunConfig) -> tuple[RunConfig, str | None]:
+    """`new` as the next invocation of the folder `old` describes, and a warning when the server now
+    reports another version. Every server that served part of the run stays in server_history."""
+    history = list(old.server_history) or [old.server]
+    warning = None
+    if new.server not in history:
+        history.append(new.server)
+        if old.server and old.server.get("version") != new.server.get("version"):
+            warning = (
+                f"the server now reports version {new.server.get('version')}, earlier "
+                f"{old.server.get('version')}; both are recorded in run_config.json server_history"
+            )
+    merged = msgspec.structs.replace(
+        new, created_at=old.created_at, invocations=old.invocations + 1, server_history=history
+    )
+    return merged, warning
+
+
+def load_run_config(path: Path) -> RunConfig:
+    """run_config.json of a folder, typed."""
+    import json
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            d = json.load(f)
+    except (OSError, ValueError) as exc:
+        raise RunConfigError(f"{path} cannot be read as JSON ({exc}); the run folder is damaged") from None
+    if not isinstance(d, dict):
+        raise RunConfigError(f"{path} is not a JSON object; the run folder is damaged")
+    return RunConfig.from_dict(d)

@@ -1,0 +1,91 @@
+"""The one selection rule over responses.partial.jsonl, used by resume, score, report and archive.
+
+- A record is *valid* when `record_problem` finds nothing wrong with it; invalid records are ignored
+  everywhere (score warns about them), so they never hide or replace a good one.
+- File order is completion order: for each question (`record_key`), the latest valid record counts.
+- A question is *done* (resume does not send it again) when that record `is_done`.
+
+`record_key` is the only place that says which question a record answers. The column-wise resume path
+reads only the fields in `COLUMNS` and applies the same rule to the columns (`done_keys_from_columns`,
+no record built per row: 100k records); tests/test_perf_paths.py checks that both paths agree. A new
+key field is added in `record_key`, `COLUMNS` and `done_keys_from_columns`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from evaluator.core.keys import Key, record_repeat
+from evaluator.core.keys import record_key as repeat_key
+
+RECORD_STATUSES = ("ok", "request_error", "data_error")
+# The fields the selection reads, with their Arrow types (the column-wise resume reads only these).
+COLUMNS: dict[str, str] = {
+    "sample_id": "string",
+    "status": "string",
+    "parsed_answer": "int64",
+    "repeat": "int64",
+}
+
+
+def record_key(rec: dict[str, Any]) -> Key:
+    """The question (and repeat, with --repeats) a valid record answers: evaluator.core.keys.record_key."""
+    return repeat_key(rec)
+
+
+def record_problem(rec: dict[str, Any]) -> str | None:
+    """Why a record is not a valid response record, or None."""
+    sid = rec.get("sample_id")
+    if not isinstance(sid, str) or not sid:
+        return "no sample_id"
+    if rec.get("status") not in RECORD_STATUSES:
+        return f"status {rec.get('status')!r}"
+    answer = rec.get("parsed_answer")
+    if answer is not None and (not isinstance(answer, int) or isinstance(answer, bool)):
+        return f"parsed_answer {answer!r}"
+    if record_repeat(rec) is None:
+        return f"repeat {rec.get('repeat')!r}"
+    return None
+
+
+def is_done(rec: dict[str, Any]) -> bool:
+    """Finished for resumption: an ok response with a parsed answer."""
+    return rec.get("status") == "ok" and rec.get("parsed_answer") is not None
+
+
+def latest_valid(
+    records: Iterable[dict[str, Any]],
+) -> tuple[dict[Key, dict[str, Any]], list[dict[str, Any]], list[str]]:
+    """The latest valid record per question (first-seen order), every valid record, and the invalid
+    ones described as "record N (problem)" (N counts from 1 in `records`)."""
+    latest: dict[Key, dict[str, Any]] = {}
+    valid: list[dict[str, Any]] = []
+    malformed: list[str] = []
+    for i, rec in enumerate(records):
+        problem = record_problem(rec)
+        if problem:
+            malformed.append(f"record {i + 1} ({problem})")
+            continue
+        valid.append(rec)
+        latest[record_key(rec)] = rec
+    return latest, valid, malformed
+
+
+def done_keys(records: Iterable[dict[str, Any]]) -> set[Key]:
+    """The questions whose latest valid record is done."""
+    latest, _, _ = latest_valid(records)
+    return {key for key, rec in latest.items() if is_done(rec)}
+
+
+def done_keys_from_columns(columns: dict[str, list[Any]]) -> set[Key]:
+    """done_keys over the COLUMNS of every record (Arrow-typed: parsed_answer and repeat are ints or None),
+    without building a record per row: record_problem, record_key and is_done on those fields."""
+    latest: dict[Key, bool] = {}
+    for sid, status, answer, repeat in zip(
+        columns["sample_id"], columns["status"], columns["parsed_answer"], columns["repeat"], strict=True
+    ):
+        if not sid or status not in RECORD_STATUSES or (repeat is not None and repeat < 0):
+            continue  # not a valid record (record_problem)
+        latest[(sid, repeat or 0)] = status == "ok" and answer is not None
+    return {key for key, done in latest.items() if done}

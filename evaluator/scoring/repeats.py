@@ -1,0 +1,103 @@
+"""The spread over repeats (the seed and the (sample_id, repeat) key live in evaluator.core.keys). Pure.
+
+* `repeat_metrics(correct)`: over a (questions x K) boolean matrix, each repeat's accuracy over
+  every question, their mean (the headline), standard deviation, a question-cluster bootstrap interval
+  for the mean, per-question agreement and majority-vote accuracy (a diagnostic).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from evaluator.scoring.stats import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, CONFIDENCE
+
+CLUSTER_BOOTSTRAP = "question_cluster_bootstrap"
+
+
+# ----------------------------------------------------------------------------- spread over repeats
+
+
+def cluster_bootstrap_mean(
+    per_question: Sequence[float] | np.ndarray,
+    resamples: int = BOOTSTRAP_RESAMPLES,
+    seed: int = BOOTSTRAP_SEED,
+    confidence: float = CONFIDENCE,
+) -> tuple[float, float] | None:
+    """Percentile interval of the mean of per-question values, resampling questions with replacement.
+
+    Each value is one question's mean correctness over its K repeats, so a resampled question brings
+    all its repeats along: the interval covers the choice of questions and the sampling noise together.
+    Recipe: ``rng = numpy.random.default_rng(seed)``; ``idx = rng.integers(0, n, size=(resamples, n))``;
+    ``numpy.percentile(m[idx].mean(axis=1), [2.5, 97.5])``. None without questions.
+    """
+    m = np.asarray(per_question, dtype=np.float64)
+    n = m.size
+    if n == 0:
+        return None
+    rng = np.random.default_rng(seed)
+    means = np.empty(resamples, dtype=np.float64)
+    chunk = max(1, 2_000_000 // n)  # draws do not depend on the chunk size (one stream, row by row)
+    done = 0
+    while done < resamples:
+        rows = min(chunk, resamples - done)
+        means[done : done + rows] = m[rng.integers(0, n, size=(rows, n))].mean(axis=1)
+        done += rows
+    alpha = (1.0 - confidence) / 2.0
+    low, high = np.percentile(means, [100 * alpha, 100 * (1 - alpha)])
+    return float(low), float(high)
+
+
+def repeat_accuracy_block(correct: np.ndarray) -> dict[str, Any]:
+    """Accuracy of a (questions x K) matrix: the mean over repeats, with its cluster-bootstrap interval."""
+    n, k = correct.shape
+    total = int(correct.sum())
+    per_q = correct.mean(axis=1) if n else np.zeros(0)
+    ci = cluster_bootstrap_mean(per_q)
+    return {
+        "questions": n,
+        "responses": n * k,
+        "correct": total,
+        "accuracy": total / (n * k) if n else None,
+        "ci95": list(ci) if ci else None,
+    }
+
+
+def repeat_metrics(correct: np.ndarray) -> dict[str, Any]:
+    """The summary's `repeats` section for a (questions x K) boolean matrix (rows: manifest order)."""
+    n, k = correct.shape
+    per_repeat = correct.sum(axis=0).astype(int).tolist() if n else [0] * k
+    acc = [c / n if n else None for c in per_repeat]
+    accs = np.asarray([a for a in acc if a is not None], dtype=np.float64)
+    right = correct.sum(axis=1).astype(int) if n else np.zeros(0, dtype=int)
+    majority = int((2 * right > k).sum())
+    ci = cluster_bootstrap_mean(right / k if n else [])
+    return {
+        "k": k,
+        "questions": n,
+        "per_repeat": [{"repeat": r, "correct": per_repeat[r], "accuracy": acc[r]} for r in range(k)],
+        "mean_accuracy": float(accs.mean()) if accs.size else None,
+        "std_accuracy": float(accs.std(ddof=1)) if accs.size > 1 else None,
+        "ci95": list(ci) if ci else None,
+        "agreement": {
+            "right_count_histogram": {str(j): int((right == j).sum()) for j in range(k + 1)},
+            "always_right": int((right == k).sum()),
+            "never_right": int((right == 0).sum()),
+            "sometimes_right": int(((right > 0) & (right < k)).sum()),
+        },
+        "majority_vote": {
+            "label": "DIAGNOSTIC ONLY: a question counts as right when more than half of its repeats are",
+            "correct": majority,
+            "accuracy": majority / n if n else None,
+        },
+    }
+
+
+def correctness_matrix(rows: Sequence[dict[str, Any]], k: int) -> np.ndarray:
+    """rows (K consecutive rows per question, repeats in order) -> (questions x K) boolean matrix."""
+    flags = np.fromiter((bool(r["correct"]) for r in rows), dtype=bool, count=len(rows))
+    if len(rows) % k:
+        raise ValueError(f"{len(rows)} rows is not a whole number of questions with {k} repeats each")
+    return flags.reshape(-1, k)
