@@ -247,7 +247,7 @@ async def run_with_signals(evaluator: Evaluator, *args: Any) -> RunStats:
     except asyncio.CancelledError:
         if not interrupted:
             raise
-        stats = evaluator.scoring.stats
+        stats = evaluator.stats
         stats.interrupted = True
     finally:
         for sig in (signal.SIGINT, signal.SIGTERM):
