@@ -13,7 +13,8 @@ The summary.json schema is documented in docs/scoring.md (bump SUMMARY_SCHEMA_VE
 
 Also here: the statistics (stats), the spread over repeats (repeats, repeat_scoring), the paired
 comparison of runs (compare), response identity (identity) and the plots score_run draws into scores/
-(plots, plot_worker).
+(plots, plot_worker). The plots sit here rather than in report (plan/LAYOUT.md puts them there)
+because score_run draws them into scores/, and scoring may not import the report layer above it.
 
 May import: core, data, request, runfolder.
 """
