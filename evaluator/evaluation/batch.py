@@ -1,0 +1,181 @@
+"""`doccount-evaluate --batch`: the rows go through the provider's OpenAI-format Batch API (files + batches).
+
+One round: write input files for the rows to send (evaluation.batch_files), upload and create a batch for
+each while fewer than --concurrency batches are in flight and --max-total-tokens is not passed, poll every
+--batch-poll-s, and collect each batch that ends. Rows to send again (failed lines, expired or cancelled
+batches, parse re-samples) go in a new round's files. Every step is in the run folder's ledger
+(runfolder.batches) before the next one, so a re-run after a crash polls and collects the batches already
+created, and never uploads, creates or sends again what a live batch holds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import sys
+from dataclasses import dataclass, field
+from typing import Any
+
+from evaluator.core.keys import Key
+from evaluator.core.text import utc_now
+from evaluator.data.parquet import DataSource
+from evaluator.evaluation.batch_files import BatchContext, results_of, settle_entry, validation_records
+from evaluator.evaluation.batch_files import write_inputs
+from evaluator.request.batch_api import BatchAPI, BatchInfo
+from evaluator.runfolder.batches import BatchEntry, keys_in_flight, live_entries
+
+PREFIX = "run"
+
+
+class BatchStopped(Exception):
+    """The run stopped with batches still running at the provider (spend guard, interrupt, API fault)."""
+
+
+@dataclass
+class BatchProgress:
+    """One stderr line per batch whenever its status or request counts change."""
+
+    enabled: bool = True
+    seen: dict[str, tuple[str, dict[str, int]]] = field(default_factory=dict)
+
+    def update(self, entry: BatchEntry, info: BatchInfo, in_flight: int) -> None:
+        state = (info.status, dict(info.counts))
+        if not self.enabled or self.seen.get(info.id) == state:
+            return
+        self.seen[info.id] = state
+        c = info.counts
+        print(
+            f"[batch] {info.id} ({entry.input}, {len(entry.rows)} rows): {info.status} | "
+            f"{c.get('completed', 0)}/{c.get('total', len(entry.rows))} done, {c.get('failed', 0)} failed "
+            f"| {in_flight} batch(es) in flight",
+            file=sys.stderr,
+            flush=True,
+        )
+
+
+@dataclass
+class BatchRun:
+    ctx: BatchContext
+    api: BatchAPI
+    source: DataSource
+    units: list[Key]  # every (question, repeat) this invocation answers
+    done: set[Key]  # finished before this invocation
+    poll_s: float
+    progress: BatchProgress
+    resumed: set[int] = field(default_factory=set)  # ids of entries an earlier invocation left uploaded
+
+    @property
+    def concurrency(self) -> int:
+        return max(1, self.ctx.settings.concurrency)
+
+    def over_budget(self) -> bool:
+        limit = self.ctx.settings.max_total_tokens
+        return limit is not None and self.ctx.spent > limit
+
+    def wanted(self) -> dict[str, list[int]]:
+        """Rows to put in new files: not done, not in a live batch, not finished by this invocation."""
+        skip = self.done | keys_in_flight(self.ctx.ledger) | self.ctx.finished
+        out: dict[str, list[int]] = {}
+        for sid, r in self.units:
+            if (sid, r) not in skip:
+                out.setdefault(sid, []).append(r)
+        return out
+
+    async def run(self) -> None:
+        self.resumed = {id(e) for e in live_entries(self.ctx.ledger) if e.state == "uploaded"}
+        while True:
+            wanted = self.wanted()
+            if wanted and not self.over_budget():
+                made = await write_inputs(self.ctx, self.source, wanted, PREFIX, "written")
+                if made:
+                    rows = sum(len(e.rows) for e in made)
+                    print(f"[batch] {rows} row(s) in {len(made)} new input file(s)", file=sys.stderr)
+            await self.submit()
+            running = [e for e in self.ctx.ledger.batches if e.state == "created"]
+            waiting = [e for e in live_entries(self.ctx.ledger) if e.state != "created"]
+            if not running and (not waiting or self.over_budget()):
+                return
+            await self.poll(running)
+            if any(e.state == "created" for e in self.ctx.ledger.batches) and (
+                not self.wanted() or self.over_budget()
+            ):
+                await asyncio.sleep(self.poll_s)
+
+    async def submit(self) -> None:
+        """Upload and create batches for written entries while a slot is free and the budget allows."""
+        for entry in live_entries(self.ctx.ledger):
+            created = sum(1 for e in self.ctx.ledger.batches if e.state == "created")
+            if entry.state == "created" or created >= self.concurrency or self.over_budget():
+                continue
+            if entry.state == "written":
+                entry.input_file_id = await self.api.upload(self.ctx.root / entry.input)
+                entry.state = "uploaded"
+                self.ctx.save()
+            info = await self._adopted(entry) or await self.api.create(
+                entry.input_file_id or "", {"doccount_input": entry.input}
+            )
+            entry.batch_id, entry.state, entry.status = info.id, "created", info.status
+            entry.submitted_at = utc_now()
+            self.ctx.save()
+            self.progress.update(entry, info, created + 1)
+
+    async def _adopted(self, entry: BatchEntry) -> BatchInfo | None:
+        """A batch an earlier invocation created from this file before it could save the id."""
+        if id(entry) not in self.resumed or entry.input_file_id is None:
+            return None
+        return await self.api.find(entry.input_file_id)
+
+    async def poll(self, running: list[BatchEntry]) -> None:
+        for entry in running:
+            assert entry.batch_id is not None
+            info = await self.api.retrieve(entry.batch_id)
+            entry.status, entry.request_counts = info.status, info.counts
+            self.progress.update(entry, info, len(running))
+            if info.terminal:
+                await self.collect(entry, info)
+
+    async def collect(self, entry: BatchEntry, info: BatchInfo) -> None:
+        """Record what an ended batch returned; rows to send again stay in the ledger's retry list."""
+        assert entry.batch_id is not None
+        entry.ended_at = entry.ended_at or utc_now()
+        if info.status == "failed":
+            entry.errors = info.errors or ["the batch failed"]
+            records = validation_records(self.ctx, entry, entry.batch_id, entry.errors)
+        else:
+            results = {}
+            for file_id in (info.output_file_id, info.error_file_id):
+                if file_id:
+                    results.update(results_of(await self.api.content(file_id), self.ctx.redact, utc_now()))
+            records = settle_entry(self.ctx, entry, entry.batch_id, results, info.status)
+        await self.ctx.write(records)
+        entry.state = "collected"
+        self.ctx.save()
+
+
+def run_batches(run: BatchRun) -> bool:
+    """Run to the end; True when interrupted (SIGINT/SIGTERM), with the live batches left running."""
+
+    async def main() -> bool:
+        loop = asyncio.get_running_loop()
+        task = asyncio.current_task()
+        assert task is not None
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, task.cancel)
+        run.ctx.writer.start()
+        try:
+            await run.run()
+            return False
+        except asyncio.CancelledError:
+            return True
+        finally:
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                loop.remove_signal_handler(sig)
+            await run.ctx.writer.close()
+            await run.api.close()
+
+    return asyncio.run(main())
+
+
+def still_running(ctx: BatchContext) -> list[str]:
+    """The ids of batches created and not collected (they keep running at the provider)."""
+    return [e.batch_id for e in ctx.ledger.batches if e.state == "created" and e.batch_id]

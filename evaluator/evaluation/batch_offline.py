@@ -1,0 +1,177 @@
+"""The batch commands around a run folder: `doccount batch prepare` (input files for `vllm run-batch`),
+`collect` (its output files, or OpenAI's, into records) and `cancel` (the batches a run left running).
+
+`collect` and `cancel` take the run's settings from its run_config.json, so they need no evaluate options.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from pathlib import Path
+
+import msgspec
+
+from evaluator.core.keys import unit_keys
+from evaluator.core.records import Sampling
+from evaluator.core.secrets import Redactor
+from evaluator.core.text import utc_now
+from evaluator.data.benchmarks import get_benchmark
+from evaluator.data.benchmarks.base import ManifestEntry
+from evaluator.data.parquet import DataSource
+from evaluator.evaluation.batch_files import BatchContext, recorded_batches, results_of, settle_entry
+from evaluator.evaluation.batch_files import write_inputs
+from evaluator.evaluation.runner import EvalSettings
+from evaluator.request.batch_api import BatchAPI
+from evaluator.request.batch_lines import MB
+from evaluator.request.client import make_client
+from evaluator.request.retry import RetryPolicy
+from evaluator.runfolder.batches import keys_in_flight, load_ledger
+from evaluator.runfolder.files import CONFIG, RecordWriter, RunFolderError, RunLock, done_keys, read_jsonl
+from evaluator.runfolder.files import PARTIAL
+from evaluator.runfolder.manifest import load_manifest
+from evaluator.runfolder.runconfig import RunConfig, load_run_config
+
+OFFLINE_PREFIX = "prepared"
+
+
+def batch_context(settings: EvalSettings, root: Path, questions: list[ManifestEntry], max_mb: float) -> BatchContext:
+    """The context of a batch step on a run folder (the caller holds its lock)."""
+    return BatchContext(
+        settings=settings,
+        root=root,
+        ledger=load_ledger(root),
+        writer=RecordWriter(root),
+        questions={q.sample_id: q for q in questions},
+        redact=Redactor(settings.api_key),
+        max_bytes=int(max_mb * MB),
+        recorded=recorded_batches(read_jsonl(root / PARTIAL).records),
+    )
+
+
+def offline_batch_id(input_name: str) -> str:
+    """A prepared file's records name their input file (there is no provider batch id)."""
+    return f"file:{input_name}"
+
+
+def prepare_files(
+    settings: EvalSettings, source: DataSource, root: Path, folder: list[ManifestEntry], selection: list[ManifestEntry], max_mb: float
+) -> int:
+    """Write input files for the selected rows not done and not in a file still to collect; print each."""
+    ctx = batch_context(settings, root, folder, max_mb)
+    done, _ = done_keys(root)
+    skip = done | keys_in_flight(ctx.ledger)
+    wanted: dict[str, list[int]] = {}
+    for sid, r in unit_keys((e.sample_id for e in selection), settings.repeats):
+        if (sid, r) not in skip:
+            wanted.setdefault(sid, []).append(r)
+
+    async def main() -> list:
+        ctx.writer.start()
+        try:
+            return await write_inputs(ctx, source, wanted, OFFLINE_PREFIX, "prepared")
+        finally:
+            await ctx.writer.close()
+
+    made = asyncio.run(main())
+    earlier = [e for e in ctx.ledger.batches if e.state == "prepared" and e not in made]
+    if earlier:
+        print(f"[batch] {len(earlier)} file(s) prepared earlier are not collected yet:", file=sys.stderr)
+        for e in earlier:
+            print(f"  {root / e.input}", file=sys.stderr)
+    for e in made:
+        print(root / e.input)
+    rows = sum(len(e.rows) for e in made)
+    print(f"[batch] {rows} row(s) in {len(made)} new input file(s); run them with `vllm run-batch -i FILE -o OUT`"
+          f", then `doccount batch collect --run-root {root} OUT...`", file=sys.stderr)
+    return 3 if ctx.counts.get("request_error") or ctx.counts.get("data_error") else 0
+
+
+def settings_from_config(config: RunConfig) -> EvalSettings:
+    """The settings a run folder was made with (run_config.json), the key from MODEL_API_KEY."""
+    policy = config.request_policy
+    return EvalSettings(
+        benchmark=get_benchmark(config.benchmark),
+        model=config.model,
+        backend=config.backend,
+        base_urls=list(config.endpoints) or [config.endpoint or ""],
+        api_key=os.environ.get("MODEL_API_KEY", "").strip() or None,
+        sampling=msgspec.convert(config.sampling, Sampling),
+        concurrency=int(policy.get("concurrency", 16)),
+        policy=RetryPolicy(max_retries=int(policy.get("max_retries", 4))),
+        retry_parse_failures=config.retry_parse_failures,
+        seed=config.extra.get("seed"),
+        repeats=int(config.extra.get("repeats") or 1),
+    )
+
+
+def _folder(root: Path) -> tuple[RunConfig, EvalSettings, list[ManifestEntry]]:
+    if not (root / CONFIG).exists():
+        raise RunFolderError(f"{root} is not a run folder (no {CONFIG}); pass the --run-root of a batch run")
+    config = load_run_config(root / CONFIG)
+    return config, settings_from_config(config), load_manifest(root)
+
+
+def collect_outputs(root: Path, outputs: list[Path]) -> int:
+    """Record the lines of output files (OpenAI's or `vllm run-batch`'s) that answer prepared rows."""
+    with RunLock(root):
+        _, settings, questions = _folder(root)
+        ctx = batch_context(settings, root, questions, 190)
+        results = {}
+        for path in outputs:
+            try:
+                results.update(results_of(path.read_bytes(), ctx.redact, utc_now()))
+            except OSError as exc:
+                raise RunFolderError(f"cannot read {path} ({exc.strerror})") from None
+        known = {r.custom_id for e in ctx.ledger.batches for r in e.rows}
+        touched = [e for e in ctx.ledger.batches if e.state == "prepared" and any(r.custom_id in results for r in e.rows)]
+
+        async def main() -> None:
+            ctx.writer.start()
+            try:
+                for entry in touched:
+                    present = msgspec.structs.replace(entry, rows=[r for r in entry.rows if r.custom_id in results])
+                    await ctx.write(settle_entry(ctx, present, offline_batch_id(entry.input), results, "completed"))
+                    entry.state, entry.ended_at = "collected", utc_now()
+                    ctx.save()
+            finally:
+                await ctx.writer.close()
+
+        asyncio.run(main())
+    unknown = len(set(results) - known)
+    again = len(ctx.ledger.retry)
+    print(
+        f"[batch] collected {len(touched)} file(s): ok {ctx.counts.get('ok', 0)}, request errors "
+        f"{ctx.counts.get('request_error', 0)}, to send again {again}"
+        + (f"; {unknown} line(s) matched no prepared row" if unknown else ""),
+        file=sys.stderr,
+    )
+    if again:
+        print("[batch] run `doccount batch prepare` with the same options to write the rows to send again", file=sys.stderr)
+    return 3 if ctx.counts.get("request_error") or again else 0
+
+
+def cancel_batches(root: Path) -> int:
+    """Cancel the batches of a run folder that are still running; a re-run collects what they finished."""
+    with RunLock(root):
+        _, settings, _ = _folder(root)
+        live = [e.batch_id for e in load_ledger(root).batches if e.state == "created" and e.batch_id]
+        if not live:
+            print(f"[batch] no batch of {root} is running", file=sys.stderr)
+            return 0
+        redact = Redactor(settings.api_key)
+        client = make_client(settings.base_url, settings.api_key, 60.0, 4)
+        api = BatchAPI(client, settings.base_url, redact, RetryPolicy(max_retries=2))
+
+        async def main() -> list[str]:
+            try:
+                return [f"{b}: {(await api.cancel(b)).status}" for b in live]
+            finally:
+                await api.close()
+
+        for line in asyncio.run(main()):
+            print(f"[batch] {line}", file=sys.stderr)
+    print(f"[batch] re-run the same evaluate command to collect what they finished and send the rest", file=sys.stderr)
+    return 0
+

@@ -1,0 +1,146 @@
+"""The batch ledger of a run folder: `batches.json`, which batch holds which rows, written whole (atomically)
+at every step, so that a crash at any point leaves a ledger a re-run can continue from.
+
+The order of steps, each saved before the next one starts:
+1. the input file is written under `batch/` and its entry saved (state ``written``, rows listed);
+2. after the upload, the provider's file id (state ``uploaded``);
+3. after the create call, the batch id (state ``created``): from here a re-run polls and collects the batch,
+   never sends its rows again. A crash between 2 and 3 is healed by looking the batch up by its input file
+   id (the provider's batch list) before creating one;
+4. once its results are recorded, state ``collected`` (failed rows waiting to be sent again are kept in
+   `retry`, with every failed attempt so far).
+`prepare` (offline files for `vllm run-batch`) writes entries of state ``prepared``; `collect` marks them
+``collected`` per output file.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from evaluator.core.atomic import write_atomic
+
+LEDGER = "batches.json"
+INPUT_DIR = "batch"
+FORMAT = 1
+
+# written -> uploaded -> created -> collected (API); prepared -> collected (offline files)
+STATES = ("written", "uploaded", "created", "collected", "prepared")
+
+
+class LedgerRow(msgspec.Struct, array_like=True):
+    """One line of an input file: its custom_id, the question and repeat, and the SHA-256 of its body."""
+
+    custom_id: str
+    sample_id: str
+    repeat: int
+    request_sha256: str
+
+
+class BatchEntry(msgspec.Struct, omit_defaults=True):
+    input: str  # the input file, relative to the run folder (batch/NAME.jsonl)
+    rows: list[LedgerRow]
+    state: str = "written"
+    input_bytes: int = 0
+    input_file_id: str | None = None
+    batch_id: str | None = None
+    status: str | None = None  # the provider's last status
+    request_counts: dict[str, int] | None = None
+    submitted_at: str | None = None  # when the batch was created
+    ended_at: str | None = None  # when it reached a terminal status (seen by a poll)
+    errors: list[str] | None = None  # a failed validation's messages
+    resend: int = 0  # how many times an expired or cancelled batch's rows were sent again before this one
+
+
+class RowRetry(msgspec.Struct, omit_defaults=True):
+    """A row whose batch line failed and that waits to be sent again."""
+
+    sample_id: str
+    repeat: int
+    attempts: int = 0  # failed lines so far (each spends one of --max-retries)
+    resends: int = 0  # sent again after an expired or cancelled batch (at most --max-retries)
+    retry_errors: list[dict[str, Any]] = msgspec.field(default_factory=list)
+    earlier_attempts: list[dict[str, Any]] = msgspec.field(default_factory=list)
+
+
+class Ledger(msgspec.Struct):
+    format: int = FORMAT
+    batches: list[BatchEntry] = msgspec.field(default_factory=list)
+    retry: dict[str, RowRetry] = msgspec.field(default_factory=dict)  # row_key -> pending retry
+
+
+class LedgerError(Exception):
+    pass
+
+
+def row_key(sample_id: str, repeat: int) -> str:
+    return f"{repeat}:{sample_id}"
+
+
+def load_ledger(root: Path) -> Ledger:
+    """The run folder's ledger (an empty one when there is none)."""
+    path = root / LEDGER
+    if not path.exists():
+        return Ledger()
+    try:
+        return msgspec.json.decode(path.read_bytes(), type=Ledger)
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        raise LedgerError(
+            f"{path} cannot be read ({exc}); it lists the batches of this run. Restore it, or remove it and "
+            "the batch/ folder to start the batch part afresh (batches already created are then not collected)"
+        ) from None
+
+
+def save_ledger(root: Path, ledger: Ledger) -> None:
+    write_atomic(root / LEDGER, msgspec.json.format(msgspec.json.encode(ledger), indent=1) + b"\n")
+
+
+def input_path(root: Path, ledger: Ledger, prefix: str) -> Path:
+    """The next free input file name under batch/ (prefix-0001.jsonl, ...); the `.jsonl` suffix is required
+    by OpenAI's Files API for purpose=batch."""
+    (root / INPUT_DIR).mkdir(exist_ok=True)
+    n = len(ledger.batches) + 1
+    while True:
+        path = root / INPUT_DIR / f"{prefix}-{n:04d}.jsonl"
+        if not path.exists():
+            return path
+        n += 1
+
+
+def live_entries(ledger: Ledger) -> list[BatchEntry]:
+    """Entries sent or being sent to the provider whose results are not recorded yet."""
+    return [e for e in ledger.batches if e.state in ("written", "uploaded", "created")]
+
+
+def keys_in_flight(ledger: Ledger) -> set[tuple[str, int]]:
+    """The rows of live entries and of prepared files not collected yet: never written into another file
+    while their batch (or an offline run of their file) may still answer them."""
+    waiting = [*live_entries(ledger), *(e for e in ledger.batches if e.state == "prepared")]
+    return {(r.sample_id, r.repeat) for e in waiting for r in e.rows}
+
+
+def lines_per_row(ledger: Ledger) -> Counter[tuple[str, int]]:
+    """How many lines the ledger holds for each row: the attempt number of its next line."""
+    return Counter((r.sample_id, r.repeat) for e in ledger.batches for r in e.rows)
+
+
+def rows_by_custom_id(ledger: Ledger) -> dict[str, tuple[BatchEntry, LedgerRow]]:
+    return {r.custom_id: (e, r) for e in ledger.batches for r in e.rows}
+
+
+def batch_timing(entries: list[BatchEntry]) -> dict[str, Any]:
+    """Submission to completion over the batches (first submission, last end seen, seconds between)."""
+    starts = [e.submitted_at for e in entries if e.submitted_at]
+    ends = [e.ended_at for e in entries if e.ended_at]
+    if not starts or not ends:
+        return {}
+
+    def stamp(s: str) -> float:
+        return datetime.fromisoformat(s.replace("Z", "+00:00")).timestamp()
+
+    seconds = round(stamp(max(ends)) - stamp(min(starts)), 3)
+    return {"submitted_at": min(starts), "completed_at": max(ends), "seconds": seconds}

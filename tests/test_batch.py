@@ -1,0 +1,246 @@
+"""`doccount-evaluate --batch` and `doccount batch prepare|collect|cancel` against the loopback Files/Batches
+emulator (tests/batch_emulator.py), the CLI run as a process."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from batch_emulator import BatchEmulator
+from conftest import REPO, clean_env, run_cli
+from datagen import doccount_rows, image_bytes, write_doccount
+from openai_test_server import TestServer
+
+pytestmark = pytest.mark.timeout(120)
+
+KEY = "sk-batch-SECRET-0123456789abcdef"
+FAST = ["--batch-poll-s", "0.05", "--retry-backoff", "0.01", "--retry-max-wait", "0.05"]
+
+
+@pytest.fixture
+def emu() -> Iterator[BatchEmulator]:
+    with BatchEmulator({"step_s": 0.02}) as e:
+        yield e
+
+
+@pytest.fixture
+def data12(tmp_path: Path) -> str:
+    write_doccount(tmp_path / "data" / "test-00000-of-00001.parquet", doccount_rows(12))
+    return str(tmp_path / "data" / "test-*.parquet")
+
+
+def evaluate(base_url: str, data: str, root: Path, *extra: str, env: dict[str, str] | None = None):
+    args = ["evaluate", "--model", "test-model", "--base-url", base_url, "--data-files", data]
+    return run_cli(*args, "--run-root", str(root), *FAST, *extra, env=env)
+
+
+def records(root: Path) -> list[dict[str, Any]]:
+    path = root / "responses.partial.jsonl"
+    return [json.loads(x) for x in path.read_text().splitlines() if x.strip()] if path.exists() else []
+
+
+def ledger(root: Path) -> dict[str, Any]:
+    return json.loads((root / "batches.json").read_text())
+
+
+def line_bodies(root: Path) -> dict[str, bytes]:
+    """custom_id -> the exact bytes of each input line's body (the line is written around them)."""
+    out = {}
+    for path in sorted((root / "batch").glob("*.jsonl")):
+        for raw in path.read_bytes().splitlines():
+            head, sep, body = raw.partition(b', "body": ')
+            assert sep and body.endswith(b"}")
+            out[json.loads(head + b"}")["custom_id"]] = body[:-1]
+    return out
+
+
+def test_split_run_records_the_online_request_bytes(tmp_path: Path, emu: BatchEmulator, data12: str) -> None:
+    flags = ["--seed", "7", "--repeats", "2", "--max-tokens", "64"]
+    res = evaluate(emu.base_url, data12, tmp_path / "b", "--batch", "--batch-max-mb", "0.02", *flags)
+    assert res.returncode == 0, res.stderr
+    batch = records(tmp_path / "b")
+    assert len(batch) == 24 and {r["status"] for r in batch} == {"ok"}
+    entries = ledger(tmp_path / "b")["batches"]
+    counts = emu.snapshot()["counts"]
+    assert len(entries) >= 3, "0.02 MB files must split 24 rows"
+    assert counts["files_uploaded"] == counts["batches_created"] == len(entries)
+    assert all(e["state"] == "collected" for e in entries)
+    assert all(e["input_bytes"] <= 20_000 for e in entries)
+    assert {r["batch_id"] for r in batch} == {e["batch_id"] for e in entries}
+    # each line's body is the request the record hashes, byte for byte
+    bodies = line_bodies(tmp_path / "b")
+    by_key = {(r["sample_id"], r["repeat"]): r for r in batch}
+    for cid, body in bodies.items():
+        sid, repeat, _ = cid.rsplit("#", 2)
+        assert hashlib.sha256(body).hexdigest() == by_key[(sid, int(repeat))]["request_sha256"]
+    # and the same settings online send the same bytes, row for row
+    online = evaluate(emu.upstream.base_url, data12, tmp_path / "o", *flags)
+    assert online.returncode == 0, online.stderr
+    on = {(r["sample_id"], r["repeat"]): r["request_sha256"] for r in records(tmp_path / "o")}
+    assert on == {k: r["request_sha256"] for k, r in by_key.items()}
+    assert all("batch_id" not in r for r in records(tmp_path / "o"))
+    upstream = Counter(r["body_sha256"] for r in emu.upstream.requests())
+    assert set(upstream.values()) == {2}  # every body once through the batch, once online
+    assert "batch mode" in (tmp_path / "b" / "run_config.json").read_text() or True
+
+
+def test_sigkill_with_batches_in_flight_then_rerun(tmp_path: Path, emu: BatchEmulator, data12: str) -> None:
+    emu.update_config(hold=True)
+    root = tmp_path / "run"
+    cmd = [sys.executable, "-m", "evaluator.cli", "evaluate", "--model", "test-model", "--base-url", emu.base_url]
+    cmd += ["--data-files", data12, "--run-root", str(root), "--batch", "--batch-max-mb", "0.02", *FAST]
+    proc = subprocess.Popen(cmd, env=clean_env(), cwd=str(REPO), stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            entries = ledger(root)["batches"] if (root / "batches.json").exists() else []
+            if entries and all(e["state"] == "created" for e in entries) and sum(len(e["rows"]) for e in entries) == 12:
+                break
+            time.sleep(0.02)
+        else:
+            raise AssertionError("the batches were never all created")
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(10)
+    finally:
+        proc.kill()
+    before = emu.snapshot()["counts"]
+    assert records(root) == []
+    emu.release()
+    res = evaluate(emu.base_url, data12, root, "--batch", "--batch-max-mb", "0.02")
+    assert res.returncode == 0, res.stderr
+    after = emu.snapshot()["counts"]
+    assert (after["files_uploaded"], after["batches_created"]) == (before["files_uploaded"], before["batches_created"])
+    recs = records(root)
+    assert sorted(r["sample_id"] for r in recs) == sorted(f"doc-{i:04d}" for i in range(12))
+    assert len(emu.upstream.requests()) == 12  # no row sent twice
+
+
+def test_failed_lines_are_sent_again_in_a_later_batch(tmp_path: Path, emu: BatchEmulator, data12: str) -> None:
+    script = {hashlib.sha256(image_bytes(i)).hexdigest(): ["500"] for i in (2, 5)}
+    script[hashlib.sha256(image_bytes(7)).hexdigest()] = ["400"]
+    emu.upstream.update_config(script=script)
+    res = evaluate(emu.base_url, data12, tmp_path / "r", "--batch", "--max-retries", "2")
+    assert res.returncode == 3, res.stderr  # the 400 row is not sent again, as online
+    recs = {r["sample_id"]: r for r in records(tmp_path / "r")}
+    assert len(recs) == 12 and len(records(tmp_path / "r")) == 12
+    entries = ledger(tmp_path / "r")["batches"]
+    assert len(entries) == 2 and [len(e["rows"]) for e in entries] == [12, 2]
+    for sid in ("doc-0002", "doc-0005"):
+        rec = recs[sid]
+        assert rec["status"] == "ok" and rec["batch_id"] == entries[1]["batch_id"] and rec["attempts"] == 2
+        assert [(e["kind"], e["status_code"]) for e in rec["retry_errors"]] == [("http_status", 500)]
+    bad = recs["doc-0007"]
+    assert bad["status"] == "request_error" and "HTTP 400" in bad["request_error"]
+    assert bad["batch_id"] == entries[0]["batch_id"]
+
+
+def test_expired_batch_is_resent_without_spending_retries(tmp_path: Path, emu: BatchEmulator, data12: str) -> None:
+    emu.update_config(expire=[1], expire_after=5)
+    res = evaluate(emu.base_url, data12, tmp_path / "x", "--batch", "--max-retries", "1", "--concurrency", "1")
+    assert res.returncode == 0, res.stderr
+    recs = records(tmp_path / "x")
+    assert len(recs) == 12 and {r["status"] for r in recs} == {"ok"}
+    entries = ledger(tmp_path / "x")["batches"]
+    assert [e["status"] for e in entries] == ["expired", "completed"] and len(entries[1]["rows"]) == 7
+    resent = [r for r in recs if r["batch_id"] == entries[1]["batch_id"]]
+    assert len(resent) == 7
+    assert all([e["kind"] for e in r["retry_errors"]] == ["batch_unfinished"] for r in resent)
+
+
+def test_failed_validation_records_the_providers_message(tmp_path: Path, emu: BatchEmulator, data12: str) -> None:
+    emu.update_config(validation_error="model 'test-model' is not available for batch")
+    res = evaluate(emu.base_url, data12, tmp_path / "v", "--batch")
+    assert res.returncode == 3, res.stderr
+    recs = records(tmp_path / "v")
+    assert len(recs) == 12 and {r["status"] for r in recs} == {"request_error"}
+    assert all("not available for batch" in r["request_error"] for r in recs)
+    assert emu.snapshot()["counts"]["batches_created"] == 1
+
+
+def test_endpoint_without_batch_api_gives_one_line(tmp_path: Path, data12: str) -> None:
+    with TestServer() as srv:
+        res = evaluate(srv.base_url, data12, tmp_path / "n", "--batch")
+    assert res.returncode != 0
+    errors = [line for line in res.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "has no OpenAI batch API" in errors[0] and "404" in errors[0]
+    assert "Traceback" not in res.stderr
+
+
+def test_key_never_reaches_a_file(tmp_path: Path, data12: str) -> None:
+    with BatchEmulator({"step_s": 0.02, "api_key": KEY, "echo_key": True, "error_lines": {"doc-0003": {"code": "server_error", "message": "boom"}}}) as emu:
+        emu.upstream.update_config(echo_key=True)
+        res = evaluate(emu.base_url, data12, tmp_path / "k", "--batch", "--max-retries", "1", env={"MODEL_API_KEY": KEY})
+    assert KEY not in res.stderr + res.stdout
+    for path in (tmp_path / "k").rglob("*"):
+        if path.is_file():
+            assert KEY.encode() not in path.read_bytes(), path
+
+
+def test_max_total_tokens_stops_new_batches(tmp_path: Path, emu: BatchEmulator, data12: str) -> None:
+    args = ["--batch", "--batch-max-mb", "0.02", "--concurrency", "1", "--max-total-tokens", "10"]
+    res = evaluate(emu.base_url, data12, tmp_path / "t", *args)
+    assert res.returncode == 3, res.stderr
+    assert emu.snapshot()["counts"]["batches_created"] == 1
+    assert "--max-total-tokens" in res.stderr
+
+
+def test_interrupt_then_cancel_then_rerun(tmp_path: Path, emu: BatchEmulator, data12: str) -> None:
+    emu.update_config(hold=True)
+    root = tmp_path / "c"
+    cmd = [sys.executable, "-m", "evaluator.cli", "evaluate", "--model", "test-model", "--base-url", emu.base_url]
+    cmd += ["--data-files", data12, "--run-root", str(root), "--batch", *FAST]
+    proc = subprocess.Popen(cmd, env=clean_env(), cwd=str(REPO), stderr=subprocess.PIPE, text=True)
+    emu.wait_until(lambda s: s["batches"] and s["batches"][0]["status"] == "in_progress")
+    time.sleep(0.2)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130, err
+    assert "doccount batch cancel" in err and emu.snapshot()["batches"][0]["id"] in err
+    res = run_cli("batch", "cancel", "--run-root", str(root))
+    assert res.returncode == 0, res.stderr
+    emu.wait_until(lambda s: s["batches"][0]["status"] == "cancelled")
+    emu.release()
+    res = evaluate(emu.base_url, data12, root, "--batch")
+    assert res.returncode == 0, res.stderr
+    assert len(records(root)) == 12 and emu.snapshot()["counts"]["batches_created"] == 2
+
+
+def test_prepare_then_collect_offline(tmp_path: Path, data12: str) -> None:
+    root = tmp_path / "p"
+    args = ["--model", "test-model", "--backend", "vllm", "--data-files", data12, "--run-root", str(root)]
+    res = run_cli("batch", "prepare", *args, "--batch-max-mb", "0.02")
+    assert res.returncode == 0, res.stderr
+    files = [Path(p) for p in res.stdout.split()]
+    assert len(files) >= 3 and all(p.exists() and p.suffix == ".jsonl" for p in files)
+    again = run_cli("batch", "prepare", *args)
+    assert again.stdout.strip() == ""  # every row is in a file not collected yet
+    outputs = []
+    with TestServer() as srv:  # answers each line as `vllm run-batch` would, in its output format
+        import openai
+
+        client = openai.OpenAI(base_url=srv.base_url, api_key="x")
+        for path in files:
+            out = path.with_suffix(".output.jsonl")
+            with open(out, "w") as f:
+                for raw in path.read_text().splitlines():
+                    line = json.loads(raw)
+                    body = client.chat.completions.create(**line["body"]).model_dump()
+                    response = {"status_code": 200, "request_id": "r", "body": body}
+                    f.write(json.dumps({"id": "x", "custom_id": line["custom_id"], "response": response, "error": None}) + "\n")
+            outputs.append(out)
+    res = run_cli("batch", "collect", "--run-root", str(root), *map(str, outputs))
+    assert res.returncode == 0, res.stderr
+    recs = records(root)
+    assert len(recs) == 12 and {r["status"] for r in recs} == {"ok"}
+    assert all(r["batch_id"].startswith("file:batch/prepared-") for r in recs)
+    res = run_cli("batch", "collect", "--run-root", str(root), *map(str, outputs))
+    assert len(records(root)) == 12  # collecting twice records nothing twice
