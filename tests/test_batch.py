@@ -96,14 +96,27 @@ def test_split_run_records_the_online_request_bytes(tmp_path: Path, emu: BatchEm
 def test_sigkill_with_batches_in_flight_then_rerun(tmp_path: Path, emu: BatchEmulator, data12: str) -> None:
     emu.update_config(hold=True)
     root = tmp_path / "run"
-    cmd = [sys.executable, "-m", "evaluator.cli", "evaluate", "--model", "test-model", "--base-url", emu.base_url]
+    cmd = [
+        sys.executable,
+        "-m",
+        "evaluator.cli",
+        "evaluate",
+        "--model",
+        "test-model",
+        "--base-url",
+        emu.base_url,
+    ]
     cmd += ["--data-files", data12, "--run-root", str(root), "--batch", "--batch-max-mb", "0.02", *FAST]
     proc = subprocess.Popen(cmd, env=clean_env(), cwd=str(REPO), stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             entries = ledger(root)["batches"] if (root / "batches.json").exists() else []
-            if entries and all(e["state"] == "created" for e in entries) and sum(len(e["rows"]) for e in entries) == 12:
+            if (
+                entries
+                and all(e["state"] == "created" for e in entries)
+                and sum(len(e["rows"]) for e in entries) == 12
+            ):
                 break
             time.sleep(0.02)
         else:
@@ -118,13 +131,18 @@ def test_sigkill_with_batches_in_flight_then_rerun(tmp_path: Path, emu: BatchEmu
     res = evaluate(emu.base_url, data12, root, "--batch", "--batch-max-mb", "0.02")
     assert res.returncode == 0, res.stderr
     after = emu.snapshot()["counts"]
-    assert (after["files_uploaded"], after["batches_created"]) == (before["files_uploaded"], before["batches_created"])
+    assert (after["files_uploaded"], after["batches_created"]) == (
+        before["files_uploaded"],
+        before["batches_created"],
+    )
     recs = records(root)
     assert sorted(r["sample_id"] for r in recs) == sorted(f"doc-{i:04d}" for i in range(12))
     assert len(emu.upstream.requests()) == 12  # no row sent twice
 
 
-def test_failed_lines_are_sent_again_in_a_later_batch(tmp_path: Path, emu: BatchEmulator, data12: str) -> None:
+def test_failed_lines_are_sent_again_in_a_later_batch(
+    tmp_path: Path, emu: BatchEmulator, data12: str
+) -> None:
     script = {hashlib.sha256(image_bytes(i)).hexdigest(): ["500"] for i in (2, 5)}
     script[hashlib.sha256(image_bytes(7)).hexdigest()] = ["400"]
     emu.upstream.update_config(script=script)
@@ -143,9 +161,13 @@ def test_failed_lines_are_sent_again_in_a_later_batch(tmp_path: Path, emu: Batch
     assert bad["batch_id"] == entries[0]["batch_id"]
 
 
-def test_expired_batch_is_resent_without_spending_retries(tmp_path: Path, emu: BatchEmulator, data12: str) -> None:
+def test_expired_batch_is_resent_without_spending_retries(
+    tmp_path: Path, emu: BatchEmulator, data12: str
+) -> None:
     emu.update_config(expire=[1], expire_after=5)
-    res = evaluate(emu.base_url, data12, tmp_path / "x", "--batch", "--max-retries", "1", "--concurrency", "1")
+    res = evaluate(
+        emu.base_url, data12, tmp_path / "x", "--batch", "--max-retries", "1", "--concurrency", "1"
+    )
     assert res.returncode == 0, res.stderr
     recs = records(tmp_path / "x")
     assert len(recs) == 12 and {r["status"] for r in recs} == {"ok"}
@@ -156,7 +178,9 @@ def test_expired_batch_is_resent_without_spending_retries(tmp_path: Path, emu: B
     assert all([e["kind"] for e in r["retry_errors"]] == ["batch_unfinished"] for r in resent)
 
 
-def test_failed_validation_records_the_providers_message(tmp_path: Path, emu: BatchEmulator, data12: str) -> None:
+def test_failed_validation_records_the_providers_message(
+    tmp_path: Path, emu: BatchEmulator, data12: str
+) -> None:
     emu.update_config(validation_error="model 'test-model' is not available for batch")
     res = evaluate(emu.base_url, data12, tmp_path / "v", "--batch")
     assert res.returncode == 3, res.stderr
@@ -176,9 +200,18 @@ def test_endpoint_without_batch_api_gives_one_line(tmp_path: Path, data12: str) 
 
 
 def test_key_never_reaches_a_file(tmp_path: Path, data12: str) -> None:
-    with BatchEmulator({"step_s": 0.02, "api_key": KEY, "echo_key": True, "error_lines": {"doc-0003": {"code": "server_error", "message": "boom"}}}) as emu:
+    with BatchEmulator(
+        {
+            "step_s": 0.02,
+            "api_key": KEY,
+            "echo_key": True,
+            "error_lines": {"doc-0003": {"code": "server_error", "message": "boom"}},
+        }
+    ) as emu:
         emu.upstream.update_config(echo_key=True)
-        res = evaluate(emu.base_url, data12, tmp_path / "k", "--batch", "--max-retries", "1", env={"MODEL_API_KEY": KEY})
+        res = evaluate(
+            emu.base_url, data12, tmp_path / "k", "--batch", "--max-retries", "1", env={"MODEL_API_KEY": KEY}
+        )
     assert KEY not in res.stderr + res.stdout
     for path in (tmp_path / "k").rglob("*"):
         if path.is_file():
@@ -196,7 +229,16 @@ def test_max_total_tokens_stops_new_batches(tmp_path: Path, emu: BatchEmulator, 
 def test_interrupt_then_cancel_then_rerun(tmp_path: Path, emu: BatchEmulator, data12: str) -> None:
     emu.update_config(hold=True)
     root = tmp_path / "c"
-    cmd = [sys.executable, "-m", "evaluator.cli", "evaluate", "--model", "test-model", "--base-url", emu.base_url]
+    cmd = [
+        sys.executable,
+        "-m",
+        "evaluator.cli",
+        "evaluate",
+        "--model",
+        "test-model",
+        "--base-url",
+        emu.base_url,
+    ]
     cmd += ["--data-files", data12, "--run-root", str(root), "--batch", *FAST]
     proc = subprocess.Popen(cmd, env=clean_env(), cwd=str(REPO), stderr=subprocess.PIPE, text=True)
     emu.wait_until(lambda s: s["batches"] and s["batches"][0]["status"] == "in_progress")
@@ -235,7 +277,12 @@ def test_prepare_then_collect_offline(tmp_path: Path, data12: str) -> None:
                     line = json.loads(raw)
                     body = client.chat.completions.create(**line["body"]).model_dump()
                     response = {"status_code": 200, "request_id": "r", "body": body}
-                    f.write(json.dumps({"id": "x", "custom_id": line["custom_id"], "response": response, "error": None}) + "\n")
+                    f.write(
+                        json.dumps(
+                            {"id": "x", "custom_id": line["custom_id"], "response": response, "error": None}
+                        )
+                        + "\n"
+                    )
             outputs.append(out)
     res = run_cli("batch", "collect", "--run-root", str(root), *map(str, outputs))
     assert res.returncode == 0, res.stderr

@@ -46,7 +46,9 @@ def test_input_line_carries_the_body_bytes_unchanged(body: dict, cid: str) -> No
 
 
 @given(st.lists(st.integers(1, 500), max_size=200), st.integers(500, 3000), st.integers(1, 20))
-def test_budget_split_keeps_every_file_under_both_limits(sizes: list[int], max_bytes: int, max_lines: int) -> None:
+def test_budget_split_keeps_every_file_under_both_limits(
+    sizes: list[int], max_bytes: int, max_lines: int
+) -> None:
     files: list[list[int]] = []
     budget = FileBudget(max_bytes, max_lines)
     for size in sizes:
@@ -100,7 +102,9 @@ def test_ledger_round_trip_and_rows_in_flight(tmp_path: Path) -> None:
     ledger = Ledger()
     rows = [LedgerRow("a#0#0", "a", 0, "h1"), LedgerRow("b#1#0", "b", 1, "h2")]
     ledger.batches.append(BatchEntry(input="batch/run-0001.jsonl", rows=rows, state="created", batch_id="b1"))
-    ledger.batches.append(BatchEntry(input="batch/run-0002.jsonl", rows=[LedgerRow("c#0#0", "c", 0, "h")], state="collected"))
+    ledger.batches.append(
+        BatchEntry(input="batch/run-0002.jsonl", rows=[LedgerRow("c#0#0", "c", 0, "h")], state="collected")
+    )
     save_ledger(tmp_path, ledger)
     back = load_ledger(tmp_path)
     assert back == ledger
@@ -109,8 +113,12 @@ def test_ledger_round_trip_and_rows_in_flight(tmp_path: Path) -> None:
 
 
 def test_batch_timing() -> None:
-    a = BatchEntry(input="x", rows=[], submitted_at="2026-01-01T00:00:00.000Z", ended_at="2026-01-01T00:00:30.000Z")
-    b = BatchEntry(input="y", rows=[], submitted_at="2026-01-01T00:00:10.000Z", ended_at="2026-01-01T00:01:00.500Z")
+    a = BatchEntry(
+        input="x", rows=[], submitted_at="2026-01-01T00:00:00.000Z", ended_at="2026-01-01T00:00:30.000Z"
+    )
+    b = BatchEntry(
+        input="y", rows=[], submitted_at="2026-01-01T00:00:10.000Z", ended_at="2026-01-01T00:01:00.500Z"
+    )
     assert batch_timing([a, b]) == {
         "submitted_at": "2026-01-01T00:00:00.000Z",
         "completed_at": "2026-01-01T00:01:00.500Z",

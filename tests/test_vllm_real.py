@@ -801,7 +801,9 @@ def test_batch_prepare_vllm_run_batch_collect(stack: VllmStack, data_glob: str) 
     assert online.returncode == 0, online.stderr
     on = {r["sample_id"]: r["request_sha256"] for r in read_records(online_root)}
     assert on == {r["sample_id"]: r["request_sha256"] for r in records}
-    stack.timings.report([f"[test-vllm] batch prepare/run-batch/collect: {len(records)} rows ok, bytes = online"])
+    stack.timings.report(
+        [f"[test-vllm] batch prepare/run-batch/collect: {len(records)} rows ok, bytes = online"]
+    )
 
 
 def check_ok_record_batch(rec: dict[str, Any], version: str) -> None:

@@ -16,7 +16,15 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
-from evaluator.core.keys import Key
+from pathlib import Path
+
+from evaluator.core.keys import Key, unit_keys
+from evaluator.data.benchmarks.base import ManifestEntry
+from evaluator.request.batch_api import BatchAPIError, BatchUnsupported
+from evaluator.request.client import make_client
+from evaluator.request.endpoint import EndpointError
+from evaluator.runfolder.files import done_keys
+from evaluator.evaluation.batch_files import batch_context
 from evaluator.core.text import utc_now
 from evaluator.data.parquet import DataSource
 from evaluator.evaluation.batch_files import BatchContext, results_of, settle_entry, validation_records
@@ -179,3 +187,73 @@ def run_batches(run: BatchRun) -> bool:
 def still_running(ctx: BatchContext) -> list[str]:
     """The ids of batches created and not collected (they keep running at the provider)."""
     return [e.batch_id for e in ctx.ledger.batches if e.state == "created" and e.batch_id]
+
+
+def send_batches(
+    settings: Any, source: DataSource, root: Path, folder: list[ManifestEntry], selection: list[ManifestEntry],
+    overwrite: bool, quiet: bool, max_mb: float, poll_s: float,
+) -> int:
+    """`doccount-evaluate --batch` once the run folder is prepared: send, poll, collect; the exit code."""
+    ctx = batch_context(settings, root, folder, max_mb)
+    done, _ = done_keys(root)
+    units = unit_keys((e.sample_id for e in selection), settings.repeats)
+    client = make_client(settings.base_url, settings.api_key, settings.timeout_s, 4)
+    api = BatchAPI(client, settings.base_url, ctx.redact, settings.policy)
+    live = still_running(ctx)
+    print(
+        f"[evaluate] {settings.benchmark.name} | model {settings.model} | {settings.base_url} | batch mode | "
+        f"{len(units)} row(s), {len(units) - sum(1 for k in units if k not in done)} already done"
+        + (f", {len(live)} batch(es) from an earlier run in flight" if live else "")
+        + f" | run folder {root}",
+        file=sys.stderr,
+    )
+    run = BatchRun(ctx, api, source, units, set() if overwrite else done, poll_s, BatchProgress(not quiet))
+    try:
+        interrupted = run_batches(run)
+    except BatchUnsupported as exc:
+        raise EndpointError(str(exc)) from None
+    except BatchAPIError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return _stopped(ctx, root, 3)
+    return _finished(ctx, root, interrupted, run.over_budget())
+
+
+def _stopped(ctx: BatchContext, root: Path, code: int) -> int:
+    live = still_running(ctx)
+    if live:
+        print(
+            f"[evaluate] {len(live)} batch(es) keep running at the provider: {', '.join(live)}. Re-run the same "
+            f"command to collect them, or cancel them with `doccount batch cancel --run-root {root}`",
+            file=sys.stderr,
+        )
+    return code
+
+
+def _finished(ctx: BatchContext, root: Path, interrupted: bool, over_budget: bool) -> int:
+    c = ctx.counts
+    sent = [e.batch_id for e in ctx.ledger.batches if e.batch_id]
+    print(
+        f"[evaluate] recorded {sum(c.values())} row(s): ok {c.get('ok', 0)}, request errors "
+        f"{c.get('request_error', 0)}, data errors {c.get('data_error', 0)} | {len(sent)} batch(es) in this "
+        f"run folder | run folder {root}",
+        file=sys.stderr,
+    )
+    if interrupted:
+        print("[evaluate] interrupted: the batches already created are not cancelled", file=sys.stderr)
+        return _stopped(ctx, root, 130)
+    if over_budget:
+        limit = ctx.settings.max_total_tokens
+        print(
+            f"[evaluate] stopped: this invocation's records report {ctx.spent} tokens, past --max-total-tokens "
+            f"{limit}; no new batch was created. Re-run the same command to continue",
+            file=sys.stderr,
+        )
+        return _stopped(ctx, root, 3)
+    if c.get("request_error") or ctx.ledger.retry:
+        print(
+            f"[evaluate] {c.get('request_error', 0)} request(s) failed after retries (see request_error in the "
+            "records); re-run the same command to retry them",
+            file=sys.stderr,
+        )
+        return 3
+    return 0

@@ -34,12 +34,12 @@ from evaluator.core.usage import record_tokens
 from evaluator.data.benchmarks.base import ManifestEntry, Sample
 from evaluator.data.parquet import DataSource, iter_samples
 from evaluator.request.batch_lines import FileBudget, LineResult, custom_id, input_line, read_output_line
-from evaluator.request.batch_lines import too_large_message
+from evaluator.request.batch_lines import MB, too_large_message
 from evaluator.request.body import request_bytes
 from evaluator.request.client import SendOutcome
 from evaluator.runfolder.batches import BatchEntry, Ledger, LedgerRow, RowRetry, input_path, lines_per_row
-from evaluator.runfolder.batches import row_key, save_ledger
-from evaluator.runfolder.files import RecordWriter
+from evaluator.runfolder.batches import load_ledger, row_key, save_ledger
+from evaluator.runfolder.files import PARTIAL, RecordWriter, read_jsonl
 from evaluator.runfolder.record_builder import attempt_of, base_record, data_error_record, record_from_outcome
 from evaluator.runfolder.record_builder import redact_outcome
 
@@ -86,6 +86,20 @@ def recorded_batches(records: Iterable[dict[str, Any]]) -> dict[Key, set[str]]:
             repeat = rec.get("repeat") if isinstance(rec.get("repeat"), int) else 0
             out.setdefault((rec["sample_id"], repeat), set()).add(bid)
     return out
+
+
+def batch_context(settings: Any, root: Path, questions: list[ManifestEntry], max_mb: float) -> BatchContext:
+    """The context of a batch step on a run folder (the caller holds its lock)."""
+    return BatchContext(
+        settings=settings,
+        root=root,
+        ledger=load_ledger(root),
+        writer=RecordWriter(root),
+        questions={q.sample_id: q for q in questions},
+        redact=Redactor(settings.api_key),
+        max_bytes=int(max_mb * MB),
+        recorded=recorded_batches(read_jsonl(root / PARTIAL).records),
+    )
 
 
 def _base(ctx: BatchContext, question: Sample | ManifestEntry, repeat: int, at: str) -> ResponseRecord:
@@ -306,7 +320,9 @@ def validation_records(
     for row in entry.rows:
         if batch_id in ctx.recorded.get((row.sample_id, row.repeat), set()):
             continue
-        retry = ctx.ledger.retry.pop(row_key(row.sample_id, row.repeat), None) or RowRetry(row.sample_id, row.repeat)
+        retry = ctx.ledger.retry.pop(row_key(row.sample_id, row.repeat), None) or RowRetry(
+            row.sample_id, row.repeat
+        )
         base = _base(ctx, ctx.questions[row.sample_id], row.repeat, entry.submitted_at or utc_now())
         failure = RetryError(_line_number(row.custom_id), "batch_failed", message[:2000], at=utc_now())
         retry.retry_errors.append(to_dict(failure))

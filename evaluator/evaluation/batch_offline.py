@@ -20,14 +20,13 @@ from evaluator.core.text import utc_now
 from evaluator.data.benchmarks import get_benchmark
 from evaluator.data.benchmarks.base import ManifestEntry
 from evaluator.data.parquet import DataSource
-from evaluator.evaluation.batch_files import BatchContext, recorded_batches, results_of, settle_entry
-from evaluator.evaluation.batch_files import write_inputs
+from evaluator.evaluation.batch_files import batch_context, results_of, settle_entry, write_inputs
 from evaluator.evaluation.runner import EvalSettings
 from evaluator.request.batch_api import BatchAPI
 from evaluator.request.batch_lines import MB
 from evaluator.request.client import make_client
 from evaluator.request.retry import RetryPolicy
-from evaluator.runfolder.batches import keys_in_flight, load_ledger
+from evaluator.runfolder.batches import keys_in_flight, load_ledger, offline_batch_id
 from evaluator.runfolder.files import CONFIG, RecordWriter, RunFolderError, RunLock, done_keys, read_jsonl
 from evaluator.runfolder.files import PARTIAL
 from evaluator.runfolder.manifest import load_manifest
@@ -36,27 +35,13 @@ from evaluator.runfolder.runconfig import RunConfig, load_run_config
 OFFLINE_PREFIX = "prepared"
 
 
-def batch_context(settings: EvalSettings, root: Path, questions: list[ManifestEntry], max_mb: float) -> BatchContext:
-    """The context of a batch step on a run folder (the caller holds its lock)."""
-    return BatchContext(
-        settings=settings,
-        root=root,
-        ledger=load_ledger(root),
-        writer=RecordWriter(root),
-        questions={q.sample_id: q for q in questions},
-        redact=Redactor(settings.api_key),
-        max_bytes=int(max_mb * MB),
-        recorded=recorded_batches(read_jsonl(root / PARTIAL).records),
-    )
-
-
-def offline_batch_id(input_name: str) -> str:
-    """A prepared file's records name their input file (there is no provider batch id)."""
-    return f"file:{input_name}"
-
-
 def prepare_files(
-    settings: EvalSettings, source: DataSource, root: Path, folder: list[ManifestEntry], selection: list[ManifestEntry], max_mb: float
+    settings: EvalSettings,
+    source: DataSource,
+    root: Path,
+    folder: list[ManifestEntry],
+    selection: list[ManifestEntry],
+    max_mb: float,
 ) -> int:
     """Write input files for the selected rows not done and not in a file still to collect; print each."""
     ctx = batch_context(settings, root, folder, max_mb)
@@ -83,8 +68,11 @@ def prepare_files(
     for e in made:
         print(root / e.input)
     rows = sum(len(e.rows) for e in made)
-    print(f"[batch] {rows} row(s) in {len(made)} new input file(s); run them with `vllm run-batch -i FILE -o OUT`"
-          f", then `doccount batch collect --run-root {root} OUT...`", file=sys.stderr)
+    print(
+        f"[batch] {rows} row(s) in {len(made)} new input file(s); run them with `vllm run-batch -i FILE -o OUT`"
+        f", then `doccount batch collect --run-root {root} OUT...`",
+        file=sys.stderr,
+    )
     return 3 if ctx.counts.get("request_error") or ctx.counts.get("data_error") else 0
 
 
@@ -125,14 +113,22 @@ def collect_outputs(root: Path, outputs: list[Path]) -> int:
             except OSError as exc:
                 raise RunFolderError(f"cannot read {path} ({exc.strerror})") from None
         known = {r.custom_id for e in ctx.ledger.batches for r in e.rows}
-        touched = [e for e in ctx.ledger.batches if e.state == "prepared" and any(r.custom_id in results for r in e.rows)]
+        touched = [
+            e
+            for e in ctx.ledger.batches
+            if e.state == "prepared" and any(r.custom_id in results for r in e.rows)
+        ]
 
         async def main() -> None:
             ctx.writer.start()
             try:
                 for entry in touched:
-                    present = msgspec.structs.replace(entry, rows=[r for r in entry.rows if r.custom_id in results])
-                    await ctx.write(settle_entry(ctx, present, offline_batch_id(entry.input), results, "completed"))
+                    present = msgspec.structs.replace(
+                        entry, rows=[r for r in entry.rows if r.custom_id in results]
+                    )
+                    await ctx.write(
+                        settle_entry(ctx, present, offline_batch_id(entry.input), results, "completed")
+                    )
                     entry.state, entry.ended_at = "collected", utc_now()
                     ctx.save()
             finally:
@@ -148,7 +144,10 @@ def collect_outputs(root: Path, outputs: list[Path]) -> int:
         file=sys.stderr,
     )
     if again:
-        print("[batch] run `doccount batch prepare` with the same options to write the rows to send again", file=sys.stderr)
+        print(
+            "[batch] run `doccount batch prepare` with the same options to write the rows to send again",
+            file=sys.stderr,
+        )
     return 3 if ctx.counts.get("request_error") or again else 0
 
 
@@ -172,6 +171,8 @@ def cancel_batches(root: Path) -> int:
 
         for line in asyncio.run(main()):
             print(f"[batch] {line}", file=sys.stderr)
-    print(f"[batch] re-run the same evaluate command to collect what they finished and send the rest", file=sys.stderr)
+    print(
+        f"[batch] re-run the same evaluate command to collect what they finished and send the rest",
+        file=sys.stderr,
+    )
     return 0
-

@@ -25,7 +25,16 @@ from evaluator.request.retry import RETRYABLE_STATUS, RetryPolicy
 T = TypeVar("T")
 TERMINAL = frozenset({"completed", "failed", "expired", "cancelled"})
 # The statuses of OpenAI's batch object, in their usual order (for progress lines)
-STATUSES = ("validating", "in_progress", "finalizing", "completed", "failed", "expired", "cancelling", "cancelled")
+STATUSES = (
+    "validating",
+    "in_progress",
+    "finalizing",
+    "completed",
+    "failed",
+    "expired",
+    "cancelling",
+    "cancelled",
+)
 
 
 class BatchUnsupported(Exception):
@@ -103,7 +112,9 @@ class BatchAPI:
 
         async def call() -> Any:
             with open(path, "rb") as f:
-                return await self.client.files.create(file=(path.name, f, "application/jsonl"), purpose="batch")
+                return await self.client.files.create(
+                    file=(path.name, f, "application/jsonl"), purpose="batch"
+                )
 
         try:
             created = await self._retried(f"uploading {path.name}", call)

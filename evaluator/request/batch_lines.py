@@ -105,7 +105,9 @@ def read_output_line(obj: Any, at: str) -> LineResult | None:
         failure = RetryError(attempt=0, kind="http_status", message=message, status_code=status, at=at)
         return LineResult(cid, failure=failure, retryable=retryable)
     text = _error_text(error) or "the line has neither a response nor an error"
-    return LineResult(cid, failure=RetryError(attempt=0, kind="batch_error", message=text, at=at), retryable=True)
+    return LineResult(
+        cid, failure=RetryError(attempt=0, kind="batch_error", message=text, at=at), retryable=True
+    )
 
 
 def _answered(cid: str, body: Any, at: str) -> LineResult:

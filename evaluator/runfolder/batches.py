@@ -144,3 +144,46 @@ def batch_timing(entries: list[BatchEntry]) -> dict[str, Any]:
 
     seconds = round(stamp(max(ends)) - stamp(min(starts)), 3)
     return {"submitted_at": min(starts), "completed_at": max(ends), "seconds": seconds}
+
+
+def offline_batch_id(input_name: str) -> str:
+    """The batch_id of records from a prepared file's output (there is no provider batch id)."""
+    return f"file:{input_name}"
+
+
+def batch_summary(ledger: Ledger, rows: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The summary's `batch` section: how the run used batches (None for a run without any)."""
+    if not ledger.batches:
+        return None
+    answered = Counter(r.get("batch_id") for r in rows if isinstance(r.get("batch_id"), str))
+    sent = [e for e in ledger.batches if e.batch_id]
+    batches = [
+        {
+            "batch_id": e.batch_id or offline_batch_id(e.input),
+            "input": e.input,
+            "rows": len(e.rows),
+            "status": e.status or e.state,
+            "submitted_at": e.submitted_at,
+            "ended_at": e.ended_at,
+            "responses": answered.get(e.batch_id or offline_batch_id(e.input), 0),
+        }
+        for e in ledger.batches
+    ]
+    return {
+        "mode": "batch_api" if sent else "offline_files",
+        "batch_ids": [b["batch_id"] for b in batches],
+        "batches": batches,
+        "responses_from_batches": sum(answered.values()),
+        **batch_timing(sent),
+    }
+
+
+def batch_line(batch: dict[str, Any]) -> str:
+    """One line for summary.md and the report."""
+    ids = batch["batch_ids"]
+    shown = ", ".join(ids[:4]) + (f" and {len(ids) - 4} more" if len(ids) > 4 else "")
+    how = "a batch API" if batch["mode"] == "batch_api" else "offline batch files (vllm run-batch)"
+    line = f"Sent through {how}: {len(ids)} batch(es) ({shown}), {batch['responses_from_batches']} responses"
+    if "seconds" in batch:
+        line += f"; submission to completion {batch['seconds']:.1f} s"
+    return line + "."
