@@ -65,16 +65,16 @@ def line_bodies(root: Path) -> dict[str, bytes]:
 
 def test_split_run_records_the_online_request_bytes(tmp_path: Path, emu: BatchEmulator, data12: str) -> None:
     flags = ["--seed", "7", "--repeats", "2", "--max-tokens", "64"]
-    res = evaluate(emu.base_url, data12, tmp_path / "b", "--batch", "--batch-max-mb", "0.02", *flags)
+    res = evaluate(emu.base_url, data12, tmp_path / "b", "--batch", "--batch-max-mb", "0.005", *flags)
     assert res.returncode == 0, res.stderr
     batch = records(tmp_path / "b")
     assert len(batch) == 24 and {r["status"] for r in batch} == {"ok"}
     entries = ledger(tmp_path / "b")["batches"]
     counts = emu.snapshot()["counts"]
-    assert len(entries) >= 3, "0.02 MB files must split 24 rows"
+    assert len(entries) >= 3, "5 kB files must split 24 rows"
     assert counts["files_uploaded"] == counts["batches_created"] == len(entries)
     assert all(e["state"] == "collected" for e in entries)
-    assert all(e["input_bytes"] <= 20_000 for e in entries)
+    assert all(e["input_bytes"] <= 5_000 for e in entries)
     assert {r["batch_id"] for r in batch} == {e["batch_id"] for e in entries}
     # each line's body is the request the record hashes, byte for byte
     bodies = line_bodies(tmp_path / "b")
@@ -90,7 +90,16 @@ def test_split_run_records_the_online_request_bytes(tmp_path: Path, emu: BatchEm
     assert all("batch_id" not in r for r in records(tmp_path / "o"))
     upstream = Counter(r["body_sha256"] for r in emu.upstream.requests())
     assert set(upstream.values()) == {2}  # every body once through the batch, once online
-    assert "batch mode" in (tmp_path / "b" / "run_config.json").read_text() or True
+    scored = run_cli("score", "--run-root", str(tmp_path / "b"))
+    assert scored.returncode == 0, scored.stderr
+    summary = json.loads((tmp_path / "b" / "scores" / "summary.json").read_text())["batch"]
+    assert summary["mode"] == "batch_api" and summary["batch_ids"] == [e["batch_id"] for e in entries]
+    assert summary["responses_from_batches"] == 24 and summary["seconds"] >= 0
+    md = [x for x in (tmp_path / "b" / "scores" / "summary.md").read_text().splitlines() if "batch API" in x]
+    assert len(md) == 1 and f"{len(entries)} batch(es)" in md[0] and "submission to completion" in md[0]
+    assert "Sent through a batch API" in (tmp_path / "b" / "scores" / "report.html").read_text()
+    policy = json.loads((tmp_path / "b" / "run_config.json").read_text())["request_policy"]
+    assert policy["batch"] == {"mode": "batch_api", "max_mb": 0.005, "poll_s": 0.05}
 
 
 def test_sigkill_with_batches_in_flight_then_rerun(tmp_path: Path, emu: BatchEmulator, data12: str) -> None:
@@ -106,7 +115,7 @@ def test_sigkill_with_batches_in_flight_then_rerun(tmp_path: Path, emu: BatchEmu
         "--base-url",
         emu.base_url,
     ]
-    cmd += ["--data-files", data12, "--run-root", str(root), "--batch", "--batch-max-mb", "0.02", *FAST]
+    cmd += ["--data-files", data12, "--run-root", str(root), "--batch", "--batch-max-mb", "0.005", *FAST]
     proc = subprocess.Popen(cmd, env=clean_env(), cwd=str(REPO), stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 60
@@ -114,7 +123,7 @@ def test_sigkill_with_batches_in_flight_then_rerun(tmp_path: Path, emu: BatchEmu
             entries = ledger(root)["batches"] if (root / "batches.json").exists() else []
             if (
                 entries
-                and all(e["state"] == "created" for e in entries)
+                and all(e.get("state") == "created" for e in entries)
                 and sum(len(e["rows"]) for e in entries) == 12
             ):
                 break
@@ -127,14 +136,20 @@ def test_sigkill_with_batches_in_flight_then_rerun(tmp_path: Path, emu: BatchEmu
         proc.kill()
     before = emu.snapshot()["counts"]
     assert records(root) == []
+    # as if the kill had come between the create call and saving its id: the batch is found by its file
+    book = ledger(root)
+    book["batches"][0]["state"] = "uploaded"
+    del book["batches"][0]["batch_id"]
+    (root / "batches.json").write_text(json.dumps(book))
     emu.release()
-    res = evaluate(emu.base_url, data12, root, "--batch", "--batch-max-mb", "0.02")
+    res = evaluate(emu.base_url, data12, root, "--batch", "--batch-max-mb", "0.005")
     assert res.returncode == 0, res.stderr
     after = emu.snapshot()["counts"]
     assert (after["files_uploaded"], after["batches_created"]) == (
         before["files_uploaded"],
         before["batches_created"],
     )
+    assert after["lists"] >= 1
     recs = records(root)
     assert sorted(r["sample_id"] for r in recs) == sorted(f"doc-{i:04d}" for i in range(12))
     assert len(emu.upstream.requests()) == 12  # no row sent twice
@@ -219,7 +234,7 @@ def test_key_never_reaches_a_file(tmp_path: Path, data12: str) -> None:
 
 
 def test_max_total_tokens_stops_new_batches(tmp_path: Path, emu: BatchEmulator, data12: str) -> None:
-    args = ["--batch", "--batch-max-mb", "0.02", "--concurrency", "1", "--max-total-tokens", "10"]
+    args = ["--batch", "--batch-max-mb", "0.005", "--concurrency", "1", "--max-total-tokens", "10"]
     res = evaluate(emu.base_url, data12, tmp_path / "t", *args)
     assert res.returncode == 3, res.stderr
     assert emu.snapshot()["counts"]["batches_created"] == 1
@@ -259,7 +274,7 @@ def test_interrupt_then_cancel_then_rerun(tmp_path: Path, emu: BatchEmulator, da
 def test_prepare_then_collect_offline(tmp_path: Path, data12: str) -> None:
     root = tmp_path / "p"
     args = ["--model", "test-model", "--backend", "vllm", "--data-files", data12, "--run-root", str(root)]
-    res = run_cli("batch", "prepare", *args, "--batch-max-mb", "0.02")
+    res = run_cli("batch", "prepare", *args, "--batch-max-mb", "0.005")
     assert res.returncode == 0, res.stderr
     files = [Path(p) for p in res.stdout.split()]
     assert len(files) >= 3 and all(p.exists() and p.suffix == ".jsonl" for p in files)

@@ -13,6 +13,7 @@ import click
 
 from evaluator.cli.archive import archive_cmd, reproduce_cmd, verify_cmd
 from evaluator.cli.base import UserError
+from evaluator.cli.batch import add_batch_commands
 from evaluator.core.jsonl import printable
 from evaluator.data.benchmarks import REGISTRY, get_benchmark
 from evaluator.evaluation.evaluate import USER_ERRORS
@@ -87,6 +88,7 @@ def main() -> None:
 main.add_command(evaluate_cmd)
 main.add_command(check_endpoint_cmd)
 main.add_command(score_cmd)
+add_batch_commands(main, list(evaluate_cmd.params))
 
 
 @click.command("compare")

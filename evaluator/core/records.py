@@ -119,6 +119,8 @@ class ResponseRecord:
     # Only with --seed / --repeats; left out of the line otherwise, so such records stay as they were.
     seed: int | None = field(default=None, metadata=OMIT_DEFAULT)
     repeat: int | None = field(default=None, metadata=OMIT_DEFAULT)
+    # The batch that answered the row (--batch, or `doccount batch collect`); absent for online records.
+    batch_id: str | None = field(default=None, metadata=OMIT_DEFAULT)
 
     def to_dict(self) -> dict[str, Any]:
         """The record as JSON-ready data; group fields are also lifted to the top level."""

@@ -14,23 +14,26 @@ import asyncio
 import signal
 import sys
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
-from pathlib import Path
-
 from evaluator.core.keys import Key, unit_keys
+from evaluator.core.text import utc_now
 from evaluator.data.benchmarks.base import ManifestEntry
-from evaluator.request.batch_api import BatchAPIError, BatchUnsupported
+from evaluator.data.parquet import DataSource
+from evaluator.evaluation.batch_files import (
+    BatchContext,
+    batch_context,
+    results_of,
+    settle_entry,
+    validation_records,
+    write_inputs,
+)
+from evaluator.request.batch_api import BatchAPI, BatchAPIError, BatchInfo, BatchUnsupported
 from evaluator.request.client import make_client
 from evaluator.request.endpoint import EndpointError
-from evaluator.runfolder.files import done_keys
-from evaluator.evaluation.batch_files import batch_context
-from evaluator.core.text import utc_now
-from evaluator.data.parquet import DataSource
-from evaluator.evaluation.batch_files import BatchContext, results_of, settle_entry, validation_records
-from evaluator.evaluation.batch_files import write_inputs
-from evaluator.request.batch_api import BatchAPI, BatchInfo
 from evaluator.runfolder.batches import BatchEntry, keys_in_flight, live_entries
+from evaluator.runfolder.files import done_keys
 
 PREFIX = "run"
 
@@ -190,8 +193,15 @@ def still_running(ctx: BatchContext) -> list[str]:
 
 
 def send_batches(
-    settings: Any, source: DataSource, root: Path, folder: list[ManifestEntry], selection: list[ManifestEntry],
-    overwrite: bool, quiet: bool, max_mb: float, poll_s: float,
+    settings: Any,
+    source: DataSource,
+    root: Path,
+    folder: list[ManifestEntry],
+    selection: list[ManifestEntry],
+    overwrite: bool,
+    quiet: bool,
+    max_mb: float,
+    poll_s: float,
 ) -> int:
     """`doccount-evaluate --batch` once the run folder is prepared: send, poll, collect; the exit code."""
     ctx = batch_context(settings, root, folder, max_mb)

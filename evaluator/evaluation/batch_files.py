@@ -33,15 +33,36 @@ from evaluator.core.text import utc_now
 from evaluator.core.usage import record_tokens
 from evaluator.data.benchmarks.base import ManifestEntry, Sample
 from evaluator.data.parquet import DataSource, iter_samples
-from evaluator.request.batch_lines import FileBudget, LineResult, custom_id, input_line, read_output_line
-from evaluator.request.batch_lines import MB, too_large_message
+from evaluator.request.batch_lines import (
+    MB,
+    FileBudget,
+    LineResult,
+    custom_id,
+    input_line,
+    read_output_line,
+    too_large_message,
+)
 from evaluator.request.body import request_bytes
 from evaluator.request.client import SendOutcome
-from evaluator.runfolder.batches import BatchEntry, Ledger, LedgerRow, RowRetry, input_path, lines_per_row
-from evaluator.runfolder.batches import load_ledger, row_key, save_ledger
+from evaluator.runfolder.batches import (
+    BatchEntry,
+    Ledger,
+    LedgerRow,
+    RowRetry,
+    input_path,
+    lines_per_row,
+    load_ledger,
+    row_key,
+    save_ledger,
+)
 from evaluator.runfolder.files import PARTIAL, RecordWriter, read_jsonl
-from evaluator.runfolder.record_builder import attempt_of, base_record, data_error_record, record_from_outcome
-from evaluator.runfolder.record_builder import redact_outcome
+from evaluator.runfolder.record_builder import (
+    attempt_of,
+    base_record,
+    data_error_record,
+    record_from_outcome,
+    redact_outcome,
+)
 
 UNFINISHED_STATUSES = ("expired", "cancelled")
 

@@ -23,12 +23,15 @@ from evaluator.data.parquet import DataSource
 from evaluator.evaluation.batch_files import batch_context, results_of, settle_entry, write_inputs
 from evaluator.evaluation.runner import EvalSettings
 from evaluator.request.batch_api import BatchAPI
-from evaluator.request.batch_lines import MB
 from evaluator.request.client import make_client
 from evaluator.request.retry import RetryPolicy
 from evaluator.runfolder.batches import keys_in_flight, load_ledger, offline_batch_id
-from evaluator.runfolder.files import CONFIG, RecordWriter, RunFolderError, RunLock, done_keys, read_jsonl
-from evaluator.runfolder.files import PARTIAL
+from evaluator.runfolder.files import (
+    CONFIG,
+    RunFolderError,
+    RunLock,
+    done_keys,
+)
 from evaluator.runfolder.manifest import load_manifest
 from evaluator.runfolder.runconfig import RunConfig, load_run_config
 
@@ -172,7 +175,7 @@ def cancel_batches(root: Path) -> int:
         for line in asyncio.run(main()):
             print(f"[batch] {line}", file=sys.stderr)
     print(
-        f"[batch] re-run the same evaluate command to collect what they finished and send the rest",
+        "[batch] re-run the same evaluate command to collect what they finished and send the rest",
         file=sys.stderr,
     )
     return 0

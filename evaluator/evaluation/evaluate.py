@@ -43,6 +43,7 @@ from evaluator.request.body import RequestBuildError, validate_extra_body
 from evaluator.request.endpoint import VLLM_DEFAULT_BASE_URL, EndpointError, normalize_base_url
 from evaluator.request.retry import RetryPolicy
 from evaluator.request.shape import RequestShapeError, load_preset, resolve_sampling
+from evaluator.runfolder.batches import LedgerError
 from evaluator.runfolder.files import (
     CONFIG,
     MANIFEST,
@@ -76,6 +77,7 @@ USER_ERRORS = (
     RequestShapeError,
     ScoreError,
     RunConfigError,
+    LedgerError,
 )
 
 
@@ -221,9 +223,10 @@ def prepare_folder(
     return folder
 
 
-def evaluate(opts: EvaluateOptions, check_only: bool = False) -> int:
-    """Run `doccount-evaluate` (with check_only: `doccount check-endpoint`, one row, nothing written); the
-    exit code: 0 done, 1 dry-run failure, 3 request errors or an early stop, 130 interrupted."""
+def evaluate(opts: EvaluateOptions, check_only: bool = False, batch_prepare: bool = False) -> int:
+    """Run `doccount-evaluate` (with check_only: `doccount check-endpoint`, one row, nothing written; with
+    batch_prepare: `doccount batch prepare`, the input files of the rows to do, nothing sent); the exit
+    code: 0 done, 1 dry-run failure, 3 request errors or an early stop, 130 interrupted."""
     extra = parse_extra_body(opts.extra_body_json)
     if opts.seed is not None and "seed" in extra:
         raise RequestBuildError(
@@ -240,8 +243,9 @@ def evaluate(opts: EvaluateOptions, check_only: bool = False) -> int:
     if dups:
         raise DataError(duplicates_message(dups))
     shape_preset = load_preset(opts.preset) if opts.preset else None
-    servers = None if check_only else ask_servers(opts)
+    servers = None if check_only or batch_prepare else ask_servers(opts)
     settings = eval_settings(opts, bench, extra, shape_preset)
+    settings.batch = batch_settings(opts, batch_prepare)
     if check_only:  # doccount check-endpoint: one row, nothing written
         from evaluator.evaluation.check import check_endpoint
 
@@ -249,10 +253,50 @@ def evaluate(opts: EvaluateOptions, check_only: bool = False) -> int:
     name = opts.run_name or os.environ.get("RUN_NAME") or default_run_name(bench.name, opts.model)
     root = ensure_run_root(opts.run_root or Path("runs") / name)
     with RunLock(root):
-        assert servers is not None
-        config = fresh_run_config(settings, shape_preset, source, manifest, selection, servers.result())
+        asked = servers.result() if servers is not None else {}
+        config = fresh_run_config(settings, shape_preset, source, manifest, selection, asked)
         folder = prepare_folder(root, config, manifest, selection)
+        if batch_prepare or opts.batch:
+            return send_as_batches(opts, settings, source, root, folder, selection, batch_prepare)
         return send_pending(settings, source, root, folder, selection, opts.overwrite, opts.quiet)
+
+
+def batch_settings(opts: EvaluateOptions, prepare: bool) -> dict[str, Any] | None:
+    """run_config.json request_policy.batch: how rows are sent (never what a request holds)."""
+    if prepare:
+        return {"mode": "offline_files", "max_mb": opts.batch_max_mb}
+    if opts.batch:
+        return {"mode": "batch_api", "max_mb": opts.batch_max_mb, "poll_s": opts.batch_poll_s}
+    return None
+
+
+def send_as_batches(
+    opts: EvaluateOptions,
+    settings: Any,
+    source: DataSource,
+    root: Path,
+    folder: list[ManifestEntry],
+    selection: list[ManifestEntry],
+    prepare: bool,
+) -> int:
+    """--batch (the provider's Batch API) or `batch prepare` (input files for vllm run-batch)."""
+    if prepare:
+        from evaluator.evaluation.batch_offline import prepare_files
+
+        return prepare_files(settings, source, root, folder, selection, opts.batch_max_mb)
+    from evaluator.evaluation.batch import send_batches
+
+    return send_batches(
+        settings,
+        source,
+        root,
+        folder,
+        selection,
+        opts.overwrite,
+        opts.quiet,
+        opts.batch_max_mb,
+        opts.batch_poll_s,
+    )
 
 
 def endpoint_access(opts: EvaluateOptions) -> tuple[list[str], str | None]:

@@ -47,6 +47,10 @@ class EvaluateOptions:
     max_requests_per_minute: float | None
     max_tokens_per_minute: float | None
     quiet: bool
+    # --batch: the provider's OpenAI-format Batch API instead of one request per row (evaluation.batch)
+    batch: bool = False
+    batch_max_mb: float = 190.0
+    batch_poll_s: float = 30.0
 
 
 def common_data_options(f):
@@ -157,6 +161,26 @@ _EVALUATE_OPTIONS = [
         help="Spend guard: stop once this invocation's records report more tokens (resume continues).",
     ),
     click.option("--quiet", is_flag=True, help="No progress output."),
+    click.option(
+        "--batch",
+        is_flag=True,
+        help="Send through the provider's OpenAI-format Batch API (files + batches) instead of one request "
+        "per row: about half the price, within 24 h (docs/batch.md).",
+    ),
+    click.option(
+        "--batch-max-mb",
+        type=click.FloatRange(0, min_open=True),
+        default=190.0,
+        show_default=True,
+        help="Batch input files stay under this many MB (10^6 bytes) and 50,000 requests.",
+    ),
+    click.option(
+        "--batch-poll-s",
+        type=click.FloatRange(0, min_open=True),
+        default=30.0,
+        show_default=True,
+        help="Seconds between polls of the batches in flight.",
+    ),
 ]
 
 

@@ -65,6 +65,8 @@ class EvalSettings:
     repeats: int = 1  # --repeats K
     max_requests_per_minute: float | None = None  # pacing (pacing.py); not part of the run identity
     max_tokens_per_minute: float | None = None
+    # --batch / `batch prepare`: {"mode", "max_mb", "poll_s"}; how rows are sent, not what a request holds
+    batch: dict[str, Any] | None = None
 
     @property
     def base_url(self) -> str:
@@ -278,5 +280,6 @@ def settings_summary(s: EvalSettings) -> dict[str, Any]:
             **({"max_total_tokens": s.max_total_tokens} if s.max_total_tokens else {}),
             "max_requests_per_minute": s.max_requests_per_minute,
             "max_tokens_per_minute": s.max_tokens_per_minute,
+            **({"batch": s.batch} if s.batch else {}),
         },
     }

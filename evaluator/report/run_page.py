@@ -60,6 +60,7 @@ from evaluator.report.pieces import (
 )
 from evaluator.report.pieces import page as page_html
 from evaluator.report.run_facts import _data_html, _dates, _sampling_text
+from evaluator.runfolder.batches import batch_line
 from evaluator.scoring import MergedRun, merge_run
 
 # ----------------------------------------------------------------------------- one run
@@ -99,6 +100,7 @@ def _run_header(merged: MergedRun, page: PageData, title: str, model: Any) -> li
         ("question set", qs_text),
         ("sampling", _sampling_text(config)),
         ("run dates", _dates(config)),
+        *([("batch", _e(batch_line(summary["batch"])))] if summary.get("batch") else []),
         ("report", f"written {_e(_now())}"),
     ]
     out = ['<header class="top">', f"<h1>{_e(title)} · {_e(model)}</h1>", _meta(meta), "</header>\n<section>"]

@@ -187,3 +187,12 @@ def batch_line(batch: dict[str, Any]) -> str:
     if "seconds" in batch:
         line += f"; submission to completion {batch['seconds']:.1f} s"
     return line + "."
+
+
+def run_batch_summary(root: Path, rows: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """batch_summary of a run folder's ledger (None without one, or when it cannot be read: the score is
+    never refused for it)."""
+    try:
+        return batch_summary(load_ledger(root), rows)
+    except (LedgerError, OSError):
+        return None

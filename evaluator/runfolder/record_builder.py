@@ -11,15 +11,21 @@ import dataclasses
 
 from evaluator.core.records import ResponseAttempt, ResponseRecord, Sampling
 from evaluator.core.secrets import Redactor
-from evaluator.data.benchmarks.base import Benchmark, Sample
+from evaluator.data.benchmarks.base import Benchmark, ManifestEntry, Sample
 from evaluator.data.think import has_inline_think
 from evaluator.request.client import Completion, SendOutcome
 
 
 def base_record(
-    sample: Sample, benchmark: str, model: str, backend: str, sampling: Sampling, started_at: str
+    sample: Sample | ManifestEntry,
+    benchmark: str,
+    model: str,
+    backend: str,
+    sampling: Sampling,
+    started_at: str,
 ) -> ResponseRecord:
-    """The fields every record of this sample has, whatever happens to its request."""
+    """The fields every record of this question has, whatever happens to its request (from the sample, or
+    from its manifest entry when a batch's answer is recorded without reading the data again)."""
     return ResponseRecord(
         sample_id=sample.sample_id,
         benchmark=benchmark,

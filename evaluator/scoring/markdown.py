@@ -6,6 +6,7 @@ from typing import Any
 
 from evaluator.core.usage import usage_markdown
 from evaluator.request.ratelimit import rate_limit_markdown
+from evaluator.runfolder.batches import batch_line
 from evaluator.scoring.base import OUTCOME_LABELS, _ci_text, _num, _pct
 from evaluator.scoring.repeat_scoring import headline_markdown, repeats_markdown
 from evaluator.scoring.stats import PERCENTILES
@@ -125,6 +126,7 @@ def _usage(s: dict[str, Any]) -> list[str]:
         f"Earlier (parse-retried) responses: {ea['responses']}, {ea['total_tokens']} total tokens. "
         f"HTTP attempts: {s['http_attempts']['sum']}, rows that needed a retry: {s['http_attempts']['rows_retried']}.",
         "",
+        *([batch_line(s["batch"]), ""] if s.get("batch") else []),
         *rate_limit_markdown(s.get("rate_limits", {})),
         *usage_markdown(s["usage"]),
     ]

@@ -11,6 +11,7 @@ from evaluator.core.values import is_int, is_num
 from evaluator.data.benchmarks.base import Benchmark
 from evaluator.data.think import inline_think_count, inline_think_warnings
 from evaluator.request.ratelimit import rate_limit_stats
+from evaluator.runfolder.batches import run_batch_summary
 from evaluator.scoring.base import (
     BENCHMARKS_WITH_ZERO_COUNTS,
     BUCKETS,
@@ -249,6 +250,7 @@ def summarize(
         "latency_s": describe(latencies),
         "http_attempts": {"sum": sum(attempts), "rows_retried": sum(1 for a in attempts if a > 1)},
         **({"rate_limits": limits} if (limits := rate_limit_stats(rows)) else {}),
+        **({"batch": batch} if (batch := run_batch_summary(run_root, rows)) else {}),
         "diagnostic": {"last_integer_fallback": fallback_diagnostic(benchmark, rows)},
         "plots": {},
         "warnings": list(warnings) + inline_think_warnings(rows),
