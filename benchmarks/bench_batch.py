@@ -77,9 +77,9 @@ def kill_and_resume(emu: BatchEmulator, data: str, root: Path) -> dict:
     while time.monotonic() < deadline:
         book = json.loads((root / "batches.json").read_text()) if (root / "batches.json").exists() else {}
         entries = book.get("batches", [])
-        if entries and all(e.get("state") == "created" for e in entries):
-            if sum(len(e["rows"]) for e in entries) == len(lines(root / "manifest.jsonl")):
-                break
+        created = entries and all(e.get("state") == "created" for e in entries)
+        if created and sum(len(e["rows"]) for e in entries) == len(lines(root / "manifest.jsonl")):
+            break
         time.sleep(0.05)
     proc.send_signal(signal.SIGKILL)
     proc.wait(10)
