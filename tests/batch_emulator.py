@@ -165,7 +165,14 @@ class EmulatorState:
         self.upstream_url = upstream_url
         self.files: dict[str, StoredFile] = {}
         self.batches: dict[str, Batch] = {}
-        self.counts = {"files_uploaded": 0, "batches_created": 0, "cancels": 0, "downloads": 0, "lists": 0}
+        self.counts = {
+            "files_uploaded": 0,
+            "batches_created": 0,
+            "cancels": 0,
+            "downloads": 0,
+            "lists": 0,
+            "max_live": 0,  # the most batches not yet terminal at one time
+        }
         self.ids = itertools.count(1)
         self.release = asyncio.Event()
         self.tasks: set[asyncio.Task[None]] = set()
@@ -434,6 +441,8 @@ def _create(state: EmulatorState) -> Any:
             auth=request.headers.get("Authorization", ""),
         )
         state.batches[batch.id] = batch
+        live = sum(1 for b in state.batches.values() if b.status not in TERMINAL)
+        state.counts["max_live"] = max(state.counts["max_live"], live)
         task = asyncio.create_task(run_batch(state, batch))
         state.tasks.add(task)
         task.add_done_callback(state.tasks.discard)

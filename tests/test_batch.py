@@ -65,7 +65,8 @@ def line_bodies(root: Path) -> dict[str, bytes]:
 
 def test_split_run_records_the_online_request_bytes(tmp_path: Path, emu: BatchEmulator, data12: str) -> None:
     flags = ["--seed", "7", "--repeats", "2", "--max-tokens", "64"]
-    res = evaluate(emu.base_url, data12, tmp_path / "b", "--batch", "--batch-max-mb", "0.005", *flags)
+    split = ["--batch", "--batch-max-mb", "0.005", "--concurrency", "3"]
+    res = evaluate(emu.base_url, data12, tmp_path / "b", *split, *flags)
     assert res.returncode == 0, res.stderr
     batch = records(tmp_path / "b")
     assert len(batch) == 24 and {r["status"] for r in batch} == {"ok"}
@@ -73,6 +74,7 @@ def test_split_run_records_the_online_request_bytes(tmp_path: Path, emu: BatchEm
     counts = emu.snapshot()["counts"]
     assert len(entries) >= 3, "5 kB files must split 24 rows"
     assert counts["files_uploaded"] == counts["batches_created"] == len(entries)
+    assert counts["max_live"] == 3  # --concurrency caps the batches in flight
     assert all(e["state"] == "collected" for e in entries)
     assert all(e["input_bytes"] <= 5_000 for e in entries)
     assert {r["batch_id"] for r in batch} == {e["batch_id"] for e in entries}
@@ -212,6 +214,8 @@ def test_endpoint_without_batch_api_gives_one_line(tmp_path: Path, data12: str) 
     errors = [line for line in res.stderr.splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and "has no OpenAI batch API" in errors[0] and "404" in errors[0]
     assert "Traceback" not in res.stderr
+    assert json.loads((tmp_path / "n" / "batches.json").read_text())["batches"] == []
+    assert list((tmp_path / "n" / "batch").glob("*")) == []
 
 
 def test_key_never_reaches_a_file(tmp_path: Path, data12: str) -> None:

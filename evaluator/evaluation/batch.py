@@ -38,10 +38,6 @@ from evaluator.runfolder.files import done_keys
 PREFIX = "run"
 
 
-class BatchStopped(Exception):
-    """The run stopped with batches still running at the provider (spend guard, interrupt, API fault)."""
-
-
 @dataclass
 class BatchProgress:
     """One stderr line per batch whenever its status or request counts change."""
@@ -221,11 +217,23 @@ def send_batches(
     try:
         interrupted = run_batches(run)
     except BatchUnsupported as exc:
+        forget_unsent(ctx)
         raise EndpointError(str(exc)) from None
     except BatchAPIError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return _stopped(ctx, root, 3)
     return _finished(ctx, root, interrupted, run.over_budget())
+
+
+def forget_unsent(ctx: BatchContext) -> None:
+    """Drop the input files no provider has seen (the endpoint has no batch API): their rows are free for
+    an online run or `batch prepare`."""
+    unsent = [e for e in ctx.ledger.batches if e.state == "written"]
+    if unsent:
+        ctx.ledger.batches = [e for e in ctx.ledger.batches if e.state != "written"]
+        ctx.save()
+        for e in unsent:
+            (ctx.root / e.input).unlink(missing_ok=True)
 
 
 def _stopped(ctx: BatchContext, root: Path, code: int) -> int:
