@@ -1,0 +1,372 @@
+"""The sweep file: a TOML study of many `evaluate` runs, read and checked before anything is sent.
+
+A sweep file names each run's model, endpoint and the environment variable that holds its key; every
+other key is an `evaluate` option by its long flag name (`_` for `-`). The option names and their
+checks come from the evaluate command's own click parameters (`option_specs`), so the file accepts
+exactly what `evaluate` accepts, `--batch` included once evaluate has it, and nothing else.
+
+Refused before anything is sent, each naming the file and line: a syntax error, an unknown key, a
+value evaluate would refuse, a value that looks like a secret (the value is never repeated in the
+message), and, for the runs about to start, a key variable that is not set.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from evaluator.evaluation.sweep_secrets import looks_like_secret, secret_problem
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib  # type: ignore[no-redef]
+
+TOP_KEYS = ("name", "benchmark", "data_files", "dataset", "revision", "defaults", "pricing", "runs")
+RUN_KEYS = ("name", "model", "base_url", "api_key_env")  # besides evaluate options
+PRICE_KEYS = ("input", "output", "cached_input")
+# evaluate options the sweep decides itself: the folder, the output, and re-sending finished rows
+SWEEP_OWNED = {
+    "run_root": "the sweep puts each run in <run-root>/<sweep name>/<run name>",
+    "run_name": "the run's folder is its `name`",
+    "quiet": "the sweep shows one progress line per run",
+    "dry_run": "run `doccount evaluate --dry-run` on the data instead",
+    "overwrite": "a sweep never re-sends finished rows; give the run a new name to start it afresh",
+}
+ALIASES = {"extra_body": "extra_body_json"}  # a TOML table, sent as the JSON of --extra-body-json
+NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
+ENV_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
+RESERVED_RUN_NAMES = ("leaderboard", "logs", "sweep.json")
+
+
+class SweepFileError(ValueError):
+    """A sweep file that cannot be run (a user error: one line naming the file, the line and the fix)."""
+
+
+class OptionSpec(msgspec.Struct, frozen=True):
+    """One evaluate option: its sweep-file key, its long flag, and how a value becomes argv."""
+
+    key: str
+    flag: str
+    is_flag: bool
+    multiple: bool
+    check: Callable[[str], Any] | None = None  # raises ValueError (click.BadParameter) on a bad value
+
+
+class Price(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """USD per 1M tokens for one model id; cached_input defaults to input when not given."""
+
+    input: float
+    output: float
+    cached_input: float | None = None
+
+
+class RunSpec(msgspec.Struct, frozen=True):
+    name: str
+    model: str
+    api_key_env: str | None
+    options: dict[str, Any]  # evaluate options by key (defaults merged), base_url and model included
+    line: int | None  # of its name
+    key_line: int | None  # of its api_key_env
+
+
+class SweepSpec(msgspec.Struct, frozen=True):
+    name: str
+    path: str
+    sha256: str  # of the file's bytes, recorded in sweep.json
+    runs: list[RunSpec]
+    pricing: dict[str, Price]
+
+
+def option_specs(params: Iterable[Any]) -> dict[str, OptionSpec]:
+    """The sweep-file keys of a click command's options (e.g. evaluate's params): `--max-tokens` -> max_tokens."""
+    specs: dict[str, OptionSpec] = {}
+    for p in params:
+        longs = [o for o in getattr(p, "opts", []) if o.startswith("--")]
+        if getattr(p, "param_type_name", "") != "option" or not longs:
+            continue
+        flag = longs[0]
+        key = flag[2:].replace("-", "_")
+        specs[key] = OptionSpec(key, flag, bool(p.is_flag), bool(p.multiple), _checker(p))
+    return specs
+
+
+def _checker(param: Any) -> Callable[[str], Any]:
+    def check(value: str) -> Any:
+        try:
+            return param.type.convert(value, param, None)
+        except Exception as exc:  # click.BadParameter: a UsageError, not a ValueError
+            raise ValueError(getattr(exc, "message", None) or str(exc)) from None
+
+    return check
+
+
+# ----------------------------------------------------------------------------- lines
+
+
+class LineIndex:
+    """Where keys are in the text: tomllib gives no positions, so the lines are scanned per table."""
+
+    _header = re.compile(r"^\s*(\[\[?)\s*([^\]]+?)\s*\]\]?\s*(?:#.*)?$")
+
+    def __init__(self, text: str) -> None:
+        self.lines = text.splitlines()
+        self.sections: list[tuple[tuple[str, ...], int, int]] = [((), 0, 0)]  # (table, index, first line)
+        counts: Counter[tuple[str, ...]] = Counter()
+        for no, line in enumerate(self.lines, start=1):
+            m = self._header.match(line)
+            if m:
+                table = tuple(_dotted(m.group(2)))
+                index = counts[table] if m.group(1) == "[[" else 0
+                counts[table] += m.group(1) == "[["
+                self.sections.append((table, index, no))
+
+    def line_of(self, table: tuple[str, ...], key: str | None = None, index: int = 0) -> int | None:
+        """The line of `key` in the table (the index-th of an array of tables); its header when not found."""
+        for n, (t, i, start) in enumerate(self.sections):
+            if t != table or i != index:
+                continue
+            end = self.sections[n + 1][2] - 1 if n + 1 < len(self.sections) else len(self.lines)
+            if key is not None:
+                pattern = re.compile(
+                    rf"^\s*(?:{re.escape(key)}|\"{re.escape(key)}\"|'{re.escape(key)}')\s*[=.]"
+                )
+                for no in range(start + 1, end + 1):
+                    if pattern.match(self.lines[no - 1]):
+                        return no
+            return start or None
+        return None
+
+
+def _dotted(name: str) -> list[str]:
+    """The parts of a dotted TOML key, quotes removed: pricing."gpt-5.5" -> [pricing, gpt-5.5]."""
+    return [a or b or c.strip() for a, b, c in re.findall(r'"([^"]*)"|\'([^\']*)\'|([^.]+)', name)]
+
+
+# ----------------------------------------------------------------------------- reading
+
+
+def load_sweep(path: Path, specs: Mapping[str, OptionSpec]) -> SweepSpec:
+    """The sweep file read and checked (everything but the key variables: see check_key_variables)."""
+    raw = _read(path)
+    text = raw.decode("utf-8")
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise SweepFileError(f"{path}: not valid TOML: {exc}") from None
+    where = _Where(path, LineIndex(text))
+    _check_keys(where, (), data, TOP_KEYS, "a sweep file's top level")
+    name = _name(where, (), data, "name", "the sweep")
+    top = {k: data[k] for k in ("benchmark", "data_files", "dataset", "revision") if k in data}
+    _check_options(where, (), 0, top, specs)
+    defaults = _table(where, (), data, "defaults")
+    _check_options(where, ("defaults",), 0, defaults, specs)
+    pricing = _pricing(where, _table(where, (), data, "pricing"))
+    runs = [
+        _run(where, i, table, {**top, **defaults}, specs) for i, table in enumerate(_runs_list(where, data))
+    ]
+    _check_unique(where, runs)
+    return SweepSpec(name, str(path), hashlib.sha256(raw).hexdigest(), runs, pricing)
+
+
+def _read(path: Path) -> bytes:
+    try:
+        return Path(path).read_bytes()
+    except OSError as exc:
+        raise SweepFileError(f"cannot read the sweep file {path}: {exc.strerror or exc}") from None
+
+
+class _Where:
+    def __init__(self, path: Path, lines: LineIndex) -> None:
+        self.path, self.lines = path, lines
+
+    def fail(self, table: tuple[str, ...], key: str | None, message: str, index: int = 0) -> SweepFileError:
+        line = self.lines.line_of(table, key, index)
+        return SweepFileError(f"{self.path}:{line}: {message}" if line else f"{self.path}: {message}")
+
+
+def _check_keys(where: _Where, table: tuple[str, ...], data: dict, allowed: Iterable[str], what: str) -> None:
+    for key in data:
+        if key not in allowed:
+            raise where.fail(table, key, f"unknown key `{key}` in {what}; allowed: {', '.join(allowed)}")
+
+
+def _table(where: _Where, table: tuple[str, ...], data: dict, key: str) -> dict[str, Any]:
+    value = data.get(key, {})
+    if not isinstance(value, dict):
+        raise where.fail(table, key, f"`{key}` must be a table ([{key}])")
+    return value
+
+
+def _name(where: _Where, table: tuple[str, ...], data: dict, key: str, what: str, index: int = 0) -> str:
+    value = data.get(key)
+    if not isinstance(value, str) or not NAME_RE.match(value) or value in RESERVED_RUN_NAMES:
+        if isinstance(value, str) and looks_like_secret(value):
+            raise where.fail(table, key, f"the value of `{key}` looks like a secret", index)
+        raise where.fail(
+            table,
+            key,
+            f"{what} needs `{key} = \"...\"`: letters, digits, '.', '_' or '-' (it names a folder; not "
+            f"{', '.join(RESERVED_RUN_NAMES)})",
+            index,
+        )
+    return value
+
+
+def _pricing(where: _Where, table: dict[str, Any]) -> dict[str, Price]:
+    out = {}
+    for model, price in table.items():
+        here = ("pricing", model)
+        if not isinstance(price, dict):
+            raise where.fail(("pricing",), model, f'[pricing."{model}"] must be a table of USD per 1M tokens')
+        _check_keys(where, here, price, PRICE_KEYS, f'[pricing."{model}"]')
+        for key, value in price.items():
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+                raise where.fail(here, key, f"`{key}` must be a number >= 0 (USD per 1M tokens)")
+        if "input" not in price or "output" not in price:
+            raise where.fail(
+                here, None, f'[pricing."{model}"] needs `input` and `output` (USD per 1M tokens)'
+            )
+        out[model] = msgspec.convert(price, Price)
+    return out
+
+
+def _runs_list(where: _Where, data: dict) -> list[dict[str, Any]]:
+    runs = data.get("runs")
+    if not isinstance(runs, list) or not runs or not all(isinstance(r, dict) for r in runs):
+        raise where.fail((), "runs", "a sweep needs at least one [[runs]] table")
+    return runs
+
+
+def _run(where: _Where, i: int, table: dict, inherited: dict, specs: Mapping[str, OptionSpec]) -> RunSpec:
+    here = ("runs",)
+    name = _name(where, here, table, "name", f"run #{i + 1}", i)
+    for key in ("model",):
+        if not isinstance(table.get(key), str) or not table[key].strip():
+            raise where.fail(here, key if key in table else None, f'run {name} needs `{key} = "..."`', i)
+    env = table.get("api_key_env")
+    if env is not None and (not isinstance(env, str) or not ENV_RE.match(env)):
+        problem = (
+            "looks like a secret: put the key in an environment variable"
+            if (isinstance(env, str) and looks_like_secret(env))
+            else "must name an environment variable (letters, digits, _)"
+        )
+        raise where.fail(
+            here, "api_key_env", f"run {name}: `api_key_env` {problem} and name that variable", i
+        )
+    own = {k: v for k, v in table.items() if k not in ("name", "api_key_env")}
+    _check_options(where, here, i, own, specs)
+    options = {**inherited, **own}
+    if "base_url" not in options and options.get("backend") != "vllm":
+        raise where.fail(here, None, f'run {name} needs `base_url = "https://..."` (or backend = "vllm")', i)
+    lines = where.lines
+    return RunSpec(
+        name,
+        table["model"],
+        env,
+        options,
+        lines.line_of(here, "name", i),
+        lines.line_of(here, "api_key_env", i),
+    )
+
+
+def _check_unique(where: _Where, runs: list[RunSpec]) -> None:
+    seen: dict[str, int] = {}
+    for i, run in enumerate(runs):
+        folded = run.name.lower()  # one folder on a case-insensitive file system
+        if folded in seen:
+            raise where.fail(("runs",), "name", f"two runs are named {run.name}: run names name folders", i)
+        seen[folded] = i
+
+
+def _check_options(
+    where: _Where, table: tuple[str, ...], index: int, options: dict, specs: Mapping[str, OptionSpec]
+) -> None:
+    """Each key an evaluate option the sweep passes on, with a value evaluate accepts and no secret."""
+    for key, value in options.items():
+        problem = secret_problem(key, value)
+        if problem:
+            raise where.fail(
+                table,
+                key,
+                f"{problem}; a sweep file names the variable that holds a key "
+                '(api_key_env = "..."), never the key itself',
+                index,
+            )
+        if key in SWEEP_OWNED:
+            raise where.fail(table, key, f"`{key}` is set by the sweep: {SWEEP_OWNED[key]}", index)
+        spec = specs.get(ALIASES.get(key, key))
+        if spec is None:
+            close = ", ".join(sorted(k for k in specs if k not in SWEEP_OWNED))
+            raise where.fail(
+                table, key, f"unknown key `{key}`: not an evaluate option (options: {close})", index
+            )
+        try:
+            option_args(spec, value, key)
+        except ValueError as exc:
+            raise where.fail(table, key, f"`{key}`: {exc}", index) from None
+
+
+# ----------------------------------------------------------------------------- to argv
+
+
+def option_args(spec: OptionSpec, value: Any, key: str | None = None) -> list[str]:
+    """The evaluate arguments of one sweep-file value, checked by the option's own click type."""
+    if spec.is_flag:
+        if not isinstance(value, bool):
+            raise ValueError("must be true or false")
+        return [spec.flag] if value else []
+    if isinstance(value, dict):
+        if key not in ALIASES:
+            raise ValueError(f"a table is allowed only for {', '.join(ALIASES)}")
+        value = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    values = value if isinstance(value, list) and spec.multiple else [value]
+    out: list[str] = []
+    for v in values:
+        if isinstance(v, bool) or not isinstance(v, (str, int, float)):
+            raise ValueError(
+                "must be a string or a number" + (" (or a list of them)" if spec.multiple else "")
+            )
+        text = v if isinstance(v, str) else repr(v)
+        if spec.check is not None:
+            spec.check(text)
+        out += [spec.flag, text]
+    return out
+
+
+def run_args(run: RunSpec, specs: Mapping[str, OptionSpec], folder: Path) -> list[str]:
+    """The whole `evaluate` argument list of a run, its folder given by the sweep."""
+    args: list[str] = []
+    for key, value in run.options.items():
+        args += option_args(specs[ALIASES.get(key, key)], value, key)
+    return args + ["--run-root", str(folder)]
+
+
+def select_runs(sweep: SweepSpec, only: Iterable[str]) -> list[RunSpec]:
+    """The runs named by --only (all when none is named), in file order."""
+    wanted = list(only)
+    known = {r.name for r in sweep.runs}
+    unknown = [n for n in wanted if n not in known]
+    if unknown:
+        raise SweepFileError(
+            f"--only names no run of {sweep.path}: {', '.join(unknown)} (runs: {', '.join(sorted(known))})"
+        )
+    return [r for r in sweep.runs if not wanted or r.name in wanted]
+
+
+def check_key_variables(sweep: SweepSpec, runs: Iterable[RunSpec], env: Mapping[str, str]) -> None:
+    """Every run about to start has its key variable set (a run without api_key_env sends no key)."""
+    missing = [r for r in runs if r.api_key_env and not env.get(r.api_key_env, "").strip()]
+    if missing:
+        where = ", ".join(f"{r.name} (line {r.key_line}: {r.api_key_env})" for r in missing)
+        raise SweepFileError(
+            f"{sweep.path}: the key variable of {len(missing)} run(s) is not set: {where}; export it "
+            "(read -rsp 'key: ' VAR; export VAR) or leave the run out with --only"
+        )

@@ -1,0 +1,83 @@
+"""Values that look like credentials, for files that must never hold one (a sweep file). Pure.
+
+A key in such a file is refused without repeating it: the messages name the key, never the value.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from typing import Any
+
+# Key names whose value would be a credential (api_key_env names a variable, so it is allowed).
+SECRET_KEY_PARTS = {
+    "key",
+    "apikey",
+    "token",
+    "secret",
+    "password",
+    "passwd",
+    "authorization",
+    "bearer",
+    "auth",
+}
+SECRET_KEY_PARTS |= {"credential", "credentials", "cookie"}
+# Prefixes of providers' key formats (OpenAI/Moonshot/DeepSeek sk-, Anthropic sk-ant-, OpenRouter sk-or-,
+# Google AIza, Fireworks fw_, Hugging Face hf_, GitHub ghp_..., Groq gsk_, xAI xai-, Replicate r8_, ...).
+SECRET_PREFIX_RE = re.compile(
+    r"(?:^|[^A-Za-z0-9])(?:sk-|sk_|AIza|fw_|hf_|gh[pousr]_|gsk_|xai-|r8_|pplx-|nvapi-|xox[abp]-)"
+    r"[A-Za-z0-9_\-]{12,}"
+)
+BEARER_RE = re.compile(r"(?i)\bbearer\s+\S{8,}")
+TOKEN_CHARS_RE = re.compile(r"^[A-Za-z0-9_\-+=./]{20,}$")
+HEX_RE = re.compile(r"^[0-9a-fA-F]{40}$")  # a git commit (a `revision` may pin one)
+
+
+def looks_like_secret(value: str) -> bool:
+    """A provider key format, a `Bearer ...` header value, or a long random-looking token.
+
+    The last rule covers keys without a known prefix (Zhipu's id.secret, Together's hex): a run of at
+    least 20 token characters between separators, letters and digits mixed, with the character entropy
+    of random text. Model ids are words and short numbers between `-`, `.`, `/`; paths and URLs are not
+    tokens; a 40-hex git commit is a revision.
+    """
+    s = value.strip()
+    if SECRET_PREFIX_RE.search(s) or BEARER_RE.search(s):
+        return True
+    if not TOKEN_CHARS_RE.match(s) or HEX_RE.match(s):
+        return False
+    return any(_random_run(part) for part in re.split(r"[-_./]", s))
+
+
+def _random_run(part: str) -> bool:
+    """12+ characters mixing letters and digits that switch class often, as random text does."""
+    if len(part) < 12:
+        return False
+    switches = sum(a.isdigit() != b.isdigit() for a, b in zip(part, part[1:], strict=False))
+    return switches >= 4 and _entropy(part) >= 3.2
+
+
+def _entropy(s: str) -> float:
+    counts = Counter(s)
+    return -sum(c / len(s) * math.log2(c / len(s)) for c in counts.values())
+
+
+def secret_problem(key: str, value: Any, allow_key_names: tuple[str, ...] = ()) -> str | None:
+    """What makes a key/value pair look like a credential, or None; nested tables and lists included."""
+    parts = set(re.split(r"[_\-.\s]+", key.lower()))
+    if key not in allow_key_names and parts & SECRET_KEY_PARTS:
+        return f"`{key}` names a credential"
+    if isinstance(value, str) and looks_like_secret(value):
+        return f"the value of `{key}` looks like a secret (an API key or token)"
+    if isinstance(value, dict):
+        for k, v in value.items():
+            problem = secret_problem(str(k), v)
+            if problem:
+                return problem
+    if isinstance(value, list):
+        for v in value:
+            problem = secret_problem(key, v, (key,))
+            if problem:
+                return problem
+    return None

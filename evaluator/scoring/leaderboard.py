@@ -1,0 +1,305 @@
+"""The leaderboard of many runs (a sweep, or any run folders): pure numbers from merged runs.
+
+Each run is scored over its own full question set (every question in the denominator, missing ones
+wrong), with the per-group columns of the paper's Table 5, mean and spread over repeats, outcomes
+with answers cut off at the output limit counted apart from format failures, every token the records
+report (failed attempts included) and the cost those tokens come to under a pricing table. Runs are
+ranked by the primary score. Every pair of runs over the same question set is compared with the
+paired comparison of `compare` (paired bootstrap interval, exact McNemar p), the p-values Holm-adjusted
+across the pairs; pairs over different question sets are marked not comparable.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+from evaluator.compare import paired_comparison
+from evaluator.repeat_scoring import compare_block, question_rows, responses_of, run_repeats
+from evaluator.scoring import (
+    MergedRun,
+    ScoreError,
+    accuracy_block,
+    extra_metrics_of,
+    group_keys,
+    ordered_values,
+    outcome_counts,
+)
+from evaluator.stats import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, CONFIDENCE
+from evaluator.usage import retry_errors_of
+
+LEADERBOARD_SCHEMA_VERSION = 1
+MAX_GROUP_VALUES = 8  # a group field with more values gets no per-value columns (as in compare)
+TOKEN_KINDS = ("prompt_tokens", "completion_tokens", "reasoning_tokens", "cached_tokens", "total_tokens")
+
+
+@dataclass(frozen=True)
+class BoardRun:
+    """One run for the leaderboard: its name, the merged folder, a link to its report, its sweep state."""
+
+    name: str
+    merged: MergedRun
+    report: str | None = None  # relative to the leaderboard's folder
+    state: str | None = None  # the sweep's word for it (done, failed, ...) when a sweep ran it
+
+
+def build_leaderboard(
+    runs: Sequence[BoardRun],
+    pricing: Mapping[str, Mapping[str, float]] | None = None,
+    resamples: int = BOOTSTRAP_RESAMPLES,
+    seed: int = BOOTSTRAP_SEED,
+) -> dict[str, Any]:
+    """leaderboard.json's content: runs in rank order, then every pair of them."""
+    if not runs:
+        raise ScoreError("a leaderboard needs at least one run folder")
+    benches = {r.merged.benchmark.name for r in runs}
+    if len(benches) > 1:
+        raise ScoreError(
+            f"the runs are on different benchmarks ({', '.join(sorted(benches))}); one per board"
+        )
+    qrows = {r.name: question_rows(r.merged.rows, run_repeats(r.merged.config)) for r in runs}
+    columns = group_columns(runs[0].merged.benchmark, list(qrows.values()))
+    entries = [
+        run_entry(r, qrows[r.name], columns, (pricing or {}).get(str(r.merged.run_config.model)))
+        for r in runs
+    ]
+    entries.sort(key=lambda e: (-(e["accuracy"] if e["accuracy"] is not None else -1.0), e["name"]))
+    for rank, e in enumerate(entries, start=1):
+        e["rank"] = rank
+    return {
+        "schema_version": LEADERBOARD_SCHEMA_VERSION,
+        "benchmark": runs[0].merged.benchmark.name,
+        "columns": [{"field": f, "value": v} for f, v in columns],
+        "methods": methods(resamples, seed),
+        "runs": entries,
+        "pairwise": pairwise(entries, qrows, resamples, seed),
+    }
+
+
+def group_columns(bench: Any, qrows_by_run: list[list[dict[str, Any]]]) -> list[tuple[str, str]]:
+    """(field, value) columns: every value of each group field seen in any run, in the benchmark's order."""
+    cols: list[tuple[str, str]] = []
+    for name in bench.group_fields:
+        seen = {k for rows in qrows_by_run for r in rows for k in group_keys(r.get("groups") or {}, name)}
+        values = ordered_values(bench, name, seen)
+        if len(values) <= MAX_GROUP_VALUES:
+            cols += [(name, v) for v in values]
+    return cols
+
+
+def run_entry(
+    run: BoardRun,
+    qrows: list[dict[str, Any]],
+    columns: list[tuple[str, str]],
+    price: Mapping[str, float] | None,
+) -> dict[str, Any]:
+    """One run's row over its own question set."""
+    m = run.merged
+    k = run_repeats(m.config)
+    responses = responses_of(qrows)
+    per_group: dict[str, dict[str, Any]] = {}
+    for name, value in columns:
+        sub = [r for r in qrows if value in group_keys(r.get("groups") or {}, name)]
+        per_group.setdefault(name, {})[value] = compare_block(sub, k, accuracy_block)
+    outcomes = outcomes_of(responses)
+    tokens = tokens_of(responses)
+    entry = {
+        "name": run.name,
+        "model": m.run_config.model,
+        "provider": provider_host(m.run_config.endpoints or [m.run_config.endpoint or ""]),
+        **compare_block(qrows, k, accuracy_block),
+        **({"repeats": repeats_of(m.summary)} if k > 1 else {}),
+        "per_group": per_group,
+        "extra_metrics": extra_metrics_of(m.benchmark, responses),
+        "outcomes": outcomes,
+        "tokens": tokens,
+        "cost_usd": cost_of(tokens, price),
+        "price": dict(price) if price else None,
+        "complete": outcomes["missing"] == 0
+        and outcomes["request_error"] == 0
+        and run.state in (None, "done"),
+        "state": run.state,
+        "report": run.report,
+        "question_set_sha256": question_set_digest(qrows),
+    }
+    return entry
+
+
+def provider_host(urls: Sequence[str]) -> str:
+    """The hosts of the run's endpoints (host:port when a port is given), comma-separated."""
+    hosts = []
+    for url in urls:
+        parts = urlsplit(url)
+        host = parts.hostname or url
+        host = f"{host}:{parts.port}" if parts.port else host
+        if host not in hosts:
+            hosts.append(host)
+    return ", ".join(hosts)
+
+
+def repeats_of(summary: dict[str, Any]) -> dict[str, Any]:
+    r = summary.get("repeats") or {}
+    return {
+        "k": r.get("k"),
+        "mean": r.get("mean_accuracy"),
+        "sd": r.get("std_accuracy"),
+        "per_repeat": [p.get("accuracy") for p in r.get("per_repeat") or []],
+    }
+
+
+def outcomes_of(responses: list[dict[str, Any]]) -> dict[str, int]:
+    """Outcome counts with parse failures split: cut off at the output limit, or a format failure."""
+    counts = outcome_counts(responses)
+    cut = sum(1 for r in responses if r["outcome"] == "parse_failure" and r.get("finish_reason") == "length")
+    return {
+        "ok": counts["ok"],
+        "parse_failure": counts["parse_failure"] - cut,
+        "cut_off": cut,
+        "request_error": counts["request_error"],
+        "data_error": counts["data_error"],
+        "missing": counts["missing"],
+    }
+
+
+def spent_usages(row: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every usage a record reports spending: its answer, each failed attempt, each earlier (parse-retried)
+    attempt with its own failed attempts. A request_error row's own usage is its last failed attempt's,
+    which its retry_errors already hold."""
+    out = [
+        u
+        for e in row.get("retry_errors") or []
+        if isinstance(e, dict) and isinstance(u := e.get("usage"), dict)
+    ]
+    if row.get("status") == "ok" and isinstance(row.get("usage"), dict):
+        out.append(row["usage"])
+    for a in row.get("earlier_attempts") or []:
+        if isinstance(a, dict):
+            out += spent_usages({**a, "status": "ok", "earlier_attempts": None})
+    return out
+
+
+def tokens_of(responses: list[dict[str, Any]]) -> dict[str, int]:
+    """Token totals over every attempt the records report (failed ones included)."""
+    totals = dict.fromkeys(TOKEN_KINDS, 0)
+    failed = 0
+    for row in responses:
+        for usage in spent_usages(row):
+            for kind in TOKEN_KINDS:
+                v = usage.get(kind)
+                if isinstance(v, int) and not isinstance(v, bool):
+                    totals[kind] += v
+        failed += sum(
+            _int(u.get("total_tokens")) for e in retry_errors_of(row) if isinstance(u := e.get("usage"), dict)
+        )
+    return {
+        "prompt": totals["prompt_tokens"],
+        "completion": totals["completion_tokens"],
+        "reasoning": totals["reasoning_tokens"],
+        "cached": totals["cached_tokens"],
+        "total": totals["total_tokens"],
+        "failed_attempts": failed,
+    }
+
+
+def _int(v: Any) -> int:
+    return v if isinstance(v, int) and not isinstance(v, bool) else 0
+
+
+def cost_of(tokens: dict[str, int], price: Mapping[str, float] | None) -> float | None:
+    """USD: uncached prompt tokens at `input`, cached ones at `cached_input` (else `input`), completion
+    tokens (reasoning included, as providers bill it) at `output`; prices per 1M tokens. None: no price."""
+    if not price:
+        return None
+    cached = min(tokens["cached"], tokens["prompt"])
+    cached_price = price.get("cached_input")
+    usd = (tokens["prompt"] - cached) * price["input"] + tokens["completion"] * price["output"]
+    usd += cached * (price["input"] if cached_price is None else cached_price)
+    return usd / 1_000_000
+
+
+def question_set_digest(qrows: list[dict[str, Any]]) -> str:
+    keys = sorted(f"{r['sample_id']}\t{r.get('image_sha256') or ''}" for r in qrows)
+    return hashlib.sha256("\n".join(keys).encode("utf-8")).hexdigest()
+
+
+# ----------------------------------------------------------------------------- pairs
+
+
+def pairwise(
+    entries: list[dict[str, Any]], qrows: dict[str, list[dict[str, Any]]], resamples: int, seed: int
+) -> list[dict[str, Any]]:
+    """Every pair in rank order (the better-ranked run is A); Holm-adjusted p-values across the pairs."""
+    pairs = []
+    for i, a in enumerate(entries):
+        for b in entries[i + 1 :]:
+            pairs.append(pair_of(a, b, qrows[a["name"]], qrows[b["name"]], resamples, seed))
+    adjusted = holm([p["p_value"] for p in pairs])
+    for p, adj in zip(pairs, adjusted, strict=True):
+        p["p_holm"] = adj
+    return pairs
+
+
+def pair_of(
+    a: dict[str, Any], b: dict[str, Any], rows_a: list, rows_b: list, resamples: int, seed: int
+) -> dict[str, Any]:
+    if a["question_set_sha256"] != b["question_set_sha256"]:
+        shared = {r["sample_id"] for r in rows_a} & {r["sample_id"] for r in rows_b}
+        return {
+            "a": a["name"],
+            "b": b["name"],
+            "comparable": False,
+            "reason": f"different question sets ({len(rows_a)} and {len(rows_b)} questions, {len(shared)} shared)",
+            "p_value": None,
+        }
+    index = {(r["sample_id"], r.get("image_sha256")): r for r in rows_b}
+    aligned_b = [index[(r["sample_id"], r.get("image_sha256"))] for r in rows_a]
+    ca = [_correct(r) for r in rows_a]
+    cb = [_correct(r) for r in aligned_b]
+    cmp = paired_comparison(a["name"], ca, b["name"], cb, resamples, seed)
+    return {
+        "a": a["name"],
+        "b": b["name"],
+        "comparable": True,
+        "questions": cmp["questions"],
+        "table": cmp["table"],
+        "difference": cmp["difference"],
+        "difference_ci95": cmp["difference_ci95"],
+        "p_value": cmp["mcnemar_exact_p"],
+    }
+
+
+def _correct(row: dict[str, Any]) -> bool | float:
+    c = row["correct"]
+    return c if isinstance(c, float) and not isinstance(c, bool) else bool(c)
+
+
+def holm(pvalues: Sequence[float | None]) -> list[float | None]:
+    """Holm-Bonferroni step-down adjusted p-values (None stays None and does not count as a test)."""
+    tested = sorted((p, i) for i, p in enumerate(pvalues) if p is not None)
+    m = len(tested)
+    out: list[float | None] = [None] * len(pvalues)
+    running = 0.0
+    for rank, (p, i) in enumerate(tested):
+        running = max(running, min(1.0, (m - rank) * p))
+        out[i] = running
+    return out
+
+
+def methods(resamples: int, seed: int) -> dict[str, Any]:
+    return {
+        "rank_by": "primary score: exact-count accuracy over every question of the run (missing = wrong)",
+        "accuracy_interval": "wilson (with repeats: question-cluster bootstrap)",
+        "confidence": CONFIDENCE,
+        "difference_interval": "paired bootstrap over questions, percentile method",
+        "bootstrap_resamples": resamples,
+        "bootstrap_seed": seed,
+        "p_value": "exact two-sided McNemar (none with repeats)",
+        "multiple_comparisons": "Holm step-down over the pairs that have a p-value",
+        "comparable": "same question set (sample id and image hash)",
+        "cost": "USD per 1M tokens from the pricing table; uncached prompt at input, cached prompt at "
+        "cached_input, completion (reasoning included) at output; every recorded attempt counted",
+        "cut_off": "a parse failure whose finish_reason is length (the output limit), not a format failure",
+    }

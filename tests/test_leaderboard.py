@@ -1,0 +1,171 @@
+"""The leaderboard's numbers (evaluator.scoring.leaderboard), from merged runs built in memory. Pure."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy.stats import binomtest
+
+from evaluator.benchmarks import get_benchmark
+from evaluator.runconfig import RunConfig
+from evaluator.scoring import MergedRun, ScoreError, outcome_of
+from evaluator.scoring.leaderboard import BoardRun, build_leaderboard, cost_of, holm, tokens_of
+
+CLASSES = ("Brand Logo", "Photograph", "Table", "Chart / Graph")
+
+
+def row(i: int, correct: bool, **kw: Any) -> dict[str, Any]:
+    truth = i % 5 + 1
+    r = {
+        "sample_id": f"doc-{i:04d}",
+        "image_sha256": f"{i:064x}",
+        "groups": {"target_class": CLASSES[i % 4]},
+        "target_class": CLASSES[i % 4],
+        "ground_truth": truth,
+        "status": "ok",
+        "parsed_answer": truth if correct else truth + 1,
+        "finish_reason": "stop",
+        "usage": {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120},
+        **kw,
+    }
+    r["correct"] = r["status"] == "ok" and r["parsed_answer"] == truth
+    r["outcome"] = outcome_of(r)
+    return r
+
+
+def merged(
+    rows: list[dict[str, Any]], model: str = "m", repeats: int = 1, url: str = "http://h:1/v1"
+) -> MergedRun:
+    config = {"benchmark": "doccount", "model": model, "endpoint": url, "endpoints": [url]}
+    if repeats > 1:
+        config["repeats"] = repeats
+    rc = RunConfig(benchmark="doccount", model=model, endpoint=url, endpoints=[url])
+    return MergedRun(Path("."), config, rc, get_benchmark("doccount"), [], rows, {})
+
+
+def board(*runs: tuple[str, list[dict[str, Any]]], **kw: Any) -> dict[str, Any]:
+    return build_leaderboard([BoardRun(n, merged(r)) for n, r in runs], resamples=2000, **kw)
+
+
+def test_ranked_by_accuracy_with_every_question_in_the_denominator() -> None:
+    a = [row(i, i % 2 == 0) for i in range(8)]  # 4 / 8
+    b = [row(i, True) for i in range(6)] + [
+        row(6, False, status="missing"),
+        row(7, False, status="request_error"),
+    ]
+    b[6]["parsed_answer"] = b[7]["parsed_answer"] = None
+    out = board(("a", a), ("b", b))
+    assert [e["name"] for e in out["runs"]] == ["b", "a"]
+    top = out["runs"][0]
+    assert (top["correct"], top["questions"], top["accuracy"]) == (6, 8, 0.75)
+    assert top["complete"] is False and out["runs"][1]["complete"] is True
+    assert top["outcomes"]["missing"] == 1 and top["outcomes"]["request_error"] == 1
+    assert top["per_group"]["target_class"]["Brand Logo"]["questions"] == 2
+    assert [r["rank"] for r in out["runs"]] == [1, 2]
+
+
+def test_cut_off_answers_are_counted_apart_from_format_failures() -> None:
+    rows = [row(i, True) for i in range(4)]
+    rows[1].update(parsed_answer=None, finish_reason="length", parse_status="no_tag")
+    rows[2].update(parsed_answer=None, finish_reason="stop", parse_status="no_tag")
+    for r in rows:
+        r["outcome"] = outcome_of(r)
+    e = board(("x", rows))["runs"][0]
+    assert e["outcomes"]["cut_off"] == 1 and e["outcomes"]["parse_failure"] == 1
+
+
+def test_tokens_count_failed_and_earlier_attempts_and_the_cost_follows_the_price() -> None:
+    failed = {
+        "attempt": 1,
+        "kind": "http_status",
+        "message": "x",
+        "usage": {"prompt_tokens": 7, "completion_tokens": 3, "total_tokens": 10},
+    }
+    earlier = {
+        "usage": {"prompt_tokens": 5, "completion_tokens": 5, "total_tokens": 10},
+        "retry_errors": [failed],
+    }
+    r0 = row(0, True, retry_errors=[failed], earlier_attempts=[earlier])
+    r0["usage"] = {
+        "prompt_tokens": 100,
+        "completion_tokens": 40,
+        "total_tokens": 140,
+        "reasoning_tokens": 30,
+        "cached_tokens": 60,
+    }
+    r1 = row(
+        1, False, status="request_error", parsed_answer=None, retry_errors=[failed], usage=failed["usage"]
+    )
+    t = tokens_of([r0, r1])
+    # r1's own usage is its last failed attempt's: counted once
+    assert t == {"prompt": 100 + 7 + 5 + 7 + 7, "completion": 40 + 3 + 5 + 3 + 3, "reasoning": 30, "cached": 60,
+                 "total": 140 + 10 + 10 + 10 + 10, "failed_attempts": 30}  # fmt: skip
+    price = {"input": 2.0, "output": 10.0, "cached_input": 0.5}
+    assert cost_of(t, price) == pytest.approx(((126 - 60) * 2.0 + 60 * 0.5 + 54 * 10.0) / 1e6)
+    assert cost_of(t, {"input": 2.0, "output": 10.0}) == pytest.approx((126 * 2.0 + 54 * 10.0) / 1e6)
+    assert cost_of(t, None) is None
+
+
+def test_pricing_is_looked_up_by_model_id_and_blank_without_one() -> None:
+    out = build_leaderboard(
+        [
+            BoardRun("a", merged([row(0, True)], model="gpt-x")),
+            BoardRun("b", merged([row(0, True)], model="other")),
+        ],
+        pricing={"gpt-x": {"input": 1.0, "output": 1.0}},
+        resamples=100,
+    )
+    costs = {e["name"]: e["cost_usd"] for e in out["runs"]}
+    assert costs["a"] == pytest.approx(120 / 1e6) and costs["b"] is None
+
+
+def test_pairs_over_different_question_sets_are_not_compared() -> None:
+    a = [row(i, True) for i in range(6)]
+    b = [row(i, i < 3) for i in range(6)]
+    c = [row(i, True) for i in range(5)]
+    out = board(("a", a), ("b", b), ("c", c))
+    pairs = {(p["a"], p["b"]): p for p in out["pairwise"]}
+    assert len(pairs) == 3
+    assert pairs[("a", "b")]["comparable"] and pairs[("a", "b")]["table"]["only_a"] == 3
+    assert pairs[("a", "b")]["p_value"] == pytest.approx(binomtest(0, 3, 0.5).pvalue)
+    not_cmp = [p for p in out["pairwise"] if not p["comparable"]]
+    assert {(p["a"], p["b"]) for p in not_cmp} == {("a", "c"), ("c", "b")}  # a and c tie at 100%: by name
+    assert all(p["p_value"] is None and p["p_holm"] is None for p in not_cmp)
+
+
+def test_runs_of_two_benchmarks_are_refused() -> None:
+    m = merged([row(0, True)])
+    m2 = merged([row(0, True)])
+    m2.benchmark = get_benchmark("countqa")
+    with pytest.raises(ScoreError, match="different benchmarks"):
+        build_leaderboard([BoardRun("a", m), BoardRun("b", m2)])
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.one_of(st.none(), st.floats(0, 1)), max_size=12))
+def test_holm_matches_its_definition(ps: list[float | None]) -> None:
+    adj = holm(ps)
+    tested = [(p, i) for i, p in enumerate(ps) if p is not None]
+    m = len(tested)
+    order = sorted(tested)
+    for rank, (p, i) in enumerate(order):
+        expected = max(min(1.0, (m - j) * order[j][0]) for j in range(rank + 1))
+        assert adj[i] == pytest.approx(expected)
+        assert p <= adj[i] + 1e-12 <= 1.0 + 1e-12
+    assert all(a is None for a, p in zip(adj, ps, strict=True) if p is None)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.lists(st.booleans(), min_size=6, max_size=6), min_size=2, max_size=4))
+def test_every_pair_once_in_rank_order(outcomes: list[list[bool]]) -> None:
+    runs = [(f"r{k}", [row(i, c) for i, c in enumerate(o)]) for k, o in enumerate(outcomes)]
+    out = board(*runs)
+    names = [e["name"] for e in out["runs"]]
+    accs = [e["accuracy"] for e in out["runs"]]
+    assert accs == sorted(accs, reverse=True)
+    assert [(p["a"], p["b"]) for p in out["pairwise"]] == list(itertools.combinations(names, 2))
