@@ -43,6 +43,7 @@ from evaluator.retry import Redactor, utc_now
 from evaluator.runfolder import RunLock
 
 SWEEP_STATE = "sweep.json"
+SWEEP_COPY = "sweep.toml"  # the sweep file as this invocation read it (it holds no key: see sweep_file)
 LOGS = "logs"
 # evaluate's exit codes (evaluator.evaluation.evaluate) as run states
 STATES = {0: "done", 1: "error", 2: "refused", 3: "failed", 130: "interrupted"}
@@ -228,6 +229,7 @@ def run_sweep(
     out = out or sys.stderr
     with RunLock(sw.folder), _forward_signals(sw):
         sw.state.invocations += 1
+        write_atomic(sw.folder / SWEEP_COPY, sweep.raw)
         sw.save()
         progress = SweepProgress([r.name for r in runs], out)
         interrupted = _run_all(sw, runs, parallel, progress)

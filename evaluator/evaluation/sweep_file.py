@@ -83,6 +83,7 @@ class SweepSpec(msgspec.Struct, frozen=True):
     sha256: str  # of the file's bytes, recorded in sweep.json
     runs: list[RunSpec]
     pricing: dict[str, Price]
+    raw: bytes = b""  # the file's bytes (no key can be in them: load_sweep refuses one)
 
 
 def option_specs(params: Iterable[Any]) -> dict[str, OptionSpec]:
@@ -173,7 +174,7 @@ def load_sweep(path: Path, specs: Mapping[str, OptionSpec]) -> SweepSpec:
         _run(where, i, table, {**top, **defaults}, specs) for i, table in enumerate(_runs_list(where, data))
     ]
     _check_unique(where, runs)
-    return SweepSpec(name, str(path), hashlib.sha256(raw).hexdigest(), runs, pricing)
+    return SweepSpec(name, str(path), hashlib.sha256(raw).hexdigest(), runs, pricing, raw)
 
 
 def _read(path: Path) -> bytes:

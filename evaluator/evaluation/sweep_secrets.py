@@ -9,6 +9,7 @@ import math
 import re
 from collections import Counter
 from typing import Any
+from urllib.parse import parse_qsl, urlsplit
 
 # Key names whose value would be a credential (api_key_env names a variable, so it is allowed).
 SECRET_KEY_PARTS = {
@@ -58,6 +59,17 @@ def _random_run(part: str) -> bool:
     return switches >= 4 and _entropy(part) >= 3.2
 
 
+def url_carries_credential(value: str) -> bool:
+    """user:password@ in an http(s) URL, or a query parameter named like a key (?key=, ?api_key=, ...)."""
+    if not value.lower().startswith(("http://", "https://")):
+        return False
+    parts = urlsplit(value)
+    if parts.password:
+        return True
+    names = [name for name, _ in parse_qsl(parts.query, keep_blank_values=True)]
+    return any(set(re.split(r"[_\-.]+", n.lower())) & SECRET_KEY_PARTS for n in names)
+
+
 def _entropy(s: str) -> float:
     counts = Counter(s)
     return -sum(c / len(s) * math.log2(c / len(s)) for c in counts.values())
@@ -70,6 +82,8 @@ def secret_problem(key: str, value: Any, allow_key_names: tuple[str, ...] = ()) 
         return f"`{key}` names a credential"
     if isinstance(value, str) and looks_like_secret(value):
         return f"the value of `{key}` looks like a secret (an API key or token)"
+    if isinstance(value, str) and url_carries_credential(value):
+        return f"the URL in `{key}` carries a credential (a password or a key in its query string)"
     if isinstance(value, dict):
         for k, v in value.items():
             problem = secret_problem(str(k), v)

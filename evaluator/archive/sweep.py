@@ -1,0 +1,213 @@
+"""The archive of a whole sweep: the sweep file, every run as its own archive, and the leaderboard.
+
+Layout (under one top folder ``<sweep>.sweep-archive/``)::
+
+    ARCHIVE.json         index: format doccount-sweep-archive, the sweep, each run's archive and its SHA-256
+    SHA256SUMS           over every other entry
+    sweep.toml           the sweep file as the last invocation read it (it never holds a key)
+    sweep.json           each run's state and arguments digest (never a key)
+    leaderboard/         index.html, leaderboard.md, leaderboard.json as written
+    runs/<run>.tar.gz    each run's archive exactly as `doccount archive --run-root <run>` writes it
+
+Deterministic like a run's archive (sorted entries, fixed metadata). `verify_sweep` checks the outer
+checksums, verifies every run archive as `doccount verify` does, and recomputes the leaderboard's numbers
+from the re-scored records. `reproduce_sweep` re-runs the runs (all, or the ones named) each with its
+own key variable, through `doccount reproduce` in a child process.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from evaluator.archive.base import (
+    INDEX,
+    SUMS,
+    Archive,
+    ArchiveError,
+    ArchiveInfo,
+    Problem,
+    VerifyResult,
+    json_bytes,
+    secret_hits,
+    sha256_hex,
+)
+from evaluator.archive.pack import create_archive, write_tar_gz
+from evaluator.archive.verify import _check_sums, read_archive, verify_archive
+from evaluator.atomic import atomic_file
+
+SWEEP_FORMAT = "doccount-sweep-archive"
+SWEEP_FORMAT_VERSION = 1
+SWEEP_TOP_SUFFIX = ".sweep-archive"
+BOARD_FILES = ("index.html", "leaderboard.md", "leaderboard.json")
+STATE, COPY, BOARD = "sweep.json", "sweep.toml", "leaderboard"
+
+
+def is_sweep_folder(root: Path) -> bool:
+    return (root / STATE).is_file() and not (root / "run_config.json").is_file()
+
+
+def is_sweep_archive(archive: Archive) -> bool:
+    return (archive.index or {}).get("format") == SWEEP_FORMAT
+
+
+def _state(root: Path) -> dict[str, Any]:
+    try:
+        data = json.loads((root / STATE).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ArchiveError(f"cannot read {root / STATE} ({exc}); is it a sweep folder?") from None
+    return data if isinstance(data, dict) else {}
+
+
+def create_sweep_archive(
+    root: Path, output: Path, bundle_root: Path | None = None, env: Mapping[str, str] | None = None
+) -> ArchiveInfo:
+    """Write the deterministic archive of a sweep folder (each run archived as `doccount archive` does)."""
+    env = os.environ if env is None else env
+    state = _state(root)
+    runs = sorted(p for p in root.iterdir() if (p / "run_config.json").is_file())
+    if not runs:
+        raise ArchiveError(f"{root} holds no run folder; run the sweep first")
+    keys = {
+        name: env.get(str((s or {}).get("api_key_env") or ""), "")
+        for name, s in (state.get("runs") or {}).items()
+    }
+    entries: dict[str, bytes] = {}
+    index_runs = {}
+    with tempfile.TemporaryDirectory(prefix="doccount-sweep-archive-") as work:
+        for run in runs:
+            out = Path(work) / f"{run.name}.tar.gz"
+            create_archive(run, out, bundle_root=bundle_root, secret=keys.get(run.name) or None)
+            entries[f"runs/{run.name}.tar.gz"] = blob = out.read_bytes()
+            index_runs[run.name] = {"archive": f"runs/{run.name}.tar.gz", "sha256": sha256_hex(blob)}
+    for name in (STATE, COPY):
+        if (root / name).is_file():
+            entries[name] = (root / name).read_bytes()
+    for name in BOARD_FILES:
+        if (root / BOARD / name).is_file():
+            entries[f"{BOARD}/{name}"] = (root / BOARD / name).read_bytes()
+    hits = [h for key in set(keys.values()) if key.strip() for h in secret_hits(entries, key)]
+    if hits:
+        raise ArchiveError(f"refusing to archive: a run's key occurs in {', '.join(sorted(set(hits)))}")
+    name = str(state.get("sweep") or root.resolve().name)
+    entries[INDEX] = json_bytes(
+        {"format": SWEEP_FORMAT, "format_version": SWEEP_FORMAT_VERSION, "sweep": name, "runs": index_runs}
+    )
+    entries[SUMS] = "".join(f"{sha256_hex(entries[n])}  {n}\n" for n in sorted(entries)).encode("utf-8")
+    try:
+        with atomic_file(output) as raw:
+            write_tar_gz(raw, f"{name}{SWEEP_TOP_SUFFIX}", entries)
+    except OSError as exc:
+        raise ArchiveError(f"cannot write {output} ({exc.strerror})") from None
+    blob = output.read_bytes()
+    return ArchiveInfo(output, sorted(entries), {}, sha256_hex(blob), len(blob))
+
+
+def run_archives(archive: Archive) -> dict[str, str]:
+    """run name -> entry of its archive, from the index."""
+    runs = (archive.index or {}).get("runs") or {}
+    return {n: r["archive"] for n, r in sorted(runs.items()) if isinstance(r, dict) and "archive" in r}
+
+
+def verify_sweep(archive: Archive, workdir: Path) -> VerifyResult:
+    """Outer checksums, then every run archive verified, then the leaderboard recomputed and compared."""
+    problems: list[Problem] = []
+    checks: list[str] = []
+    _check_sums(archive, problems, checks)
+    rescored: dict[str, Path] = {}
+    for name, entry in run_archives(archive).items():
+        if entry not in archive.files:
+            problems.append(Problem(entry, "listed in ARCHIVE.json but missing"))
+            continue
+        path = workdir / f"{name}.tar.gz"
+        path.write_bytes(archive.files[entry])
+        try:
+            result = verify_archive(read_archive(path), workdir / name)
+        except ArchiveError as exc:
+            problems.append(Problem(entry, str(exc)))
+            continue
+        checks += [f"{name}: {c}" for c in result.checks]
+        problems += [Problem(f"{entry}:{p.path}", p.reason) for p in result.problems]
+        if result.ok and result.run_dir is not None:
+            rescored[name] = result.run_dir
+    _check_board(archive, rescored, problems, checks)
+    return VerifyResult(archive, problems, checks, None)
+
+
+def _check_board(
+    archive: Archive, rescored: dict[str, Path], problems: list[Problem], checks: list[str]
+) -> None:
+    """The archived leaderboard.json's numbers against a leaderboard rebuilt from the re-scored runs."""
+    from evaluator.scoring import merge_run
+    from evaluator.scoring.leaderboard import BoardRun, build_leaderboard
+
+    entry = f"{BOARD}/leaderboard.json"
+    if entry not in archive.files or not rescored:
+        checks.append("leaderboard: not archived or no run re-scored; not checked")
+        return
+    state = json.loads(archive.files.get(STATE, b"{}") or b"{}")
+    states = state.get("runs") or {}
+    runs = [
+        BoardRun(n, merge_run(p), None, (states.get(n) or {}).get("state"))
+        for n, p in sorted(rescored.items())
+    ]
+    fresh = build_leaderboard(runs, state.get("pricing") or {})
+    archived = json.loads(archive.files[entry])
+    if _numbers(fresh) != _numbers(archived):
+        problems.append(
+            Problem(entry, "its numbers differ from a leaderboard rebuilt from the archived records")
+        )
+    else:
+        checks.append(
+            f"leaderboard: {len(runs)} runs and {len(fresh['pairwise'])} pairs match the archived records"
+        )
+
+
+def _numbers(board: dict[str, Any]) -> Any:
+    runs = [{k: v for k, v in e.items() if k != "report"} for e in board.get("runs") or []]
+    return json.loads(json.dumps({"runs": runs, "pairwise": board.get("pairwise")}))
+
+
+def reproduce_sweep(
+    archive: Archive,
+    only: list[str],
+    run_root: Path,
+    passthrough: list[str],
+    env: Mapping[str, str] | None = None,
+    python: str = sys.executable,
+) -> list[tuple[str, int]]:
+    """Re-run each selected run with `doccount reproduce` (a child, its own key); (name, exit code) each."""
+    env = os.environ if env is None else env
+    runs = run_archives(archive)
+    unknown = [n for n in only if n not in runs]
+    if unknown:
+        raise ArchiveError(
+            f"--only names no run of the archive: {', '.join(unknown)} (runs: {', '.join(runs)})"
+        )
+    states = json.loads(archive.files.get(STATE, b"{}") or b"{}").get("runs") or {}
+    key_vars = {
+        str(s.get("api_key_env")) for s in states.values() if isinstance(s, dict) and s.get("api_key_env")
+    }
+    results = []
+    with tempfile.TemporaryDirectory(prefix="doccount-sweep-reproduce-") as work:
+        for name, entry in runs.items():
+            if only and name not in only:
+                continue
+            path = Path(work) / f"{name}.tar.gz"
+            path.write_bytes(archive.files[entry])
+            child_env = {k: v for k, v in env.items() if k not in key_vars and k != "MODEL_API_KEY"}
+            var = (states.get(name) or {}).get("api_key_env")
+            if var and env.get(var, "").strip():
+                child_env["MODEL_API_KEY"] = env[var].strip()
+            cmd = [python, "-m", "evaluator.cli", "reproduce", str(path), "--run-root", str(run_root / name)]
+            code = subprocess.run(
+                [*cmd, *passthrough], env=child_env, stdin=subprocess.DEVNULL, check=False
+            ).returncode
+            results.append((name, code))
+    return results

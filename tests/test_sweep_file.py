@@ -1,0 +1,201 @@
+"""The sweep file (evaluator.evaluation.sweep_file): read, checked against evaluate's own options, and
+refused by line before anything is sent. Pure: no server, no process."""
+
+from __future__ import annotations
+
+import re
+import secrets
+import string
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from evaluator.evaluation.sweep_file import (
+    SweepFileError,
+    check_key_variables,
+    load_sweep,
+    run_args,
+    select_runs,
+)
+from evaluator.evaluation.sweep_secrets import looks_like_secret
+
+REPO = Path(__file__).resolve().parent.parent
+SECRET = "sk-proj-" + "Ab3dE6gH9jK2mN5pQ8rS1tU4"
+
+
+@pytest.fixture(scope="module")
+def specs():
+    from evaluator.cli.sweep import evaluate_option_specs
+
+    return evaluate_option_specs()
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "s.toml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+BASE = """name = "t"
+benchmark = "doccount"
+
+[defaults]
+concurrency = 4
+
+[[runs]]
+name = "a"
+model = "m-a"
+base_url = "http://127.0.0.1:9/v1"
+api_key_env = "A_KEY"
+
+[[runs]]
+name = "b"
+model = "m-b"
+base_url = "http://127.0.0.1:9/v1"
+api_key_env = "B_KEY"
+"""
+
+
+def refused(tmp_path: Path, specs, text: str) -> str:
+    with pytest.raises(SweepFileError) as info:
+        load_sweep(write(tmp_path, text), specs)
+    return str(info.value)
+
+
+def line_of(text: str, needle: str) -> int:
+    return next(i for i, line in enumerate(text.splitlines(), start=1) if needle in line)
+
+
+def test_a_good_file_becomes_evaluate_arguments(tmp_path: Path, specs) -> None:
+    text = BASE + 'top_p = "none"\nrepeats = 2\nextra_body = { provider = { require_parameters = true } }\n'
+    sweep = load_sweep(write(tmp_path, text), specs)
+    assert [r.name for r in sweep.runs] == ["a", "b"]
+    args = run_args(sweep.runs[1], specs, tmp_path / "runs" / "t" / "b")
+    assert args[args.index("--concurrency") + 1] == "4"  # from [defaults]
+    assert args[args.index("--top-p") + 1] == "none" and args[args.index("--repeats") + 1] == "2"
+    assert args[args.index("--extra-body-json") + 1] == '{"provider":{"require_parameters":true}}'
+    assert args[-2:] == ["--run-root", str(tmp_path / "runs" / "t" / "b")]
+    assert len(sweep.sha256) == 64
+
+
+@pytest.mark.parametrize(
+    ("addition", "needle", "message"),
+    [
+        ("tempreature = 0.5\n", "tempreature", "unknown key `tempreature`"),
+        ("temperature = 5\n", "temperature", "`temperature`"),
+        ("run_root = 'x'\n", "run_root", "set by the sweep"),
+        ("overwrite = true\n", "overwrite", "never re-sends finished rows"),
+        ("preset = 'no-such'\n", "preset", "`preset`"),
+        ("concurrency = true\n", "concurrency", "`concurrency`"),
+        ("api_key = 'x'\n", "api_key =", "names a credential"),
+        (f"seed_note = '{SECRET}'\n", "seed_note", "looks like a secret"),
+        (f"extra_body = {{ auth = {{ token = 'x' }} }}\n", "extra_body", "names a credential"),
+        ("model = 'Bearer abcdefghijklmnop'\n", "Bearer", "looks like a secret"),
+    ],
+)
+def test_refused_naming_the_line_and_never_the_value(
+    tmp_path: Path, specs, addition: str, needle: str, message: str
+):
+    text = BASE + addition
+    msg = refused(tmp_path, specs, text)
+    assert f"s.toml:{line_of(text, needle)}:" in msg, msg
+    assert message in msg
+    assert SECRET not in msg and "abcdefghijklmnop" not in msg
+
+
+def test_a_key_pasted_as_the_variable_name_is_refused_without_echo(tmp_path: Path, specs) -> None:
+    text = BASE.replace('api_key_env = "B_KEY"', f'api_key_env = "{SECRET}"')
+    msg = refused(tmp_path, specs, text)
+    assert f"s.toml:{line_of(text, SECRET)}:" in msg and SECRET not in msg
+
+
+def test_a_credential_in_a_url_is_refused(tmp_path: Path, specs) -> None:
+    text = BASE.replace(
+        'base_url = "http://127.0.0.1:9/v1"\napi_key_env = "B_KEY"', 'base_url = "https://h/v1?key=zz"'
+    )
+    assert "carries a credential" in refused(tmp_path, specs, text)
+
+
+def test_structure_errors_name_their_line(tmp_path: Path, specs) -> None:
+    assert "unknown key `colour`" in refused(
+        tmp_path, specs, BASE + "\n[colour]\nx = 1\n".replace("[colour]", "[[runs]]\ncolour = 1")
+    )
+    dup = BASE + '\n[[runs]]\nname = "A"\nmodel = "x"\nbase_url = "http://h/v1"\n'
+    msg = refused(tmp_path, specs, dup)
+    assert "two runs are named A" in msg and f":{line_of(dup, 'name = "A"')}:" in msg
+    assert "not valid TOML" in refused(tmp_path, specs, BASE + "oops = \n")
+    assert "needs `model" in refused(
+        tmp_path, specs, BASE + '\n[[runs]]\nname = "c"\nbase_url = "http://h/v1"\n'
+    )
+    assert "[pricing" in refused(
+        tmp_path, specs, BASE.replace("[defaults]", '[pricing."m-a"]\ninput = 1\n\n[defaults]')
+    )
+    assert "at least one [[runs]]" in refused(tmp_path, specs, 'name = "t"\n')
+    assert "names a folder" in refused(tmp_path, specs, BASE.replace('name = "a"', 'name = "../x"'))
+
+
+def test_key_variables_are_checked_for_the_selected_runs_only(tmp_path: Path, specs) -> None:
+    sweep = load_sweep(write(tmp_path, BASE), specs)
+    with pytest.raises(SweepFileError) as info:
+        check_key_variables(sweep, select_runs(sweep, []), {"A_KEY": "k"})
+    assert f"line {line_of(BASE, 'B_KEY')}: B_KEY" in str(info.value)
+    check_key_variables(sweep, select_runs(sweep, ["a"]), {"A_KEY": "k"})
+    with pytest.raises(SweepFileError, match="--only names no run"):
+        select_runs(sweep, ["zz"])
+
+
+def test_the_shipped_readme_sweep_has_the_eight_models_and_their_recipes(specs) -> None:
+    sweep = load_sweep(REPO / "sweeps" / "doccount-readme.toml", specs)
+    models = {r.model for r in sweep.runs}
+    assert (
+        len(sweep.runs) == 8
+        and {"gpt-5.5", "gpt-5.2", "claude-sonnet-4-5", "kimi-k2.5", "glm-4.6v"} <= models
+    )
+    by_name = {r.name: r for r in sweep.runs}
+    assert by_name["gpt-5.5"].options["preset"] == "openai-reasoning"
+    assert by_name["claude-sonnet-4.5"].options["preset"] == "anthropic-compat"
+    assert by_name["qwen3.5-397b-a17b"].options["extra_body"] == {"provider": {"require_parameters": True}}
+    assert all(r.api_key_env and re.fullmatch(r"[A-Z_]+", r.api_key_env) for r in sweep.runs)
+
+
+def test_option_keys_come_from_evaluate_itself(specs) -> None:
+    from evaluator.cli.main import evaluate_cmd
+
+    longs = {o for p in evaluate_cmd.params for o in p.opts if o.startswith("--")}
+    assert {s.flag for s in specs.values()} == longs
+
+
+# ----------------------------------------------------------------------------- secrets
+
+KEYS = st.text(string.ascii_letters + string.digits, min_size=24, max_size=48)
+PREFIXES = st.sampled_from(
+    ["sk-", "sk-proj-", "sk-ant-api03-", "sk-or-v1-", "AIza", "fw_", "hf_", "gsk_", "xai-"]
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(PREFIXES, KEYS)
+def test_provider_key_formats_look_like_secrets(prefix: str, body: str) -> None:
+    assert looks_like_secret(prefix + body)
+    assert looks_like_secret(f"Bearer {prefix}{body}")
+
+
+MODEL_IDS = [
+    "gpt-5.5", "claude-sonnet-4-5-20250929", "gemini-2.5-flash-preview-05-20", "Qwen/Qwen3.6-35B-A3B",
+    "qwen/qwen3.5-397b-a17b", "accounts/fireworks/models/qwen3-vl-235b-a22b-instruct", "kimi-k2.5",
+    "meta-llama/Llama-3.2-90B-Vision-Instruct", "OpenGVLab/InternVL3_5-30B-A3B", "data/test-*.parquet",
+    "https://generativelanguage.googleapis.com/v1beta/openai/", "0123456789abcdef0123456789abcdef01234567",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("value", MODEL_IDS)
+def test_model_ids_urls_and_commits_do_not(value: str) -> None:
+    assert not looks_like_secret(value)
+
+
+def test_random_tokens_without_a_prefix_mostly_do() -> None:
+    hexes = sum(looks_like_secret(secrets.token_hex(32)) for _ in range(200))
+    zhipu = sum(looks_like_secret(f"{secrets.token_hex(16)}.{secrets.token_urlsafe(12)}") for _ in range(200))
+    assert hexes == 200 and zhipu >= 195
