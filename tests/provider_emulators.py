@@ -526,6 +526,7 @@ class ProviderEmulator:
         reasoning_tokens: int = 48,
         script: list[str | None] | None = None,
         models: set[str] | None = None,
+        finish_reasons: Mapping[str, str] | None = None,
     ) -> None:
         self.rules = rules
         self.answers = dict(answers or {})
@@ -533,6 +534,9 @@ class ProviderEmulator:
         self.reasoning = reasoning
         self.reasoning_tokens = reasoning_tokens
         self.models = models
+        # image sha256 -> finish_reason ("length": the reply stopped at the output limit; OpenAI's chat
+        # completion object documents "length" for a reply cut off by max_tokens / max_completion_tokens)
+        self.finish_reasons = dict(finish_reasons or {})
         self._script: deque[str | None] = deque(script or [])
         self._lock = threading.Lock()
         self._records: list[dict[str, Any]] = []
@@ -586,7 +590,13 @@ class ProviderEmulator:
             "object": "chat.completion",
             "created": int(time.time()),
             "model": str(body.get("model", "")),
-            "choices": [{"index": 0, "message": rules.message(answer, reasoning), "finish_reason": "stop"}],
+            "choices": [
+                {
+                    "index": 0,
+                    "message": rules.message(answer, reasoning),
+                    "finish_reason": self.finish_reasons.get(image_sha or "", "stop"),
+                }
+            ],
             "usage": rules.usage(max(1, raw_len // 4), max(1, len(answer) // 4), hidden),
         }
 

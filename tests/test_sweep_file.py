@@ -91,7 +91,7 @@ def test_a_good_file_becomes_evaluate_arguments(tmp_path: Path, specs) -> None:
         ("concurrency = true\n", "concurrency", "`concurrency`"),
         ("api_key = 'x'\n", "api_key =", "names a credential"),
         (f"seed_note = '{SECRET}'\n", "seed_note", "looks like a secret"),
-        (f"extra_body = {{ auth = {{ token = 'x' }} }}\n", "extra_body", "names a credential"),
+        ("extra_body = { auth = { token = 'x' } }\n", "extra_body", "names a credential"),
         ("model = 'Bearer abcdefghijklmnop'\n", "Bearer", "looks like a secret"),
     ],
 )
@@ -119,12 +119,12 @@ def test_a_credential_in_a_url_is_refused(tmp_path: Path, specs) -> None:
 
 
 def test_structure_errors_name_their_line(tmp_path: Path, specs) -> None:
-    assert "unknown key `colour`" in refused(
-        tmp_path, specs, BASE + "\n[colour]\nx = 1\n".replace("[colour]", "[[runs]]\ncolour = 1")
-    )
+    text = BASE + "\n[colour]\nx = 1\n"
+    assert f"s.toml:{line_of(text, '[colour]')}: unknown key `colour`" in refused(tmp_path, specs, text)
     dup = BASE + '\n[[runs]]\nname = "A"\nmodel = "x"\nbase_url = "http://h/v1"\n'
     msg = refused(tmp_path, specs, dup)
-    assert "two runs are named A" in msg and f":{line_of(dup, 'name = "A"')}:" in msg
+    dup_line = line_of(dup, 'name = "A"')
+    assert "two runs are named A" in msg and f":{dup_line}:" in msg
     assert "not valid TOML" in refused(tmp_path, specs, BASE + "oops = \n")
     assert "needs `model" in refused(
         tmp_path, specs, BASE + '\n[[runs]]\nname = "c"\nbase_url = "http://h/v1"\n'

@@ -142,8 +142,14 @@ class LineIndex:
                 for no in range(start + 1, end + 1):
                     if pattern.match(self.lines[no - 1]):
                         return no
+                sub = self._subtable(table + (key,))  # a key given as a table header: [colour]
+                if sub:
+                    return sub
             return start or None
         return None
+
+    def _subtable(self, prefix: tuple[str, ...]) -> int | None:
+        return next((start for t, _, start in self.sections if t[: len(prefix)] == prefix), None)
 
 
 def _dotted(name: str) -> list[str]:
