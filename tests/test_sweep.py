@@ -122,6 +122,7 @@ def test_four_providers_at_once_own_keys_a_spent_quota_then_resume(tmp_path: Pat
         # resume: only gemma is sent again; the finished runs get nothing, not even a probe
         before = {n: len(e.requests()) for n, e in (("oa", oa), ("ms", ms), ("an", an))}
         gm_before = len(gm.requests())
+        gm.set_script([])  # the quota is back
         res2 = sweep_cli("sweep", str(sweep_file), "--run-root", str(root), env=KEYS)
         assert res2.returncode == 0, res2.stderr
         assert {n: len(e.requests()) for n, e in (("oa", oa), ("ms", ms), ("an", an))} == before

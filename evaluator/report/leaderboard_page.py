@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from evaluator.report.base import _e, _now, _version
-from evaluator.report.leaderboard_markdown import board_headers, ci, pct, run_cells
+from evaluator.report.leaderboard_markdown import ci, column_label, pct, usd
 from evaluator.report.pieces import page
 
 STYLE = """<style>
@@ -67,56 +67,100 @@ def render_page(board: dict[str, Any]) -> str:
     return page(title, body, {}, footer)
 
 
+Column = tuple[str, str, Any]  # header, css class, cell(entry) -> (html, number or None for "best")
+
+
+def columns(board: dict[str, Any]) -> list[Column]:
+    """The page's columns: narrower than the Markdown table (model and host in one cell, short numbers)."""
+    cols: list[Column] = [
+        ("Rank", "txt", lambda e: (str(e["rank"]), None)),
+        ("Run", "txt", lambda e: (_e(e["name"]), None)),
+        (
+            "Model / provider",
+            "txt",
+            lambda e: (f'{_e(e["model"])}<br><span class="sub">{_e(e["provider"])}</span>', None),
+        ),
+        ("Correct", "num", lambda e: (f"{e['correct']} / {e.get('responses', e['questions'])}", None)),
+        (
+            "Accuracy % [95% CI]",
+            "num",
+            lambda e: (f'{pct(e["accuracy"])} <span class="sub">{_e(ci(e["ci95"]))}</span>', e["accuracy"]),
+        ),
+    ]
+    if any("repeats" in e for e in board["runs"]):
+        cols.append(("Mean ± sd over repeats", "num", _repeats_cell))
+    for c in board["columns"]:
+        cols.append((column_label(board, c), "num", _group_cell(c["field"], c["value"])))
+    for head, key in (
+        ("Parse failures", "parse_failure"),
+        ("Cut off", "cut_off"),
+        ("Request errors", "request_error"),
+        ("Missing", "missing"),
+    ):
+        cols.append((head, "num", lambda e, key=key: (str(e["outcomes"][key]), None)))
+    cols += [
+        ("Tokens prompt / completion / reasoning", "num", _tokens_cell),
+        ("Cost USD", "num", lambda e: (_e(usd(e["cost_usd"])), None)),
+        (
+            "Complete",
+            "txt",
+            lambda e: (
+                "yes" if e["complete"] else _e(f"no ({e['state']})" if e.get("state") else "no"),
+                None,
+            ),
+        ),
+        ("Report", "txt", lambda e: (f'<a href="{_e(e["report"])}">report</a>' if e["report"] else "", None)),
+    ]
+    return cols
+
+
+def _repeats_cell(e: dict[str, Any]) -> tuple[str, None]:
+    r = e.get("repeats")
+    if not r:
+        return "", None
+    sd = "" if r["sd"] is None else f" ± {100 * r['sd']:.2f}"
+    return _e(f"{pct(r['mean'])}{sd} (K={r['k']})"), None
+
+
+def _group_cell(field: str, value: str) -> Any:
+    def cell(e: dict[str, Any]) -> tuple[str, float | None]:
+        block = e["per_group"][field][value]
+        return f'<span title="{_e(ci(block["ci95"]))}">{pct(block["accuracy"])}</span>', block["accuracy"]
+
+    return cell
+
+
+def _tokens_cell(e: dict[str, Any]) -> tuple[str, None]:
+    t = e["tokens"]
+    full = f"prompt {t['prompt']:,}, completion {t['completion']:,}, reasoning {t['reasoning']:,}"
+    full += f", cached {t['cached']:,}, of failed attempts {t['failed_attempts']:,}"
+    short = " / ".join(_short(t[k]) for k in ("prompt", "completion", "reasoning"))
+    return f'<span title="{_e(full)}">{short}</span>', None
+
+
+def _short(n: int) -> str:
+    return f"{n:,}" if n < 10_000 else f"{n / 1000:.1f}k" if n < 1_000_000 else f"{n / 1e6:.2f}M"
+
+
 def runs_table(board: dict[str, Any]) -> str:
-    heads = board_headers(board)
-    best = _column_best(board)
+    cols = columns(board)
+    cells = [[cell(e) for _, _, cell in cols] for e in board["runs"]]
+    best = []  # the best value of each accuracy column, bold as in the paper's Table 5
+    for j in range(len(cols)):
+        values = [row[j][1] for row in cells if row[j][1] is not None]
+        best.append(max(values) if len(values) > 1 else None)
     out = ['<table class="stats board" id="board">', "<thead><tr>"]
-    out += [f'<th class="{_cls(i, h)}">{_e(h)}</th>' for i, h in enumerate(heads)]
+    out += [f'<th class="{cls}">{_e(head)}</th>' for head, cls, _ in cols]
     out.append("</tr></thead><tbody>")
-    for e in board["runs"]:
-        cells = run_cells(board, e, link=False)
-        tds = []
-        for i, (head, text) in enumerate(zip(heads, cells, strict=True)):
-            cls = _cls(i, head)
-            if best.get(head) is not None and _group_value(board, e, head) == best[head]:
-                cls += " best"
-            if head == "Report":
-                text_html = f'<a href="{_e(text)}">report</a>' if text else ""
-            elif head.startswith("Accuracy"):
-                text_html = f'{_e(pct(e["accuracy"]))} <span class="sub">{_e(ci(e["ci95"]))}</span>'
-            else:
-                text_html = _e(text)
-            tds.append(f'<td class="{cls.strip()}">{text_html}</td>')
+    for e, row in zip(board["runs"], cells, strict=True):
+        tds = [
+            f'<td class="{cls}{" best" if best[j] is not None and v == best[j] else ""}">{html}</td>'
+            for j, ((_, cls, _), (html, v)) in enumerate(zip(cols, row, strict=True))
+        ]
         row_cls = "" if e["complete"] else ' class="incomplete"'
         out.append(f'<tr data-run="{_e(e["name"])}"{row_cls}>' + "".join(tds) + "</tr>")
     out.append("</tbody></table>")
     return "\n".join(out)
-
-
-def _cls(i: int, head: str) -> str:
-    return "num" if i >= 4 and head != "Report" else "txt"
-
-
-def _group_value(board: dict[str, Any], e: dict[str, Any], head: str) -> float | None:
-    for c in board["columns"]:
-        if head in (c["value"], f"{c['field']}={c['value']}"):
-            return e["per_group"][c["field"]][c["value"]]["accuracy"]
-    return e["accuracy"] if head.startswith("Accuracy") else None
-
-
-def _column_best(board: dict[str, Any]) -> dict[str, float | None]:
-    """The best value of each accuracy column (bold in the table, as in the paper's Table 5)."""
-    heads = [h for h in board_headers(board) if h.startswith("Accuracy")]
-    heads += [
-        h
-        for h in board_headers(board)
-        if any(h in (c["value"], f"{c['field']}={c['value']}") for c in board["columns"])
-    ]
-    best: dict[str, float | None] = {}
-    for h in heads:
-        values = [v for e in board["runs"] if (v := _group_value(board, e, h)) is not None]
-        best[h] = max(values) if len(values) > 1 else None
-    return best
 
 
 def matrix(board: dict[str, Any]) -> str:
