@@ -99,12 +99,13 @@ EVAL_DATA_ARGS = $(if $(DATA_DIR),--data-files '/workspace/data/*.parquet')
 need_model = @test -n '$(MODEL)' || { echo 'set MODEL=<model id>, e.g. make $@ MODEL=Qwen/Qwen2.5-VL-7B-Instruct' >&2; exit 2; }
 need_run = @test -n '$(RUN)' || { echo 'set RUN=<run name> (a folder under runs/)' >&2; exit 2; }
 
-.PHONY: help venv tools test test-vllm test-containers demo data validate archive reproduce compare \
+.PHONY: help venv tools test test-vllm test-containers demo data validate archive reproduce compare sweep \
   images image-eval image-vllm serve wait-vllm eval eval-remote score down lint lock pin-vllm \
   serve-replicas eval-replicas down-replicas eval-batch
 
 help:
 	@echo 'Local (venv):   venv test test-vllm demo data [BENCHMARK= DATASET_REVISION=] validate [DATA=glob] archive RUN= reproduce ARCHIVE= compare RUNS="a b"'
+	@echo 'Sweeps:         sweep SWEEP=sweeps/NAME.toml [ONLY="run-a run-b"] [PARALLEL=4]   (docs/sweeps.md)'
 	@echo 'Containers:     images serve MODEL= eval MODEL= [RUN=] [DATA_DIR=] eval-remote MODEL= score RUN= down'
 	@echo 'Offline batch:  eval-batch MODEL= [RUN=] [DATA_DIR=] [BATCH_MAX_MB=]  (prepare, vllm run-batch, collect, score)'
 	@echo 'Replicas:       serve-replicas MODEL= REPLICAS= GPUS_PER_REPLICA= eval-replicas MODEL= RUN= down-replicas'
@@ -155,6 +156,11 @@ archive: $(VENV_STAMP)
 reproduce: $(VENV_STAMP)
 	@test -n '$(ARCHIVE)' || { echo 'set ARCHIVE=runs/NAME.tar.gz [BASE_URL=http://host:8000/v1] [DATA=glob]' >&2; exit 2; }
 	$(VENV)/bin/doccount reproduce $(ARCHIVE) $(if $(BASE_URL),--base-url '$(BASE_URL)') $(DATA_ARGS)
+
+# Every run of a sweep file (keys from the variables it names), then runs/<sweep>/leaderboard/.
+sweep: $(VENV_STAMP)
+	@test -n '$(SWEEP)' || { echo 'set SWEEP=sweeps/NAME.toml [ONLY="run-a run-b"] [PARALLEL=4]' >&2; exit 2; }
+	$(VENV)/bin/doccount sweep '$(SWEEP)' $(foreach n,$(ONLY),--only '$(n)') $(if $(PARALLEL),--parallel $(PARALLEL))
 
 compare: $(VENV_STAMP)
 	@test -n '$(RUNS)' || { echo 'set RUNS="run-a run-b" (folders under runs/)' >&2; exit 2; }
