@@ -11,8 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.stats import binomtest
 
-from evaluator.benchmarks import get_benchmark
-from evaluator.runconfig import RunConfig
+from evaluator.data.benchmarks import get_benchmark
+from evaluator.runfolder.runconfig import RunConfig
 from evaluator.scoring import MergedRun, ScoreError, outcome_of
 from evaluator.scoring.leaderboard import BoardRun, build_leaderboard, cost_of, holm, tokens_of
 

@@ -95,10 +95,16 @@ def test_seeded_repeats_records_resume_and_identity(server, doc_data: str, tmp_p
 def test_seed_and_repeats_are_part_of_the_run_identity(server, doc_data: str, tmp_path: Path) -> None:
     root = tmp_path / "run"
     assert _evaluate(server, doc_data, root, "--limit", "2").returncode == 0
-    for extra in (("--seed", "1"), ("--repeats", "2")):
-        res = _evaluate(server, doc_data, root, "--limit", "2", *extra)
-        assert res.returncode == 2, res.stderr
-        assert "different" in res.stderr and ("seed" in res.stderr or "repeats" in res.stderr), res.stderr
+    res = _evaluate(server, doc_data, root, "--limit", "2", "--seed", "1")
+    assert res.returncode == 2 and "different seed" in res.stderr, res.stderr
+    # repeats may grow (a sweep's amended run): only the new repeat is sent; they may not shrink
+    server.reset()
+    res = _evaluate(server, doc_data, root, "--limit", "2", "--repeats", "2")
+    assert res.returncode == 0 and "2 already done, 2 to evaluate" in res.stderr, res.stderr
+    assert len(server.requests()) == 2
+    assert sorted(r.get("repeat", 0) for r in read_records(root)) == [0, 0, 1, 1]
+    res = _evaluate(server, doc_data, root, "--limit", "2")
+    assert res.returncode == 2 and "different repeats" in res.stderr, res.stderr
     seeded = tmp_path / "seeded"
     assert _evaluate(server, doc_data, seeded, "--limit", "2", "--seed", "1").returncode == 0
     res = _evaluate(server, doc_data, seeded, "--limit", "2", "--seed", "2")

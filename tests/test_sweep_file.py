@@ -27,9 +27,10 @@ SECRET = "sk-proj-" + "Ab3dE6gH9jK2mN5pQ8rS1tU4"
 
 @pytest.fixture(scope="module")
 def specs():
-    from evaluator.cli.sweep import evaluate_option_specs
+    from evaluator.cli.main import evaluate_cmd
+    from evaluator.evaluation.sweep_file import option_specs
 
-    return evaluate_option_specs()
+    return option_specs(evaluate_cmd.params)
 
 
 def write(tmp_path: Path, text: str) -> Path:
@@ -65,7 +66,8 @@ def refused(tmp_path: Path, specs, text: str) -> str:
 
 
 def line_of(text: str, needle: str) -> int:
-    return next(i for i, line in enumerate(text.splitlines(), start=1) if needle in line)
+    """The last line holding needle (the additions below go at the end of the file)."""
+    return max(i for i, line in enumerate(text.splitlines(), start=1) if needle in line)
 
 
 def test_a_good_file_becomes_evaluate_arguments(tmp_path: Path, specs) -> None:
@@ -92,7 +94,7 @@ def test_a_good_file_becomes_evaluate_arguments(tmp_path: Path, specs) -> None:
         ("api_key = 'x'\n", "api_key =", "names a credential"),
         (f"seed_note = '{SECRET}'\n", "seed_note", "looks like a secret"),
         ("extra_body = { auth = { token = 'x' } }\n", "extra_body", "names a credential"),
-        ("model = 'Bearer abcdefghijklmnop'\n", "Bearer", "looks like a secret"),
+        ("preset = 'Bearer abcdefghijklmnop'\n", "Bearer", "looks like a secret"),
     ],
 )
 def test_refused_naming_the_line_and_never_the_value(

@@ -40,7 +40,7 @@ from evaluator.archive.base import (
 )
 from evaluator.archive.pack import create_archive, write_tar_gz
 from evaluator.archive.verify import _check_sums, read_archive, verify_archive
-from evaluator.atomic import atomic_file
+from evaluator.core.atomic import atomic_file
 
 SWEEP_FORMAT = "doccount-sweep-archive"
 SWEEP_FORMAT_VERSION = 1

@@ -30,11 +30,15 @@ from evaluator.evaluation.evaluate import USER_ERRORS
 def archive_cmd(run_root: Path, output: Path, bundle_root: Path | None) -> None:
     """Pack a scored run, its prompts, lock and container files into one deterministic .tar.gz."""
     from evaluator.archive import ArchiveError, create_archive
+    from evaluator.archive.sweep import create_sweep_archive, is_sweep_folder
 
     try:
-        info = create_archive(
-            run_root, output, bundle_root=bundle_root, secret=os.environ.get("MODEL_API_KEY")
-        )
+        if is_sweep_folder(run_root):  # a sweep: every run's archive, the sweep file, the leaderboard
+            info = create_sweep_archive(run_root, output, bundle_root=bundle_root)
+        else:
+            info = create_archive(
+                run_root, output, bundle_root=bundle_root, secret=os.environ.get("MODEL_API_KEY")
+            )
     except (*USER_ERRORS, ArchiveError) as exc:
         raise UserError(str(exc)) from None
     for name, why in sorted(info.missing.items()):
@@ -49,11 +53,13 @@ def verify_cmd(archive_file: Path) -> None:
     import tempfile
 
     from evaluator.archive import ArchiveError, read_archive, verify_archive
+    from evaluator.archive.sweep import is_sweep_archive, verify_sweep
 
     try:
         archive = read_archive(archive_file)
+        verify = verify_sweep if is_sweep_archive(archive) else verify_archive  # a sweep: every run in it
         with tempfile.TemporaryDirectory(prefix="doccount-verify-") as work:
-            result = verify_archive(archive, Path(work))
+            result = verify(archive, Path(work))
     except ArchiveError as exc:
         raise UserError(str(exc)) from None
     for line in result.checks:
@@ -84,12 +90,44 @@ def verify_cmd(archive_file: Path) -> None:
 )
 @click.option("--concurrency", type=click.IntRange(1, 4096), default=None, help="Default: the recorded one.")
 @click.option("--quiet", is_flag=True, help="No progress output.")
-def reproduce_cmd(**opts: Any) -> None:
+@click.option(
+    "--only", multiple=True, metavar="NAME", help="A sweep archive: re-run only this run (repeatable)."
+)
+def reproduce_cmd(only: tuple[str, ...], **opts: Any) -> None:
     """Re-run an archived evaluation with the same settings, data and prompts, then compare with it."""
-    from evaluator.archive import ArchiveError, reproduce
+    from evaluator.archive import ArchiveError, read_archive, reproduce
+    from evaluator.archive.sweep import is_sweep_archive
 
     try:
+        if is_sweep_archive(read_archive(opts["archive_file"])):
+            sys.exit(_reproduce_sweep(list(only), **opts))
+        if only:
+            raise ArchiveError("--only names runs of a sweep archive; this is the archive of one run")
         code = reproduce(**opts)  # archive_file, base_url, data_files, run_root, concurrency, quiet
     except (*USER_ERRORS, ArchiveError) as exc:
         raise UserError(str(exc)) from None
     sys.exit(code)
+
+
+def _reproduce_sweep(only: list[str], archive_file: Path, run_root: Path | None, **opts: Any) -> int:
+    """Each (or each named) run of a sweep archive re-run by `doccount reproduce`; 0 when all finished."""
+    from evaluator.archive import ArchiveError, read_archive
+    from evaluator.archive.sweep import reproduce_sweep, run_archives
+
+    archive = read_archive(archive_file)
+    name = str((archive.index or {}).get("sweep") or "sweep")
+    selected = only or list(run_archives(archive))
+    if opts["base_url"] and len(selected) != 1:
+        raise ArchiveError(
+            "--base-url applies to one run: name it with --only (each run has its own endpoint)"
+        )
+    passthrough = [f for k, v in opts.items() if v for f in _flag(k, v)]
+    results = reproduce_sweep(archive, only, run_root or Path("runs") / f"{name}-reproduce", passthrough)
+    for run, code in results:
+        click.echo(f"[reproduce] {run}: exit {code}", err=True)
+    return 0 if all(code == 0 for _, code in results) else 3
+
+
+def _flag(key: str, value: Any) -> list[str]:
+    flag = "--" + key.replace("_", "-")
+    return [flag] if value is True else [flag, str(value)]

@@ -14,6 +14,7 @@ import click
 from evaluator.cli.archive import archive_cmd, reproduce_cmd, verify_cmd
 from evaluator.cli.base import UserError
 from evaluator.cli.batch import add_batch_commands
+from evaluator.cli.sweep import leaderboard_cmd, sweep_command
 from evaluator.core.jsonl import printable
 from evaluator.data.benchmarks import REGISTRY, get_benchmark
 from evaluator.evaluation.evaluate import USER_ERRORS
@@ -89,6 +90,8 @@ main.add_command(evaluate_cmd)
 main.add_command(check_endpoint_cmd)
 main.add_command(score_cmd)
 add_batch_commands(main, list(evaluate_cmd.params))
+main.add_command(sweep_command(evaluate_cmd))
+main.add_command(leaderboard_cmd)
 
 
 @click.command("compare")

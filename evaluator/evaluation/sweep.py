@@ -29,7 +29,9 @@ from typing import Any
 
 import msgspec
 
-from evaluator.atomic import write_atomic
+from evaluator.core.atomic import write_atomic
+from evaluator.core.secrets import Redactor
+from evaluator.core.text import utc_now
 from evaluator.evaluation.sweep_file import (
     OptionSpec,
     RunSpec,
@@ -39,8 +41,7 @@ from evaluator.evaluation.sweep_file import (
     select_runs,
 )
 from evaluator.evaluation.sweep_progress import SweepProgress, end_table
-from evaluator.retry import Redactor, utc_now
-from evaluator.runfolder import RunLock
+from evaluator.runfolder.files import RunLock
 
 SWEEP_STATE = "sweep.json"
 SWEEP_COPY = "sweep.toml"  # the sweep file as this invocation read it (it holds no key: see sweep_file)

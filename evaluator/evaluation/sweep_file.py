@@ -167,7 +167,8 @@ def load_sweep(path: Path, specs: Mapping[str, OptionSpec]) -> SweepSpec:
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise SweepFileError(f"{path}: not valid TOML: {exc}") from None
+        at = re.search(r"at line (\d+)", str(exc))
+        raise SweepFileError(f"{path}:{at.group(1) + ':' if at else ''} not valid TOML: {exc}") from None
     where = _Where(path, LineIndex(text))
     _check_keys(where, (), data, TOP_KEYS, "a sweep file's top level")
     name = _name(where, (), data, "name", "the sweep")

@@ -14,8 +14,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from evaluator.atomic import write_atomic
-from evaluator.jsonl import utf8_json
+from evaluator.core.atomic import write_atomic
+from evaluator.core.jsonl import utf8_json
 from evaluator.report.leaderboard_markdown import leaderboard_markdown
 from evaluator.report.leaderboard_page import render_page
 from evaluator.scoring import ScoreError, merge_run

@@ -165,7 +165,14 @@ EXTRA_IDENTITY_FIELDS: tuple[str, ...] = ("seed", "repeats")
 
 
 def _identity_extra(key: str, old: RunConfig, new: RunConfig) -> bool:
+    if key == "repeats":  # may grow: repeat r's requests do not depend on K (its seed is base, question, r)
+        return _repeats(new.extra.get(key)) < _repeats(old.extra.get(key))
     return key in EXTRA_IDENTITY_FIELDS and old.extra.get(key) != new.extra.get(key)
+
+
+def _repeats(value: Any) -> int:
+    """K as recorded (absent: 1, the run folder of a run without --repeats)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 1 else 1
 
 
 def continue_run(old: RunConfig, new: RunConfig) -> tuple[RunConfig, str | None]:

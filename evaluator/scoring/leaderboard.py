@@ -17,8 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from evaluator.compare import paired_comparison
-from evaluator.repeat_scoring import compare_block, question_rows, responses_of, run_repeats
+from evaluator.core.usage import retry_errors_of
 from evaluator.scoring import (
     MergedRun,
     ScoreError,
@@ -28,8 +27,9 @@ from evaluator.scoring import (
     ordered_values,
     outcome_counts,
 )
-from evaluator.stats import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, CONFIDENCE
-from evaluator.usage import retry_errors_of
+from evaluator.scoring.compare import paired_comparison
+from evaluator.scoring.repeat_scoring import compare_block, question_rows, responses_of, run_repeats
+from evaluator.scoring.stats import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, CONFIDENCE
 
 LEADERBOARD_SCHEMA_VERSION = 1
 MAX_GROUP_VALUES = 8  # a group field with more values gets no per-value columns (as in compare)

@@ -1,0 +1,68 @@
+"""The sweep commands (`doccount sweep`, `doccount leaderboard`): thin adapters over
+evaluator.evaluation.sweep and evaluator.report.leaderboard."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from evaluator.cli.base import UserError
+
+
+def sweep_command(evaluate_cmd: click.Command) -> click.Command:
+    """`doccount sweep`, its file's option keys taken from `evaluate_cmd`'s own parameters (so every
+    evaluate option, `--batch` included, is a sweep key with no second list to keep)."""
+
+    @click.command("sweep")
+    @click.argument("sweep_file", type=click.Path(path_type=Path, dir_okay=False))
+    @click.option(
+        "--run-root",
+        type=click.Path(path_type=Path, file_okay=False),
+        default=Path("runs"),
+        show_default=True,
+        help="Runs go to <run-root>/<sweep name>/<run name>.",
+    )
+    @click.option("--only", multiple=True, metavar="NAME", help="Run only this run of the file (repeatable).")
+    @click.option(
+        "--parallel", type=click.IntRange(1, 64), default=4, show_default=True, help="Runs evaluated at once."
+    )
+    def sweep_cmd(sweep_file: Path, run_root: Path, only: tuple[str, ...], parallel: int) -> None:
+        """Evaluate every run of a sweep file (TOML), resumably, then write its leaderboard (docs/sweeps.md)."""
+        from evaluator.evaluation.sweep import run_sweep
+        from evaluator.evaluation.sweep_file import SweepFileError, load_sweep, option_specs
+        from evaluator.runfolder.files import RunFolderError
+
+        specs = option_specs(evaluate_cmd.params)
+        try:
+            sweep = load_sweep(sweep_file, specs)
+            code = run_sweep(sweep, specs, run_root, list(only), parallel)
+        except (SweepFileError, RunFolderError) as exc:
+            raise UserError(str(exc)) from None
+        sys.exit(code)
+
+    return sweep_cmd
+
+
+@click.command("leaderboard")
+@click.argument(
+    "dirs", nargs=-1, required=True, type=click.Path(path_type=Path, exists=True, file_okay=False)
+)
+@click.option(
+    "--output",
+    type=click.Path(path_type=Path, file_okay=False),
+    default=None,
+    help="Folder for index.html, leaderboard.md, leaderboard.json (default: <sweep folder>/leaderboard).",
+)
+def leaderboard_cmd(dirs: tuple[Path, ...], output: Path | None) -> None:
+    """Rank a sweep folder's runs, or any run folders: index.html, leaderboard.md, leaderboard.json."""
+    from evaluator.report.leaderboard import write_leaderboard
+    from evaluator.scoring import ScoreError
+
+    try:
+        folder = write_leaderboard(list(dirs), output)
+    except (ScoreError, OSError) as exc:
+        raise UserError(str(exc)) from None
+    click.echo((folder / "leaderboard.md").read_text(encoding="utf-8"))
+    click.echo(f"leaderboard: {folder / 'index.html'}", err=True)
