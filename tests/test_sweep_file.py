@@ -79,6 +79,10 @@ def test_a_good_file_becomes_evaluate_arguments(tmp_path: Path, specs) -> None:
     assert args[args.index("--top-p") + 1] == "none" and args[args.index("--repeats") + 1] == "2"
     assert args[args.index("--extra-body-json") + 1] == '{"provider":{"require_parameters":true}}'
     assert args[-2:] == ["--run-root", str(tmp_path / "runs" / "t" / "b")]
+    batch = load_sweep(write(tmp_path, BASE + "batch = true\n"), specs)  # evaluate's --batch passes through
+    assert "--batch" in run_args(batch.runs[1], specs, tmp_path) and "--batch" not in run_args(
+        batch.runs[0], specs, tmp_path
+    )
     assert len(sweep.sha256) == 64
 
 
