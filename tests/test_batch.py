@@ -8,6 +8,7 @@ import json
 import signal
 import subprocess
 import sys
+import tarfile
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -310,3 +311,16 @@ def test_prepare_then_collect_offline(tmp_path: Path, data12: str) -> None:
     assert all(r["batch_id"].startswith("file:batch/prepared-") for r in recs)
     res = run_cli("batch", "collect", "--run-root", str(root), *map(str, outputs))
     assert len(records(root)) == 12  # collecting twice records nothing twice
+
+
+def test_archive_of_a_batch_run_verifies(tmp_path: Path, emu: BatchEmulator, data12: str) -> None:
+    root = tmp_path / "a"
+    assert evaluate(emu.base_url, data12, root, "--batch").returncode == 0
+    assert run_cli("score", "--run-root", str(root), "--no-report").returncode == 0
+    archive = tmp_path / "a.tar.gz"
+    res = run_cli("archive", "--run-root", str(root), "--output", str(archive))
+    assert res.returncode == 0, res.stderr
+    res = run_cli("verify", str(archive))
+    assert res.returncode == 0, res.stdout + res.stderr  # the summary's batch section re-scores the same
+    with tarfile.open(archive) as tar:
+        assert any(n.endswith("/batches.json") for n in tar.getnames())

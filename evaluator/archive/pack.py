@@ -39,6 +39,7 @@ from evaluator.core.atomic import atomic_file
 from evaluator.core.jsonl import utf8_text
 from evaluator.data.benchmarks import REGISTRY
 from evaluator.data.prompt_files import prompts_dir
+from evaluator.runfolder.batches import LEDGER
 from evaluator.runfolder.files import CONFIG, MANIFEST, MERGED, PARTIAL
 from evaluator.runfolder.runconfig import RunConfig, RunConfigError
 from evaluator.scoring import SCORES_DIR, SUMMARY_JSON, ScoreError, merge_run
@@ -57,6 +58,10 @@ def _collect_run(root: Path, run_dir: str, entries: dict[str, bytes], output: Pa
             )
             raise ArchiveError(f"{root} has no {name}; {hint}")
         entries[f"{run_dir}/{name}"] = path.read_bytes()
+    if (
+        root / LEDGER
+    ).is_file():  # a batch run: its batch ids and rows (the summary's `batch` is made from it)
+        entries[f"{run_dir}/{LEDGER}"] = (root / LEDGER).read_bytes()
     scores = root / SCORES_DIR
     if not (scores / SUMMARY_JSON).is_file():
         raise ArchiveError(
@@ -243,7 +248,7 @@ def _index(
 ) -> dict[str, Any]:
     """ARCHIVE.json: format, run, every entry with its size and role, what was missing."""
     roles = {
-        **{f"{run_dir}/{n}": "run" for n in RUN_FILES},
+        **{f"{run_dir}/{n}": "run" for n in (*RUN_FILES, LEDGER)},
         DATASET: "dataset manifest (no images)",
         ENVIRONMENT: "environment: versions, image ids, server",
         REPRODUCE: "how to verify and re-run",
