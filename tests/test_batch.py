@@ -67,6 +67,7 @@ def line_bodies(root: Path) -> dict[str, bytes]:
 def test_split_run_records_the_online_request_bytes(tmp_path: Path, emu: BatchEmulator, data12: str) -> None:
     flags = ["--seed", "7", "--repeats", "2", "--max-tokens", "64"]
     split = ["--batch", "--batch-max-mb", "0.005", "--concurrency", "3"]
+    emu.update_config(step_s=0.3)  # batches live long enough that a missing cap would show
     res = evaluate(emu.base_url, data12, tmp_path / "b", *split, *flags)
     assert res.returncode == 0, res.stderr
     batch = records(tmp_path / "b")
