@@ -142,6 +142,18 @@ def test_four_providers_at_once_own_keys_a_spent_quota_then_resume(tmp_path: Pat
         assert res4.returncode == 0, res4.stdout + res4.stderr
         assert "leaderboard: 4 runs and 6 pairs match" in res4.stdout
 
+        # reproduce one run of the sweep archive: its own key, its recorded endpoint, a new folder
+        n = len(ms.requests())
+        again = tmp_path / "again"
+        res5 = sweep_cli(
+            "reproduce", str(out), "--only", "kimi", "--run-root", str(again), "--data-files", data, env=KEYS
+        )
+        assert res5.returncode == 0, res5.stderr
+        assert (again / "kimi" / "scores" / "summary.json").is_file() and not (again / "gemma").exists()
+        assert {r["headers"]["authorization_sha256"] for r in ms.requests()[n:] if r.get("body")} == {
+            bearer(KEYS["MOONSHOT_KEY"])
+        }
+
 
 def test_refused_before_anything_is_sent(tmp_path: Path, data: str) -> None:
     with ProviderEmulator(Moonshot(), answers=doccount_reply(ROWS)) as ms:
@@ -180,6 +192,15 @@ def test_a_run_added_a_repeat_added_and_changed_settings(tmp_path: Path, data: s
         board = json.loads((root / "emu" / "leaderboard" / "leaderboard.json").read_text())
         assert {e["name"] for e in board["runs"]} == {"a", "b"}
         assert next(e for e in board["runs"] if e["name"] == "a")["repeats"]["k"] == 2
+        # doccount leaderboard over run folders (not a sweep folder) needs --output
+        runs = [str(root / "emu" / "a"), str(root / "emu" / "b")]
+        res = sweep_cli("leaderboard", *runs)
+        assert res.returncode == 2 and "--output" in res.stderr
+        res = sweep_cli("leaderboard", *runs, "--output", str(tmp_path / "board"))
+        assert res.returncode == 0 and res.stdout.startswith("# Leaderboard") and "| a |" in res.stdout
+        assert json.loads((tmp_path / "board" / "leaderboard.json").read_text())["runs"][0][
+            "report"
+        ].startswith("../")
         # a changed setting is refused by evaluate: the run's state says so, the others are untouched
         n = len(ms.requests())
         sweep_file.write_text(
@@ -229,3 +250,43 @@ def test_killed_sweep_resumes_without_resending_finished_rows(tmp_path: Path) ->
         assert len(resent) == 2 * len(rows) - len(done_before)
         board = json.loads((root / "kill" / "leaderboard" / "leaderboard.json").read_text())
         assert [e["correct"] for e in board["runs"]] == [len(rows), len(rows)]
+
+
+def test_sigterm_stops_every_run_which_then_resumes(tmp_path: Path) -> None:
+    rows = doccount_rows(6)
+    write_doccount(tmp_path / "data" / "test-00000-of-00001.parquet", rows)
+    with TestServer({"answers": doccount_reply(rows), "latency_s": 0.4}) as srv:
+        text = header(str(tmp_path / "data" / "*.parquet"), "term").replace(
+            "concurrency = 2", "concurrency = 1"
+        )
+        text += run_block("one", "m1", srv.base_url, "OPENAI_KEY") + run_block(
+            "two", "m2", srv.base_url, None
+        )
+        sweep_file = tmp_path / "s.toml"
+        sweep_file.write_text(text)
+        root = tmp_path / "runs"
+        cmd = [sys.executable, "-m", "evaluator.cli", "sweep", str(sweep_file), "--run-root", str(root)]
+        proc = subprocess.Popen(
+            cmd,
+            env=clean_env(**KEYS),
+            cwd=str(REPO),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        partial = root / "term" / "one" / "responses.partial.jsonl"
+        deadline = time.monotonic() + 60
+        while not (partial.is_file() and partial.read_text().count("\n") >= 1):
+            assert time.monotonic() < deadline and proc.poll() is None
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGTERM)  # the sweep only: it passes the stop on to its children
+        _, err = proc.communicate(timeout=60)
+        assert proc.returncode == 130, err
+        state = json.loads((root / "term" / "sweep.json").read_text())
+        assert {r["state"] for r in state["runs"].values()} == {"interrupted"}, err
+        no_key = [r for r in srv.requests() if r["body"]["model"] == "m2"]
+        # a run without api_key_env sends the client's placeholder, never another run's key
+        assert no_key and {r["headers"]["authorization_sha256"] for r in no_key} == {bearer("EMPTY")}
+        res = sweep_cli("sweep", str(sweep_file), "--run-root", str(root), env=KEYS)
+        assert res.returncode == 0, res.stderr
+        assert len({(r["body"]["model"], r["image_sha256"]) for r in srv.requests()}) == 2 * len(rows)

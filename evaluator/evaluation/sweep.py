@@ -101,7 +101,7 @@ class Sweep:
         self.sweep, self.specs, self.env, self.python = sweep, specs, dict(env), python
         self.folder = Path(run_root) / sweep.name
         self.state = load_state(self.folder / SWEEP_STATE, sweep)
-        self.lock = threading.Lock()
+        self.lock = threading.RLock()  # re-entrant: stop() may run in a signal handler on a thread holding it
         keys = {sweep_run.api_key_env for sweep_run in sweep.runs if sweep_run.api_key_env}
         self.key_vars = sorted(keys)
         self.redactors = [Redactor(self.env.get(k)) for k in self.key_vars]
@@ -175,6 +175,8 @@ class Sweep:
             )
             with self.lock:
                 self.children[run.name] = child
+                if self.stopping:  # stop() came between this run's start and now: it missed this child
+                    child.terminate()
             assert child.stderr is not None
             for raw in child.stderr:
                 for piece in raw.decode("utf-8", "replace").replace("\r", "\n").split("\n"):
