@@ -169,3 +169,21 @@ def test_every_pair_once_in_rank_order(outcomes: list[list[bool]]) -> None:
     accs = [e["accuracy"] for e in out["runs"]]
     assert accs == sorted(accs, reverse=True)
     assert [(p["a"], p["b"]) for p in out["pairwise"]] == list(itertools.combinations(names, 2))
+
+
+def test_a_benchmark_s_other_metrics_get_a_column_in_both_renderings() -> None:
+    from evaluator.report.leaderboard_markdown import leaderboard_markdown
+    from evaluator.report.leaderboard_page import render_page
+
+    def cq(i: int, answer: int) -> dict[str, Any]:
+        r = row(i, True, groups={"is_focused": i % 2 == 0, "categories": ["food"]}, parsed_answer=answer)
+        r.update(ground_truth=100, correct=answer == 100)
+        return r
+
+    m = merged([cq(0, 100), cq(1, 104), cq(2, 50)])  # exact 1/3; relaxed (within 5%) 2/3
+    m.benchmark = get_benchmark("countqa")
+    out = build_leaderboard([BoardRun("q", m)], resamples=100)
+    assert out["runs"][0]["extra_metrics"] == {"relaxed_accuracy": pytest.approx(2 / 3)}
+    out["title"] = "t"
+    assert "| Relaxed accuracy % |" in leaderboard_markdown(out) and "| 66.67 |" in leaderboard_markdown(out)
+    assert ">Relaxed accuracy %</th>" in render_page(out)

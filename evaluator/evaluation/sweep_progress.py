@@ -6,6 +6,7 @@ printed when its state changes, and its latest progress line at most every `inte
 
 from __future__ import annotations
 
+import shutil
 import threading
 import time
 from pathlib import Path
@@ -28,7 +29,8 @@ class SweepProgress:
 
     def text(self, name: str) -> str:
         state, detail = self.lines[name]
-        return f"{name:<{self.pad}}  {state:<11} {detail}"[:WIDTH]
+        width = shutil.get_terminal_size((WIDTH, 24)).columns - 1 if self.tty else 2 * WIDTH
+        return f"{name:<{self.pad}}  {state:<11} {detail}"[:width]  # one screen line each, for the redraw
 
     def update(self, name: str, state: str, detail: str) -> None:
         with self.lock:

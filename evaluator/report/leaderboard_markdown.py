@@ -22,9 +22,15 @@ def column_label(board: dict[str, Any], col: dict[str, str]) -> str:
     return col["value"] if len(fields) == 1 else f"{col['field']}={col['value']}"
 
 
+def extra_metric_names(board: dict[str, Any]) -> list[str]:
+    """The benchmark's other metrics (CountQA: relaxed accuracy), a column each."""
+    return sorted({k for e in board["runs"] for k in e.get("extra_metrics") or {}})
+
+
 def board_headers(board: dict[str, Any]) -> list[str]:
     repeats = any("repeats" in e for e in board["runs"])
     head = ["Rank", "Run", "Model", "Provider", "Correct", "Accuracy % [95% CI]"]
+    head += [f"{k.replace('_', ' ').capitalize()} %" for k in extra_metric_names(board)]
     head += ["Mean ± sd (repeats)"] if repeats else []
     head += [column_label(board, c) for c in board["columns"]]
     head += [
@@ -44,6 +50,7 @@ def run_cells(board: dict[str, Any], e: dict[str, Any], link: bool = True) -> li
     denom = e.get("responses", e["questions"])
     cells = [str(e["rank"]), e["name"], str(e["model"]), e["provider"], f"{e['correct']} / {denom}"]
     cells.append(f"{pct(e['accuracy'])} {ci(e['ci95'])}".strip())
+    cells += [pct((e.get("extra_metrics") or {}).get(k)) for k in extra_metric_names(board)]
     if repeats:
         r = e.get("repeats")
         sd = "" if not r or r["sd"] is None else f" ± {100 * r['sd']:.2f}"

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from evaluator.report.base import _e, _now, _version
-from evaluator.report.leaderboard_markdown import ci, column_label, pct, usd
+from evaluator.report.leaderboard_markdown import ci, column_label, extra_metric_names, pct, usd
 from evaluator.report.pieces import page
 
 STYLE = """<style>
@@ -87,6 +87,8 @@ def columns(board: dict[str, Any]) -> list[Column]:
             lambda e: (f'{pct(e["accuracy"])} <span class="sub">{_e(ci(e["ci95"]))}</span>', e["accuracy"]),
         ),
     ]
+    for k in extra_metric_names(board):
+        cols.append((f"{k.replace('_', ' ').capitalize()} %", "num", _extra_cell(k)))
     if any("repeats" in e for e in board["runs"]):
         cols.append(("Mean ± sd over repeats", "num", _repeats_cell))
     for c in board["columns"]:
@@ -120,6 +122,14 @@ def _repeats_cell(e: dict[str, Any]) -> tuple[str, None]:
         return "", None
     sd = "" if r["sd"] is None else f" ± {100 * r['sd']:.2f}"
     return _e(f"{pct(r['mean'])}{sd} (K={r['k']})"), None
+
+
+def _extra_cell(key: str) -> Any:
+    def cell(e: dict[str, Any]) -> tuple[str, float | None]:
+        value = (e.get("extra_metrics") or {}).get(key)
+        return pct(value), value
+
+    return cell
 
 
 def _group_cell(field: str, value: str) -> Any:
