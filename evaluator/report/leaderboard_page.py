@@ -17,7 +17,9 @@ STYLE = """<style>
 table.board td.num, table.board th.num { text-align: right; font-variant-numeric: tabular-nums; }
 table.board td { white-space: nowrap; }
 table.board th { white-space: normal; vertical-align: bottom; max-width: 8em; }
-table.board { font-size: 0.95em; }
+table.board { font-size: 0.9em; }
+table.board th, table.board td { padding: 4px 7px; }
+table.board td .sub { display: block; font-size: 0.85em; color: var(--muted); }
 table.board td.txt, table.board th.txt { text-align: left; }
 table.board tr.incomplete td:nth-child(2)::after { content: " (incomplete)"; font-size: 0.85em; }
 table.board tr.incomplete td { color: var(--warn); }
