@@ -4,7 +4,9 @@ The endpoint is the same bucket tests/ratelimit_server.py keeps (`rps` per secon
 refill continuous). An accepted request answers after `latency_s`; a refusal comes back after
 `refusal_s` (limiters answer at once) with the wait the server would ask: the time to its next token,
 rounded up to whole seconds as an integer Retry-After is (RFC 9110), or exact when `exact_wait`.
-`headers` makes every answer carry the OpenAI-style limits (per minute, remaining, reset). Workers are
+`headers` makes every answer carry the OpenAI-style limits (per minute, remaining, reset), and
+`headers_on_refusal` only the refusals. `refuse_rate` refuses that share of requests at random whatever
+the rate (a shared key, an upstream behind a router), with `Retry-After: random_wait_s`. Workers are
 the evaluator's: each takes the earliest slot the gate offers, and a refused row is sent again after the
 hold without leaving its worker. Nothing here awaits real time; `simulate` returns the figures.
 
@@ -17,6 +19,7 @@ import argparse
 import heapq
 import itertools
 import math
+import random
 from dataclasses import dataclass, field
 
 from evaluator.request.pacing import Gate
@@ -31,26 +34,38 @@ class Endpoint:
     refusal_s: float = 0.002
     exact_wait: bool = False
     headers: bool = False
+    headers_on_refusal: bool = False
+    refuse_rate: float = 0.0
+    random_wait_s: float = 1.0
+    seed: int = 0
     tokens: float = field(init=False)
     t: float = 0.0
+    randomly_refused: bool = False  # the last refusal was a random one
+    rng: random.Random = field(init=False)
 
     def __post_init__(self) -> None:
         self.tokens = self.burst
+        self.rng = random.Random(self.seed)
 
     def take(self, now: float) -> bool:
         self.tokens = min(self.burst, self.tokens + (now - self.t) * self.rps)
         self.t = now
+        self.randomly_refused = self.refuse_rate > 0 and self.rng.random() < self.refuse_rate
+        if self.randomly_refused:
+            return False
         if self.tokens >= 1.0:
             self.tokens -= 1.0
             return True
         return False
 
     def wait_s(self) -> float:
+        if self.randomly_refused:
+            return self.random_wait_s
         exact = max(0.0, (1.0 - self.tokens) / self.rps)
         return exact if self.exact_wait else float(max(1, math.ceil(exact)))
 
-    def limits(self) -> Limits:
-        if not self.headers:
+    def limits(self, refusal: bool = False) -> Limits:
+        if not (self.headers or (refusal and self.headers_on_refusal)):
             return Limits()
         full = (self.burst - self.tokens) / self.rps
         return Limits(
@@ -67,6 +82,8 @@ class Result:
     refused: int
     first_s: float  # first request sent
     last_s: float  # last answer in
+    stopped_s: float | None = None  # when the gate gave up (the patience stop), if it did
+    refused_opening: int = 0  # refusals before the first request sent one second after the first
 
     @property
     def refused_share(self) -> float:
@@ -77,11 +94,17 @@ class Result:
 
 
 def simulate(
-    ep: Endpoint, rows: int, ceiling: int = 16, limit_s: float = 3600.0, trace: bool = False
+    ep: Endpoint,
+    rows: int,
+    ceiling: int = 16,
+    limit_s: float = 3600.0,
+    trace: bool = False,
+    patience_s: float = 600.0,
 ) -> Result:
     """Run `rows` rows with `ceiling` workers; returns what the endpoint saw."""
     now = [0.0]
-    gate = Gate(ceiling=ceiling, clock=lambda: now[0])
+    gate = Gate(ceiling=ceiling, clock=lambda: now[0], patience_s=patience_s)
+    opening = 0
     seq = itertools.count()
     events: list[tuple[float, int, str, float]] = []  # (time, seq, kind, sent_at)
     todo, done, requests, refused = rows, 0, 0, 0
@@ -99,14 +122,14 @@ def simulate(
             waiting -= 1
             todo -= 1
             requests += 1
-            first = first or now[0]
+            first = now[0] if requests == 1 else first
             if ep.take(now[0]):
                 heapq.heappush(events, (now[0] + ep.latency_s, next(seq), "ok", now[0]))
             else:
                 heapq.heappush(events, (now[0] + ep.refusal_s, next(seq), "refused", now[0]))
         return math.inf
 
-    while done < rows and now[0] < limit_s:
+    while done < rows and now[0] < limit_s and gate.gave_up is None:
         wake = admit_all()
         nxt = events[0][0] if events else math.inf
         if wake < nxt:
@@ -124,9 +147,11 @@ def simulate(
             last = now[0]
         else:
             refused += 1
-            gate.refused(sent_at, ep.limits(), ep.wait_s(), 1.0)
+            opening += sent_at < first + 1.0
+            gate.refused(sent_at, ep.limits(refusal=True), ep.wait_s(), 1.0)
             todo += 1  # the same row again, after the hold
-    return Result(rows=done, requests=requests, refused=refused, first_s=first, last_s=last)
+    stopped = now[0] if gate.gave_up is not None else None
+    return Result(done, requests, refused, first, last, stopped, opening)
 
 
 def main() -> None:
@@ -138,13 +163,24 @@ def main() -> None:
     parser.add_argument("--ceiling", type=int, default=16)
     parser.add_argument("--exact-wait", action="store_true")
     parser.add_argument("--headers", action="store_true")
+    parser.add_argument("--headers-on-refusal", action="store_true")
+    parser.add_argument("--refuse-rate", type=float, default=0.0)
     parser.add_argument("--trace", action="store_true")
     a = parser.parse_args()
-    ep = Endpoint(a.rps, a.burst, a.latency, exact_wait=a.exact_wait, headers=a.headers)
+    ep = Endpoint(
+        a.rps,
+        a.burst,
+        a.latency,
+        exact_wait=a.exact_wait,
+        headers=a.headers,
+        headers_on_refusal=a.headers_on_refusal,
+        refuse_rate=a.refuse_rate,
+    )
     r = simulate(ep, a.rows, a.ceiling, trace=a.trace)
     print(
         f"rows {r.rows}, requests {r.requests}, refused {r.refused} ({100 * r.refused_share:.1f}%), "
-        f"first to last / bound {r.wall_over_bound(ep):.3f}"
+        f"first to last / bound {r.wall_over_bound(ep):.3f}, last answer {r.last_s:.1f} s, "
+        f"refused in the first second {r.refused_opening}"
     )
 
 

@@ -138,3 +138,69 @@ def test_an_unlimited_endpoint_pays_only_the_probe_and_half_a_ramp() -> None:
     ideal = 800 / 32 * 0.4
     assert r.refused == 0
     assert r.last_s - r.first_s <= ideal + 0.4 + 0.2 + 1e-6  # probe round trip + half the opening ramp
+
+
+def ideal_with_random_refusals(
+    rows: int, ceiling: int, latency_s: float, share: float, wait_s: float
+) -> float:
+    """Each worker's rows one after another; a row is refused share/(1 - share) times on average and
+    each refusal costs its own wait (the others' work goes on meanwhile)."""
+    per_row = latency_s + share / (1 - share) * (wait_s + 0.002)
+    return rows / ceiling * per_row
+
+
+RANDOM_BOUND = 1.5  # wall time over the ideal, for refusals our pace did not cause
+
+
+@pytest.mark.parametrize("share", [0.1, 0.3, 0.5])
+def test_random_refusals_cost_their_waits_and_never_collapse_the_pace(share: float) -> None:
+    """Ample capacity, but a share of requests refused at random (Retry-After: 1): the pace must not
+    halve again and again (before: 30% gave 155 of 400 rows in 19,524 s)."""
+    ep = Endpoint(rps=1e6, burst=1e6, latency_s=0.2, refuse_rate=share, seed=3)
+    r = simulate(ep, 400)
+    ideal = ideal_with_random_refusals(400, 16, 0.2, share, 1.0)
+    assert r.rows == 400, r
+    assert r.last_s - r.first_s <= RANDOM_BOUND * ideal, (r, ideal)
+
+
+def test_the_issues_example_finishes_in_seconds() -> None:
+    ep = Endpoint(rps=1e6, burst=1e6, latency_s=0.2, refuse_rate=0.3, seed=5)
+    r = simulate(ep, 120)
+    assert r.rows == 120 and r.last_s - r.first_s < 10.0, r
+
+
+@pytest.mark.parametrize("case", [dict(rps=4, burst=4), dict(rps=2, burst=10)], ids=["4-4", "2-10"])
+def test_a_real_limit_is_still_learned_under_random_refusals(case: dict) -> None:
+    """10% random refusals on top of a real limit: the pace still settles near the limit."""
+    ep = Endpoint(**case, refuse_rate=0.1, seed=2)
+    r = simulate(ep, 100)
+    assert r.rows == 100
+    assert r.wall_over_bound(ep) <= 1.6, r
+
+
+@pytest.mark.parametrize("patience", [60.0, 600.0])
+def test_an_endpoint_that_refuses_everything_is_given_up_after_the_patience(patience: float) -> None:
+    ep = Endpoint(rps=1e6, burst=1e6, refuse_rate=1.0)
+    r = simulate(ep, 20, patience_s=patience)
+    assert r.rows == 0 and r.stopped_s is not None, r
+    # the refusal that ends it comes at most one capped wait (120 s) after the patience is spent
+    assert patience <= r.stopped_s <= patience + 121.0, r
+
+
+def test_a_slow_limit_that_lets_some_through_is_not_given_up() -> None:
+    """One success every 50 s, refusals between them: no success-free span reaches 60 s of patience."""
+    ep = Endpoint(rps=0.02, burst=1)
+    r = simulate(ep, 8, patience_s=60.0)
+    assert r.stopped_s is None and r.rows == 8, r
+
+
+@pytest.mark.parametrize("announced", [False, True], ids=["silent", "on-429s"])
+@pytest.mark.parametrize("case", [dict(rps=4, burst=4), dict(rps=10, burst=5), dict(rps=2, burst=2)])
+def test_the_opening_on_a_fast_endpoint_meets_few_refusals(case: dict, announced: bool) -> None:
+    """50 ms answers, refusals back in 20 ms, the limit told only by the 429s (their Retry-After, or their
+    headers too): the window opens over about a second, not over one round trip, so at most about
+    burst + rate x 1 s requests are refused (before: 7 to 9 here, 16 to 18 with 50 ms refusals)."""
+    ep = Endpoint(**case, latency_s=0.05, refusal_s=0.02, headers_on_refusal=announced)
+    r = simulate(ep, 80)
+    assert r.rows == 80
+    assert r.refused <= case["burst"] + case["rps"] * 1.0, r
