@@ -13,7 +13,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from pacing_sim import Endpoint, simulate  # noqa: E402
 
-from evaluator.request.pacing import RAMP_MAX_S, Gate, UserLimits  # noqa: E402
+from evaluator.request.pacing import RAMP_S, Gate, UserLimits  # noqa: E402
 from evaluator.request.ratelimit import Limits  # noqa: E402
 
 
@@ -26,22 +26,17 @@ def probe(gate: Gate, trip_s: float, limits: Limits | None = None) -> float:
     return trip_s
 
 
-def test_without_announced_limits_the_window_opens_over_one_round_trip() -> None:
+@pytest.mark.parametrize("trip", [0.005, 0.3, 30.0])
+def test_without_announced_limits_the_window_opens_over_a_second_whatever_the_round_trip(trip: float) -> None:
+    """Time, not round trips: on a 5 ms endpoint a round-trip ramp sent the whole window at once."""
     gate = Gate(ceiling=16, clock=lambda: 0.0)
-    now = probe(gate, 0.3)
+    now = probe(gate, trip)
     starts = [gate.reserve(now) for _ in range(16)]  # the probe's worker takes a slot again too
     assert gate.open_slots == 0
-    assert starts[0] == now and starts[-1] == pytest.approx(now + 0.3 * 15 / 16)
+    assert starts[0] == pytest.approx(now) and starts[-1] == pytest.approx(now + RAMP_S * 15 / 16)
     gaps = {round(b - a, 9) for a, b in zip(starts, starts[1:], strict=False)}
-    assert gaps == {round(0.3 / 16, 9)}
+    assert gaps == {round(RAMP_S / 16, 9)}
     assert gate.ramp is None  # spent: later requests go as the window allows
-
-
-def test_a_slow_probe_opens_the_window_within_a_second() -> None:
-    gate = Gate(ceiling=16, clock=lambda: 0.0)
-    now = probe(gate, 30.0)
-    starts = [gate.reserve(now) for _ in range(16)]
-    assert starts[-1] - starts[0] == pytest.approx(RAMP_MAX_S * 15 / 16)
 
 
 @pytest.mark.parametrize(
@@ -64,7 +59,7 @@ def test_a_refused_first_request_keeps_the_window_at_one() -> None:
     gate.reserve(0.0)
     gate.release()
     clock[0] = 0.01
-    assert gate.refused(0.0, Limits(), 1.0, 0.5) == 1.0
+    assert gate.refused(0.0, Limits(), 1.0, 0.5) == (1.0, True)
     assert gate.window == 1 and gate.requests is None  # nothing got through: no rate to learn
     assert gate.earliest(0.5) == pytest.approx(1.01)  # the hold
     clock[0] = 1.5
@@ -137,7 +132,8 @@ def test_an_unlimited_endpoint_pays_only_the_probe_and_half_a_ramp() -> None:
     r = simulate(ep, 800, ceiling=32)
     ideal = 800 / 32 * 0.4
     assert r.refused == 0
-    assert r.last_s - r.first_s <= ideal + 0.4 + 0.2 + 1e-6  # probe round trip + half the opening ramp
+    # the probe's round trip, the ramp's second, then a round trip of doubling the window from what is in flight
+    assert r.last_s - r.first_s <= ideal + 0.4 + RAMP_S + 0.4 + 1e-6
 
 
 def ideal_with_random_refusals(
@@ -166,7 +162,7 @@ def test_random_refusals_cost_their_waits_and_never_collapse_the_pace(share: flo
 def test_the_issues_example_finishes_in_seconds() -> None:
     ep = Endpoint(rps=1e6, burst=1e6, latency_s=0.2, refuse_rate=0.3, seed=5)
     r = simulate(ep, 120)
-    assert r.rows == 120 and r.last_s - r.first_s < 10.0, r
+    assert r.rows == 120 and r.last_s - r.first_s < 15.0, r  # seconds, not minutes
 
 
 @pytest.mark.parametrize("case", [dict(rps=4, burst=4), dict(rps=2, burst=10)], ids=["4-4", "2-10"])
@@ -175,7 +171,7 @@ def test_a_real_limit_is_still_learned_under_random_refusals(case: dict) -> None
     ep = Endpoint(**case, refuse_rate=0.1, seed=2)
     r = simulate(ep, 100)
     assert r.rows == 100
-    assert r.wall_over_bound(ep) <= 1.6, r
+    assert r.wall_over_bound(ep) <= 1.7, r
 
 
 @pytest.mark.parametrize("patience", [60.0, 600.0])

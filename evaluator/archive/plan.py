@@ -64,6 +64,7 @@ def _policy_args(policy: dict[str, Any], concurrency: int | None) -> list[str]:
         ("--max-retries", "max_retries"),
         ("--retry-backoff", "backoff_base_s"),
         ("--retry-max-wait", "backoff_max_s"),
+        ("--rate-limit-patience", "rate_limit_patience_s"),
     ):
         if policy.get(key) is not None:
             args += [flag, repr(policy[key])]

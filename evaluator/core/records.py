@@ -121,6 +121,9 @@ class ResponseRecord:
     repeat: int | None = field(default=None, metadata=OMIT_DEFAULT)
     # The batch that answered the row (--batch, or `doccount batch collect`); absent for online records.
     batch_id: str | None = field(default=None, metadata=OMIT_DEFAULT)
+    # What the server sent that broke the protocol (a count that is not an integer, an id that is not a
+    # string: core.boundary); field names and JSON types only. Left out when there were none.
+    protocol_anomalies: list[str] = field(default_factory=list, metadata=OMIT_DEFAULT)
 
     def to_dict(self) -> dict[str, Any]:
         """The record as JSON-ready data; group fields are also lifted to the top level."""
@@ -168,13 +171,17 @@ def _retry_error(d: dict[str, Any]) -> RetryError:
     return RetryError(**{**d, "usage": Usage(**usage) if isinstance(usage, dict) else None})
 
 
+def _default(f: dataclasses.Field) -> Any:
+    return f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+
+
 def to_dict(obj: Any) -> Any:
     """dataclasses.asdict, except that fields marked OMIT_DEFAULT are left out while they hold their default."""
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         out: dict[str, Any] = {}
         for f in dataclasses.fields(obj):
             value = getattr(obj, f.name)
-            if f.metadata.get("omit_default") and value == f.default:
+            if f.metadata.get("omit_default") and value == _default(f):
                 continue
             out[f.name] = to_dict(value)
         return out

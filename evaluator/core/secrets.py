@@ -1,31 +1,14 @@
-"""Keeping the API key out of everything stored or printed. Pure."""
+"""Keeping the API key out of everything stored or printed. Pure.
+
+`Redactor` is the boundary's `KeyFilter` (evaluator/core/boundary.py): it removes the key verbatim and in
+its encoded forms (JSON-escaped, URL-encoded, base64, Basic auth) and any 8-character piece of it, from
+text (`redactor(text)`) and from every string of a JSON value (`redactor.json(value)`).
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from evaluator.core.boundary import KeyFilter
 
 
-class Redactor:
+class Redactor(KeyFilter):
     """Removes the API key from any text that might be stored or printed (servers can echo it)."""
-
-    def __init__(self, secret: str | None) -> None:
-        # Stripped: with stray whitespace the HTTP layer quotes the key escaped ('...\\r'), so only
-        # the bare key is sure to appear verbatim in an error text.
-        self.secret = (secret or "").strip() or None
-
-    def __call__(self, text: str) -> str:
-        if self.secret and self.secret in text:
-            text = text.replace(self.secret, "[REDACTED]")
-        return text
-
-    def json(self, obj: Any) -> Any:
-        """A JSON value with the key removed from every string in it, keys of objects included."""
-        if self.secret is None:
-            return obj
-        if isinstance(obj, str):
-            return self(obj)
-        if isinstance(obj, list):
-            return [self.json(v) for v in obj]
-        if isinstance(obj, dict):
-            return {self.json(k): self.json(v) for k, v in obj.items()}
-        return obj

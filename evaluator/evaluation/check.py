@@ -15,6 +15,7 @@ from typing import Any
 import click
 import openai
 
+from evaluator.core.boundary import KeyFilter, ShapeError, body_text, clip, json_text, parse_json
 from evaluator.core.keys import derive_seed
 from evaluator.core.secrets import Redactor
 from evaluator.data.benchmarks.base import ManifestEntry, Sample
@@ -39,8 +40,9 @@ def first_sample(settings: EvalSettings, source: DataSource, selection: list[Man
     return None
 
 
-async def _exchange(settings: EvalSettings, body: bytes) -> tuple[int, Any, float]:
-    """(HTTP status, parsed JSON body or error text, latency) of one attempt."""
+async def _exchange(settings: EvalSettings, body: bytes, keys: KeyFilter) -> tuple[int, Any, float]:
+    """(HTTP status, parsed JSON body or error text, latency) of one attempt, through the boundary: the
+    key is removed from what came back before anything reads it."""
     client = make_client(settings.base_url, settings.api_key, settings.timeout_s, 1)
     t0 = time.perf_counter()
     try:
@@ -51,27 +53,34 @@ async def _exchange(settings: EvalSettings, body: bytes) -> tuple[int, Any, floa
             options={"headers": {"Content-Type": "application/json"}},
         )
     except openai.APIStatusError as exc:
-        return exc.status_code, error_message(exc), time.perf_counter() - t0
+        return exc.status_code, error_message(exc, keys), time.perf_counter() - t0
     except openai.APIConnectionError as exc:  # includes timeouts
         cause = exc.__cause__
-        return 0, f"{type(exc).__name__}: {cause or exc}", time.perf_counter() - t0
+        return 0, clip(keys(f"{type(exc).__name__}: {cause or exc}"), 500), time.perf_counter() - t0
     finally:
         await client.close()
     latency = time.perf_counter() - t0
     try:
-        return 200, json.loads(raw), latency
-    except (ValueError, UnicodeDecodeError):
-        return 200, raw[:300].decode("utf-8", "replace"), latency
+        return 200, parse_json(raw, keys), latency
+    except ShapeError:
+        return 200, clip(body_text(raw, keys), 300), latency
 
 
 def _shown(text: str | None, limit: int = 1500) -> str:
+    """A redacted text, clipped, as a JSON string."""
     if text is None:
         return "(none)"
-    return json.dumps(text if len(text) <= limit else text[:limit] + " ...", ensure_ascii=False)
+    return json.dumps(clip(text, limit), ensure_ascii=False)
 
 
 def report_lines(
-    settings: EvalSettings, sample: Sample, body: bytes, status: int, reply: Any, latency: float
+    settings: EvalSettings,
+    sample: Sample,
+    body: bytes,
+    status: int,
+    reply: Any,
+    latency: float,
+    keys: KeyFilter,
 ) -> list[str]:
     """What came back, one fact per line. Pure."""
     lines = [
@@ -95,17 +104,20 @@ def report_lines(
         return lines
     lines.append(f"status: HTTP 200 after {latency:.2f} s")
     try:
-        c = completion_from_json(reply, latency)
+        c = completion_from_json(reply, latency, keys)
     except ResponseShapeError as exc:
-        return [*lines, f"response: not a chat completion ({exc}): {_shown(str(reply), 300)}"]
+        shown = reply if isinstance(reply, str) else json_text(reply, keys, 300)
+        return [*lines, f"response: not a chat completion ({exc}): {_shown(shown, 300)}"]
     message = reply["choices"][0]["message"]
     field = next((f for f in REASONING_FIELDS if isinstance(message.get(f), str)), None)
+    if c.anomalies:
+        lines.append(f"protocol anomalies: {'; '.join(c.anomalies)}")
     parsed = settings.benchmark.parse(c.response_text)
     u = c.usage
     lines += [
         f"finish reason: {c.finish_reason}",
         f"visible text: {_shown(c.response_text)}",
-        f"reasoning: {'none returned' if field is None else f'field {field!r}, {len(message[field])} chars: {_shown(message[field], 300)}'}",
+        f"reasoning: {'none returned' if field is None or c.reasoning_text is None else f'field {field!r}, {len(c.reasoning_text)} chars: {_shown(c.reasoning_text, 300)}'}",
         f"inline <think> in the visible text: {'yes (serve with a reasoning parser)' if has_inline_think(c.response_text) else 'no'}",
         f"parsed answer: {parsed.answer} (parse status {parsed.status}); correct: "
         f"{settings.benchmark.is_correct(parsed.answer, sample.ground_truth)}",
@@ -126,15 +138,15 @@ def check_endpoint(settings: EvalSettings, source: DataSource, selection: list[M
     # the run's exact bytes: with --seed, the seed of this question's first repeat
     seed = None if settings.seed is None else derive_seed(settings.seed, sample.sample_id, 0)
     body = request_bytes(settings.benchmark, sample, settings.model, settings.sampling, seed)
-    status, reply, latency = asyncio.run(_exchange(settings, body))
     redact = Redactor(settings.api_key)
-    for line in report_lines(settings, sample, body, status, reply, latency):
+    status, reply, latency = asyncio.run(_exchange(settings, body, redact))
+    for line in report_lines(settings, sample, body, status, reply, latency, redact):
         click.echo(redact(line))
     click.echo("nothing was written (no run folder is created by check-endpoint)")
     if status != 200:
         return 3
     try:
-        text = completion_from_json(reply, latency).response_text
+        text = completion_from_json(reply, latency, redact).response_text
     except ResponseShapeError:
         return 3
     return 0 if settings.benchmark.parse(text).ok else 3

@@ -119,14 +119,17 @@ def parse_extra_body(extra_body_json: str | None) -> dict[str, Any]:
     return validate_extra_body(extra)
 
 
-def resolve_urls(backend: str, base_urls: tuple[str, ...], env_value: str) -> list[str]:
-    """The endpoints: --base-url (repeatable), else env MODEL_API_BASE_URL (comma-separated), else vLLM's."""
+def resolve_urls(
+    backend: str, base_urls: tuple[str, ...], env_value: str, api_key: str | None = None
+) -> list[str]:
+    """The endpoints: --base-url (repeatable), else env MODEL_API_BASE_URL (comma-separated), else vLLM's.
+    A URL that carries a credential is refused (request.endpoint.normalize_base_url)."""
     urls = list(base_urls) or [u for u in env_value.split(",") if u.strip()]
     if not urls:
         if backend != "vllm":
             raise EndpointError("--backend api needs an endpoint: pass --base-url or set MODEL_API_BASE_URL")
         urls = [VLLM_DEFAULT_BASE_URL]
-    return list(dict.fromkeys(normalize_base_url(u) for u in urls))
+    return list(dict.fromkeys(normalize_base_url(u, api_key) for u in urls))
 
 
 def data_record(source: DataSource, manifest: list[ManifestEntry], folder: list[ManifestEntry]) -> dict:
@@ -301,8 +304,8 @@ def send_as_batches(
 
 def endpoint_access(opts: EvaluateOptions) -> tuple[list[str], str | None]:
     """The endpoints and the API key: --base-url, env MODEL_API_BASE_URL / MODEL_API_KEY."""
-    urls = resolve_urls(opts.backend, opts.base_urls, os.environ.get("MODEL_API_BASE_URL", ""))
     api_key = os.environ.get("MODEL_API_KEY", "").strip() or None  # a CRLF .env file leaves a "\r"
+    urls = resolve_urls(opts.backend, opts.base_urls, os.environ.get("MODEL_API_BASE_URL", ""), api_key)
     return urls, api_key
 
 
@@ -347,6 +350,7 @@ def eval_settings(opts: EvaluateOptions, bench: Benchmark, extra: dict[str, Any]
         max_total_tokens=opts.max_total_tokens,
         max_requests_per_minute=opts.max_requests_per_minute,
         max_tokens_per_minute=opts.max_tokens_per_minute,
+        rate_limit_patience_s=opts.rate_limit_patience,
         seed=opts.seed,
         repeats=opts.repeats,
     )

@@ -10,7 +10,7 @@ from typing import Any
 import click
 
 from evaluator.data.benchmarks import REGISTRY
-from evaluator.request.shape import NumberOrNone, preset_names
+from evaluator.request.shape import FiniteRange, NumberOrNone, preset_names
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -51,6 +51,7 @@ class EvaluateOptions:
     batch: bool = False
     batch_max_mb: float = 190.0
     batch_poll_s: float = 30.0
+    rate_limit_patience: float = 600.0
 
 
 def common_data_options(f):
@@ -116,24 +117,32 @@ _EVALUATE_OPTIONS = [
         default=None,
         help="A shipped set of the request-shape flags above (evaluator/request/presets/); explicit flags win.",
     ),
-    click.option("--timeout", type=click.FloatRange(0, min_open=True), default=600.0, show_default=True),
+    click.option("--timeout", type=FiniteRange(0, min_open=True), default=600.0, show_default=True),
     click.option("--max-retries", type=click.IntRange(0, 100), default=4, show_default=True),
     click.option(
-        "--retry-backoff", type=click.FloatRange(0), default=1.0, show_default=True, help="First backoff (s)."
+        "--retry-backoff", type=FiniteRange(0), default=1.0, show_default=True, help="First backoff (s)."
     ),
-    click.option("--retry-max-wait", type=click.FloatRange(0), default=60.0, show_default=True),
+    click.option("--retry-max-wait", type=FiniteRange(0), default=60.0, show_default=True),
     click.option(
         "--max-requests-per-minute",
-        type=click.FloatRange(0, min_open=True),
+        type=FiniteRange(0, min_open=True),
         default=None,
         help="Pace requests under this rate (all endpoints together); the endpoint's own limit headers and "
         "429s are honoured either way.",
     ),
     click.option(
         "--max-tokens-per-minute",
-        type=click.FloatRange(0, min_open=True),
+        type=FiniteRange(0, min_open=True),
         default=None,
         help="Pace requests under this many tokens per minute, estimated from the usage recorded so far.",
+    ),
+    click.option(
+        "--rate-limit-patience",
+        type=FiniteRange(0, min_open=True),
+        default=600.0,
+        show_default=True,
+        help="Give an endpoint up when nothing has succeeded for this many seconds while it keeps refusing "
+        "(429/402 with a wait); with one endpoint the run stops (exit 3) and a re-run continues.",
     ),
     click.option("--extra-body-json", default=None, help="Extra request fields as a JSON object."),
     click.option("--overwrite", is_flag=True, help="Re-evaluate every selected row."),

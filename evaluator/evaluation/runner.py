@@ -18,8 +18,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from evaluator.core.boundary import clip
 from evaluator.core.keys import Key, derive_seed, unit_keys
 from evaluator.core.records import ResponseAttempt, ResponseRecord, Sampling, to_dict
+from evaluator.core.secrets import Redactor
+from evaluator.core.text import one_line
 from evaluator.data.benchmarks.base import Benchmark, ManifestEntry, Sample
 from evaluator.data.parquet import DataSource, iter_samples
 from evaluator.evaluation.loop import RowLoop, RunStopped  # noqa: F401 (cli imports RunStopped here)
@@ -29,7 +32,6 @@ from evaluator.request.client import (
     ChatSender,
     Endpoint,
     EndpointPool,
-    Redactor,
     RetryPolicy,
     make_client,
     utc_now,
@@ -67,6 +69,7 @@ class EvalSettings:
     max_tokens_per_minute: float | None = None
     # --batch / `batch prepare`: {"mode", "max_mb", "poll_s"}; how rows are sent, not what a request holds
     batch: dict[str, Any] | None = None
+    rate_limit_patience_s: float = 600.0  # --rate-limit-patience: an endpoint refused this long is given up
 
     @property
     def base_url(self) -> str:
@@ -159,8 +162,9 @@ class Evaluator:
         try:
             return await self._send_and_parse(base, body, sender)
         except Exception as exc:  # a bug must cost one row (recorded, retried on resume), not the run
-            log.exception("evaluator error on %s", base.sample_id)
-            message = self.redact(f"evaluator error: {type(exc).__name__}: {exc}")[:2000]
+            # one redacted line, never a traceback: an exception's text can quote what a server sent
+            message = clip(self.redact(f"evaluator error: {type(exc).__name__}: {one_line(exc)}"), 2000)
+            log.error("%s", self.redact(f"evaluator error on {base.sample_id}: {message}"))
             return evaluator_error_record(base, message, utc_now())
 
     async def _send_and_parse(self, base: ResponseRecord, body: bytes, sender: ChatSender) -> ResponseRecord:
@@ -226,7 +230,10 @@ class Evaluator:
         endpoints = [
             Endpoint(url, make_client(url, s.api_key, s.timeout_s, s.concurrency)) for url in s.base_urls
         ]
-        return EndpointPool(endpoints, gate=lambda: Gate(ceiling=s.concurrency, user=user))
+        return EndpointPool(
+            endpoints,
+            gate=lambda: Gate(ceiling=s.concurrency, user=user, patience_s=s.rate_limit_patience_s),
+        )
 
 
 async def run_with_signals(evaluator: Evaluator, *args: Any) -> RunStats:
@@ -281,5 +288,6 @@ def settings_summary(s: EvalSettings) -> dict[str, Any]:
             "max_requests_per_minute": s.max_requests_per_minute,
             "max_tokens_per_minute": s.max_tokens_per_minute,
             **({"batch": s.batch} if s.batch else {}),
+            "rate_limit_patience_s": s.rate_limit_patience_s,
         },
     }

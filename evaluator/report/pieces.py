@@ -10,6 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from evaluator.core.boundary import clip
 from evaluator.core.values import is_int, is_num
 from evaluator.data.benchmarks.base import Benchmark
 from evaluator.report.base import (
@@ -299,9 +300,9 @@ def _status_cell(row: dict[str, Any]) -> str:
     if row.get("finish_reason") and row.get("finish_reason") != "stop":
         bits.append(f'<span class="detail">finish: {_e(row.get("finish_reason"))}</span>')
     if oc == "request_error" and row.get("request_error"):
-        bits.append(f'<span class="detail">{_e(str(row["request_error"])[:400])}</span>')
+        bits.append(f'<span class="detail">{_e(clip(str(row["request_error"]), 400))}</span>')
     if row.get("data_error"):
-        bits.append(f'<span class="detail">{_e(str(row["data_error"])[:400])}</span>')
+        bits.append(f'<span class="detail">{_e(clip(str(row["data_error"]), 400))}</span>')
     attempts = row.get("attempts")
     if is_int(attempts) and attempts > 1:
         bits.append(f'<span class="detail">{attempts} HTTP attempts</span>')

@@ -7,7 +7,7 @@ the record. The exact canonical bytes are sent, so request_sha256 is the hash of
 from __future__ import annotations
 
 import asyncio
-import json
+import logging
 import random
 import time
 from collections.abc import Callable
@@ -17,14 +17,27 @@ from typing import Any
 import httpx2 as httpx  # the HTTP library openai >= 3 is built on
 import openai
 
+from evaluator.core.boundary import (
+    KeyFilter,
+    SafeCompletion,
+    ShapeError,
+    body_text,
+    clip,
+    error_text,
+    parse_json,
+    safe_headers,
+    sanitize_completion,
+    sanitize_usage,
+)
 from evaluator.core.records import RetryError, Usage
-from evaluator.core.secrets import Redactor
-from evaluator.core.text import utc_now
-from evaluator.core.usage import usage_from_json
+from evaluator.core.text import one_line, utc_now
 from evaluator.request.endpoint import split_query
 from evaluator.request.pacing import Gate, admit
-from evaluator.request.ratelimit import Limits, Verdict, classify, limits_from_headers, lower_keys
+from evaluator.request.ratelimit import Limits, Verdict, classify, limits_from_headers
 from evaluator.request.retry import RetryPolicy
+
+log = logging.getLogger(__name__)
+MESSAGE_LIMIT = 2000  # a retry error's or stop line's text, after redaction
 
 
 @dataclass
@@ -38,6 +51,7 @@ class Completion:
     system_fingerprint: str | None
     usage: Usage
     latency_s: float
+    anomalies: list[str] = field(default_factory=list)  # protocol anomalies (core.boundary)
 
 
 @dataclass
@@ -50,45 +64,43 @@ class SendOutcome:
     endpoint: str | None = None  # the endpoint of the last attempt
     started_at: str = ""
     finished_at: str = ""
+    anomalies: list[str] = field(default_factory=list)  # every attempt's protocol anomalies
 
 
 class ResponseShapeError(Exception):
     pass
 
 
-def _text_of(content: Any) -> str | None:
-    """Message content as text; some servers send a list of parts."""
-    if content is None or isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        texts = [p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "text"]
-        return "".join(texts)
-    raise ResponseShapeError(f"message content has type {type(content).__name__}")
+def completion_from_json(payload: Any, latency_s: float, keys: KeyFilter) -> Completion:
+    """Pure: the fields we keep from a parsed chat.completion, typed and redacted (core.boundary)."""
+    try:
+        safe, anomalies = sanitize_completion(payload, keys)
+    except ShapeError as exc:
+        raise ResponseShapeError(str(exc)) from None
+    return completion_of(safe, latency_s)
 
 
-def completion_from_json(payload: Any, latency_s: float) -> Completion:
-    """Pure: the fields we keep from a chat.completion JSON object."""
-    if not isinstance(payload, dict):
-        raise ResponseShapeError(f"response is JSON {type(payload).__name__}, not an object")
-    choices = payload.get("choices")
-    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
-        raise ResponseShapeError("response has no choices")
-    message = choices[0].get("message")
-    if not isinstance(message, dict):
-        raise ResponseShapeError("choices[0] has no message")
-    # vLLM >= 0.10 and OpenRouter send `reasoning`; older vLLM and DeepSeek send `reasoning_content`.
-    reasoning = message.get("reasoning")
-    if reasoning is None:
-        reasoning = message.get("reasoning_content")
+def completion_of(safe: SafeCompletion, latency_s: float) -> Completion:
     return Completion(
-        response_text=_text_of(message.get("content")),
-        reasoning_text=reasoning if isinstance(reasoning, str) else None,
-        finish_reason=choices[0].get("finish_reason"),
-        response_id=payload.get("id"),
-        system_fingerprint=payload.get("system_fingerprint"),
-        usage=usage_from_json(payload.get("usage")),
+        response_text=safe.response_text,
+        reasoning_text=safe.reasoning_text,
+        finish_reason=safe.finish_reason,
+        response_id=safe.response_id,
+        system_fingerprint=safe.system_fingerprint,
+        usage=Usage(**safe.usage),
         latency_s=round(latency_s, 4),
+        anomalies=list(safe.anomalies),
     )
+
+
+def completion_from_bytes(raw: bytes, latency_s: float, keys: KeyFilter) -> Completion:
+    """A 200's body through the boundary: the key removed from the raw text, then parsed and typed."""
+    try:
+        payload = parse_json(raw, keys)
+    except ShapeError as exc:
+        snippet = clip(body_text(raw, keys), 120)
+        raise ResponseShapeError(f"{exc}: {snippet!r}") from None
+    return completion_from_json(payload, latency_s, keys)
 
 
 def make_client(base_url: str, api_key: str | None, timeout_s: float, concurrency: int) -> openai.AsyncOpenAI:
@@ -143,11 +155,16 @@ class EndpointPool:
         self.changed = asyncio.Event()
 
     def _usable(self, i: int) -> bool:
+        """An endpoint refused past the patience is set aside while another is not (request.pacing)."""
         now = time.monotonic()
-        if any(e.ejected_until <= now for e in self.endpoints):
-            return self.endpoints[i].ejected_until <= now
+        alive = [e for e in self.endpoints if e.gate is None or e.gate.gave_up is None] or self.endpoints
+        endpoint = self.endpoints[i]
+        if endpoint not in alive:
+            return False
+        if any(e.ejected_until <= now for e in alive):
+            return endpoint.ejected_until <= now
         # everyone is out: probe the one that comes back first
-        return self.endpoints[i] is min(self.endpoints, key=lambda e: e.ejected_until)
+        return endpoint is min(alive, key=lambda e: e.ejected_until)
 
     async def acquire(self) -> Endpoint:
         """Wait at the gates for the next slot; the caller must call release() once the attempt is over."""
@@ -205,7 +222,7 @@ class ChatSender:
         self,
         pool: EndpointPool,
         policy: RetryPolicy,
-        redact: Redactor,
+        redact: KeyFilter,
         rng: random.Random | None = None,
     ) -> None:
         self.pool = pool
@@ -228,15 +245,9 @@ class ChatSender:
         finally:
             endpoint.in_flight -= 1
         latency = time.perf_counter() - t0
-        raw = resp.content
-        try:
-            payload = json.loads(raw)
-        except (ValueError, UnicodeDecodeError) as exc:
-            snippet = raw[:120].decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw)[:120]
-            raise ResponseShapeError(
-                f"response is not JSON ({exc.__class__.__name__}): {snippet!r}"
-            ) from None
-        return completion_from_json(payload, latency), _limits_of(resp.headers)
+        return completion_from_bytes(resp.content, latency, self.redact), _limits_of(
+            resp.headers, self.redact
+        )
 
     async def _exchange(self, endpoint: Endpoint, body: bytes) -> tuple[Completion | None, Failure | None]:
         """One attempt; the gate learns from its outcome."""
@@ -246,13 +257,13 @@ class ChatSender:
         try:
             completion, limits = await self._attempt(endpoint, body)
         except openai.APIStatusError as exc:
-            failure = _status_failure(exc)
+            failure = _status_failure(exc, self.redact)
         except openai.APITimeoutError:
             failure = Failure("timeout", "request timed out", True)
         except openai.APIConnectionError as exc:
             cause = exc.__cause__
             detail = f"{type(cause).__name__}: {cause}" if cause else str(exc)
-            failure = Failure("connection", f"connection error ({detail})", True)
+            failure = Failure("connection", f"connection error ({self.redact(detail)})", True)
         except ResponseShapeError as exc:
             failure = Failure("malformed_response", str(exc), True)
         else:
@@ -281,7 +292,13 @@ class ChatSender:
                 break
             outcome.attempts += 1
             outcome.endpoint = endpoint.url
-            completion, failure = await self._exchange(endpoint, body)
+            try:
+                completion, failure = await self._exchange(endpoint, body)
+            except Exception as exc:  # a bug must cost one row, with what the server said, never the run
+                self._unexpected(outcome, endpoint, exc)
+                break
+            if completion is not None:
+                outcome.anomalies += [a for a in completion.anomalies if a not in outcome.anomalies]
             if failure is None:
                 outcome.completion, outcome.error = completion, None
                 break
@@ -289,13 +306,12 @@ class ChatSender:
                 outcome.last_empty = completion
             paced = failure.verdict is not None and failure.verdict.paced
             charged += 0 if paced else 1
-            wait = self._hold_or_eject_endpoint(endpoint, failure, charged, paced)
+            wait, alone = self._hold_or_eject_endpoint(endpoint, failure, charged, paced)
             self._note(outcome, endpoint, failure, wait)
-            if failure.verdict is not None and failure.verdict.stop and self.stop_reason is None:
-                self.stop_reason = self.redact(failure.verdict.stop)[:2000]
+            self._check_stop(endpoint, failure)
             if not failure.retryable or charged > self.policy.max_retries:
                 break
-            if not paced:
+            if alone:
                 await asyncio.sleep(wait)
         if outcome.completion is None:
             outcome.error = (
@@ -304,28 +320,57 @@ class ChatSender:
         outcome.finished_at = utc_now()
         return outcome
 
+    def _check_stop(self, endpoint: Endpoint, failure: Failure) -> None:
+        """A refusal no wait fixes stops the run; so does an endpoint refused past the patience, once
+        every endpoint is (the others go on without it until then)."""
+        if self.stop_reason is not None:
+            return
+        if failure.verdict is not None and failure.verdict.stop:
+            self.stop_reason = clip(self.redact(failure.verdict.stop), MESSAGE_LIMIT)
+        elif endpoint.gate is not None and endpoint.gate.gave_up and all(g.gave_up for g in self.pool.gates):
+            self.stop_reason = clip(self.redact(endpoint.gate.gave_up), MESSAGE_LIMIT)
+
+    def _unexpected(self, outcome: SendOutcome, endpoint: Endpoint, exc: Exception) -> None:
+        """One redacted line on stderr, no traceback; the row keeps its attempts and what came back."""
+        message = clip(self.redact(f"evaluator error: {type(exc).__name__}: {one_line(exc)}"), MESSAGE_LIMIT)
+        log.error("%s", message)
+        outcome.retry_errors.append(
+            RetryError(
+                attempt=outcome.attempts,
+                kind="evaluator_error",
+                message=message,
+                at=utc_now(),
+                endpoint=endpoint.url if len(self.pool.endpoints) > 1 else None,
+            )
+        )
+        outcome.error = message
+
     def _hold_or_eject_endpoint(
         self, endpoint: Endpoint, failure: Failure, charged: int, paced: bool
-    ) -> float:
-        """Tell the pool and the gate about a failed attempt, and return the pause before the next one.
+    ) -> tuple[float, bool]:
+        """Tell the pool and the gate about a failed attempt; return the pause before the next one and
+        whether this worker waits it alone.
 
         A server error or no answer ejects the endpoint from the pool for its cooldown; a rate-limit
-        refusal (429, transient 402) holds the endpoint's gate, and so every worker of that endpoint."""
+        refusal (429, transient 402) our pace caused holds the endpoint's gate, and so every worker of
+        that endpoint; one it did not cause is waited out by its own request (request.pacing.Gate)."""
         verdict = failure.verdict
         asked = verdict.wait_s if verdict is not None else None
         if verdict is None or verdict.kind not in ("rate_limit", "payment"):
             if failure.status is None or failure.status >= 500:
                 self.pool.failed(endpoint)
-            return self.policy.wait_s(max(1, charged), asked, self.rng)
+            return self.policy.wait_s(max(1, charged), asked, self.rng), True
         assert endpoint.gate is not None
         fallback = self.policy.wait_s(max(1, charged), None, self.rng)
         capped = min(asked, self.policy.retry_after_max_s) if asked is not None else None
         hold = endpoint.gate.refused(failure.sent_at, failure.limits, capped, fallback)
         self.pool.changed.set()
-        return hold if paced else fallback
+        if not paced:
+            return fallback, True
+        return hold.wait_s, not hold.shared
 
     def _note(self, outcome: SendOutcome, endpoint: Endpoint, failure: Failure, wait: float) -> None:
-        message = self.redact(failure.message)[:2000]
+        message = clip(self.redact(failure.message), MESSAGE_LIMIT)
         verdict = failure.verdict
         outcome.retry_errors.append(
             RetryError(
@@ -344,28 +389,26 @@ class ChatSender:
         outcome.error = message
 
 
-def _limits_of(headers: Any) -> Limits:
+def _limits_of(headers: Any, keys: KeyFilter) -> Limits:
     """The limits a response announces; most responses carry none, so look before building anything."""
     for key in headers:
         k = key.lower()
         if k.startswith("x-ratelimit-") or k.startswith("anthropic-ratelimit-"):
-            return limits_from_headers(lower_keys(headers))
+            return limits_from_headers(safe_headers(headers, keys))
     return Limits()
 
 
-def _status_failure(exc: openai.APIStatusError) -> Failure:
+def _status_failure(exc: openai.APIStatusError, keys: KeyFilter) -> Failure:
+    """An HTTP error through the boundary: its body and headers redacted, then read."""
     status = exc.status_code
-    headers = lower_keys(exc.response.headers)
-    verdict = classify(status, headers, exc.body)
-    body = exc.body
-    spent = (
-        usage_from_json(body["usage"])
-        if isinstance(body, dict) and isinstance(body.get("usage"), dict)
-        else None
-    )
+    headers = safe_headers(exc.response.headers, keys)
+    message, body = error_message_and_body(exc, keys)
+    verdict = classify(status, headers, body)
+    usage = body.get("usage") if isinstance(body, dict) else None
+    spent = Usage(**sanitize_usage(usage)[0]) if isinstance(usage, dict) else None
     return Failure(
         "http_status",
-        f"HTTP {status}: {error_message(exc)}",
+        f"HTTP {status}: {message}",
         verdict.retryable,
         status,
         verdict,
@@ -374,14 +417,14 @@ def _status_failure(exc: openai.APIStatusError) -> Failure:
     )
 
 
-def error_message(exc: openai.APIStatusError) -> str:
-    body = exc.body
-    if isinstance(body, dict):
-        err = body.get("error", body)
-        if isinstance(err, dict) and "message" in err:
-            return str(err["message"])
-        return json.dumps(body)[:500]
+def error_message_and_body(exc: openai.APIStatusError, keys: KeyFilter) -> tuple[str, Any]:
+    """An error response's message (redacted, then clipped to 500) and its redacted JSON body, if any."""
     try:
-        return exc.response.text[:500]
-    except Exception:  # body already consumed or undecodable
-        return str(exc)[:500]
+        raw = exc.response.content
+    except Exception:  # a stream that was never read
+        return clip(keys(str(exc)), 500), None
+    return error_text(raw, keys, 500)
+
+
+def error_message(exc: openai.APIStatusError, keys: KeyFilter) -> str:
+    return error_message_and_body(exc, keys)[0]

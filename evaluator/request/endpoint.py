@@ -5,24 +5,60 @@ The base URL follows the openai client's `base_url`: requests go to `<base>/chat
 
 from __future__ import annotations
 
+import re
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
+
+from evaluator.core.boundary import KeyFilter
 
 VLLM_DEFAULT_BASE_URL = "http://localhost:8000/v1"
 CHAT_PATH = "/chat/completions"
+
+
+# Query parameters that carry a credential (Gemini's native `key`, gateways' `api_key` / `token`, Azure SAS
+# `sig`, Azure Functions' `code`): their values are never written anywhere, so such a URL is refused.
+SECRET_PARAM = re.compile(
+    r"(?:^|[-_.])(?:key|apikey|token|secret|sig|signature|password|passwd|pwd|auth|authorization|"
+    r"credentials?|code|session)$",
+    re.IGNORECASE,
+)
+USE_THE_ENV = "put the key in MODEL_API_KEY (it is sent in the Authorization header)"
 
 
 class EndpointError(ValueError):
     pass
 
 
-def normalize_base_url(url: str) -> str:
+def secret_params(query: str, api_key: str | None = None) -> list[str]:
+    """The names of a query string's parameters that look like, or hold, a credential. Pure."""
+    keys = KeyFilter(api_key)
+    return [
+        name
+        for name, value in parse_qsl(query, keep_blank_values=True)
+        if SECRET_PARAM.search(name) or (keys.secret and keys(value) != value)
+    ]
+
+
+def refuse_credentials(parts, api_key: str | None) -> None:  # noqa: ANN001 - urlsplit's result
+    """One line naming what is wrong, never a value of it."""
+    if parts.username or parts.password:
+        raise EndpointError(f"base URL must not contain credentials (user:password@); {USE_THE_ENV}")
+    named = secret_params(parts.query, api_key)
+    if named:
+        raise EndpointError(
+            f"base URL carries a credential in its query ({', '.join(f'{n}=...' for n in named)}); "
+            f"{USE_THE_ENV}. Other query parameters, such as api-version, are kept and sent"
+        )
+
+
+def normalize_base_url(url: str, api_key: str | None = None) -> str:
     """The base URL for any of the spellings users paste.
 
     - no path: `/v1` is added (http://h:8000 and http://h:8000/ become http://h:8000/v1);
     - a path is used as given, like the openai client's base_url: the trailing slash is dropped, the
       path's case and the query string are kept, nothing is added (.../v1beta/openai/, .../api/paas/v4);
     - a full .../chat/completions URL is the endpoint itself: its base is what precedes that suffix.
-    The host is lower-cased. Credentials in the URL are refused (keys belong in MODEL_API_KEY).
+    The host is lower-cased. Credentials in the URL are refused (keys belong in MODEL_API_KEY):
+    userinfo, a query parameter named like a credential, or one holding the API key itself.
     """
     raw = url.strip()
     parts = urlsplit(raw)
@@ -30,8 +66,7 @@ def normalize_base_url(url: str) -> str:
         raise EndpointError(
             f"base URL {raw!r} is not an http(s) URL; expected e.g. https://api.example.com/v1"
         )
-    if parts.username or parts.password:
-        raise EndpointError("base URL must not contain credentials; put the key in MODEL_API_KEY")
+    refuse_credentials(parts, api_key)
     path = parts.path.rstrip("/")
     if not path:
         path = "/v1"

@@ -37,7 +37,12 @@ PROBING_GROWTH = 1.05  # after the first refusal the pace is a guess: grow it fa
 STEADY_GROWTH = 1.002  # once measured: at least this, probing for a higher limit
 GROWTH_SHARE = 0.05  # per success, the pace grows by this share of its measure's uncertainty (1 / count)
 GROWTH_CAP = 0.005  # ... and at most this: a rough measure of a slow limit must not overshoot it at once
-RAMP_MAX_S = 1.0  # after a probe that announced nothing, the window opens over at most this long
+RAMP_S = 1.0  # before a pace is known, the window opens over this long (whatever the round trip)
+PATIENCE_S = 600.0  # --rate-limit-patience: no success for this long while refusals come -> give up
+ALONE_SHARE = 0.25  # after a hold, the first request goes alone when a round trip is under this share of it
+FOREIGN_ANSWERS = 32  # the refused share is taken over this many answers
+FLOOR_SHARE = 0.5  # the learned pace never drops below this share of the best rate that succeeded ...
+FLOOR_SPAN_S = 20.0  # ... over this long (long enough that an opening burst does not count as a rate)
 
 
 class Bucket:
@@ -65,7 +70,8 @@ class Bucket:
 @dataclass
 class GateStats:
     refusals: int = 0  # rate-limit refusals (429 / transient 402)
-    held_s: float = 0.0  # total hold the refusals put on every worker
+    held_s: float = 0.0  # how long every worker was held by refusals (the union of the holds)
+    foreign: int = 0  # refusals that came while we sent below what had got through: waited out alone
     lowest_window: int = 0
     sent: int = 0
 
@@ -85,6 +91,14 @@ class UserLimits:
             Bucket(ANNOUNCED_SAFETY * max_rpm / 60, 1.0, now) if max_rpm else None,
             Bucket(ANNOUNCED_SAFETY * max_tpm / 60, max_tpm, now) if max_tpm else None,
         )
+
+
+class Hold(NamedTuple):
+    """What a refusal costs: the wait, and whether every worker of the endpoint waits (a refusal our own
+    rate caused) or only the refused request (one that came while we sent below what had got through)."""
+
+    wait_s: float
+    shared: bool
 
 
 class Burst(NamedTuple):
@@ -108,6 +122,7 @@ class Gate:
     tokens: Bucket | None = None
     ramp: Bucket | None = None  # spreads the window's opening when no pace is known yet
     ramp_left: int = 0
+    slow_start: bool = False  # after the ramp: +1 per answer up to the ceiling (no burst of free slots)
     first_sent: float | None = None
     sends: deque[float] = field(default_factory=lambda: deque(maxlen=4096))  # send times
     refused_sends: deque[float] = field(default_factory=lambda: deque(maxlen=4096))
@@ -121,6 +136,18 @@ class Gate:
     stats: GateStats = field(default_factory=GateStats)
     header_rpm: float | None = None
     header_tpm: float | None = None
+    patience_s: float = PATIENCE_S
+    gave_up: str | None = None  # why the endpoint is set aside: refused for longer than the patience
+    last_ok: float | None = None
+    refused_since_ok: int = 0
+    answers: deque[tuple[float, bool]] = field(default_factory=lambda: deque(maxlen=256))  # (sent, refused)
+    ok_times: deque[float] = field(default_factory=deque)  # the successes of the last FLOOR_SPAN_S
+    best_ok_rps: float = 0.0  # the best rate that got through over FLOOR_SPAN_S
+    foreign_share: float | None = None  # the share of refusals that come whatever our pace
+    held_to: float = -math.inf  # the end of the last hold every worker waited out
+    server_hold: bool = False  # ... and whether it was the wait the endpoint asked for
+    first_after_hold: float | None = None  # when the first request after that hold was sent ...
+    awaiting_first: bool = False  # ... which goes alone: its answer says whether the refusals are ours
 
     def __post_init__(self) -> None:
         self.stats.lowest_window = self.ceiling
@@ -148,7 +175,7 @@ class Gate:
 
     def earliest(self, now: float) -> float:
         """When this gate could admit one more request (inf while the window is full)."""
-        if self.open_slots <= 0:
+        if self.open_slots <= 0 or self._awaiting(now):
             return math.inf
         t = max(now, self.blocked_until)
         for bucket, cost in self._buckets():
@@ -164,16 +191,32 @@ class Gate:
             bucket.reserve(t, cost)
         if self.ramp is not None:
             self.ramp_left -= 1
-            if self.ramp_left <= 0:
-                self.ramp = None
+            if self.ramp_left <= 0:  # spent: from what is in flight, the window doubles per round trip
+                self.ramp, self.slow_start = None, True
+                self.window = max(1.0, float(self.active))
         if self.first_sent is None:
             self.first_sent = t
+        if self.first_after_hold is None and t >= self.held_to:
+            self.first_after_hold = t
         self.sends.append(t)
         self.stats.sent += 1
         return t
 
     def release(self) -> None:
         self.active -= 1
+
+    def _awaiting(self, now: float) -> bool:
+        """After a hold the endpoint asked for, the first request goes alone until it is answered (at
+        most a few round trips: an answer that never comes must not stall the gate)."""
+        if not self.awaiting_first or self.first_after_hold is None:
+            return False
+        if now - self.first_after_hold > 4 * (self.latency_s or 1.0) + 1.0:
+            self.awaiting_first = False
+        return self.awaiting_first
+
+    def _answered(self, sent_at: float) -> None:
+        if sent_at == self.first_after_hold:
+            self.awaiting_first = False
 
     # ------------------------------------------------------------------ feedback
 
@@ -183,44 +226,72 @@ class Gate:
             self.token_costs.append(float(total_tokens))
         self._learn(limits, now)
         self._got_through(now, sent_at)
+        self._remember_success(now, sent_at)
+        self._answered(sent_at)
         trip = now - sent_at
         self.latency_s = trip if self.latency_s is None else 0.9 * self.latency_s + 0.1 * trip
         if self.feedback_rps is not None and self.requests is not None and self.header_rpm is None:
             self.feedback_rps *= self.feedback_growth
             self.requests.rate = self.feedback_rps
 
+    def _remember_success(self, now: float, sent_at: float) -> None:
+        self.last_ok, self.refused_since_ok = now, 0
+        self.answers.append((sent_at, False))
+        self.ok_times.append(now)
+        while self.ok_times[0] <= now - FLOOR_SPAN_S:
+            self.ok_times.popleft()
+        self.best_ok_rps = max(self.best_ok_rps, len(self.ok_times) / FLOOR_SPAN_S)
+
+    def _ok_rps(self, now: float) -> float:
+        """Successes per second over the last FLOOR_SPAN_S (or since the first request)."""
+        span = min(FLOOR_SPAN_S, now - (self.first_sent if self.first_sent is not None else now))
+        return len(self.ok_times) / max(span, 1e-3)
+
+    def floor_rps(self) -> float:
+        """The lowest pace a refusal may set: a share of the best rate that succeeded."""
+        return FLOOR_SHARE * self.best_ok_rps
+
     def failed(self, sent_at: float) -> None:
         """Any other failure got through the limiter, and still ends the probe: the window opens."""
+        self._answered(sent_at)
         self._got_through(self.clock(), sent_at)
 
     def _got_through(self, now: float, sent_at: float) -> None:
         if not self.learned:
             self.learned = True
             self._open(sent_at, now)
+        elif self.slow_start:
+            self.window = min(float(self.ceiling), self.window + 1.0)
+            self.slow_start = self.window < self.ceiling
         elif self.window < self.ceiling:
             self.window = min(float(self.ceiling), self.window + 1.0 / self.window)
 
     def _open(self, sent_at: float, now: float) -> None:
         """The probe is back: open the window to the ceiling. If no pace is known, spread the opening
-        over one round trip (at most RAMP_MAX_S): a refusal, which a limiter sends back at once, then
-        stops the ramp after a few requests instead of after a whole window of them."""
+        over RAMP_S (time, not round trips: on a fast endpoint a round trip is a few ms): a refusal then
+        stops the ramp after about burst + rate x RAMP_S requests instead of after a whole window."""
         self.window = float(self.ceiling)
         if self.requests is not None or self.user.requests is not None or self.ceiling <= 2:
             return
-        span = min(RAMP_MAX_S, max(0.0, now - sent_at))
-        if span > 0:
-            self.ramp = Bucket(self.ceiling / span, 1.0, now)
-            self.ramp_left = self.ceiling
+        self.ramp = Bucket(self.ceiling / RAMP_S, 1.0, now)
+        self.ramp_left = self.ceiling
 
-    def refused(self, sent_at: float, limits: Limits, wait_s: float | None, fallback_s: float) -> float:
-        """A rate-limit refusal: hold every worker back, narrow the window, slow the pace. Returns the hold."""
+    def refused(self, sent_at: float, limits: Limits, wait_s: float | None, fallback_s: float) -> Hold:
+        """A rate-limit refusal. One our pace caused holds every worker back, narrows the window and slows
+        the pace; one that came while we sent below what had got through is waited out by its request."""
         now = self.clock()
         self._learn(limits, now)
         hold = wait_s if wait_s is not None else fallback_s
-        self.blocked_until = max(self.blocked_until, now + hold)
         self.stats.refusals += 1
-        self.stats.held_s += hold
-        self.ramp = None
+        self.refused_since_ok += 1
+        self.answers.append((sent_at, True))
+        self._answered(sent_at)
+        self._check_patience(now, hold)
+        self.ramp, self.slow_start = None, False
+        if not self._ours(sent_at, now):
+            self.stats.foreign += 1
+            return Hold(hold, False)
+        self._hold_all(now, hold, wait_s is not None)
         self.refused_sends.append(sent_at)
         new_burst = sent_at > self.last_decrease  # one decrease per burst of refusals, not one per request
         if new_burst:
@@ -231,7 +302,58 @@ class Gate:
             self._learn_from_refusal(sent_at, hold, now, new_burst)
         if self.requests is not None:
             self.requests.drain(now)
-        return hold
+        return Hold(hold, True)
+
+    def _hold_all(self, now: float, hold: float, asked: bool) -> None:
+        """Every worker waits `hold`; the summary counts the union of the holds, not their sum."""
+        self.blocked_until = max(self.blocked_until, now + hold)
+        self.stats.held_s += max(0.0, now + hold - max(now, self.held_to))
+        if now + hold > self.held_to:
+            self.held_to, self.server_hold, self.first_after_hold = now + hold, asked, None
+            # going alone costs a round trip of the whole window: only where a hold dwarfs it
+            self.awaiting_first = asked and (self.latency_s or 0.0) < ALONE_SHARE * hold
+
+    def _check_patience(self, now: float, hold: float) -> None:
+        since = self.last_ok if self.last_ok is not None else self.first_sent
+        if self.gave_up is None and since is not None and now - since >= self.patience_s:
+            self.gave_up = (
+                f"no request succeeded for {now - since:.0f} s while the endpoint kept refusing "
+                f"({self.refused_since_ok} rate-limit refusal(s), the last asking to wait {hold:g} s); "
+                f"--rate-limit-patience is {self.patience_s:g} s"
+            )
+
+    def _share(self) -> float:
+        """The refused share of the last answers."""
+        picked = [r for _, r in self.answers][-FOREIGN_ANSWERS:]
+        return sum(picked) / len(picked) if picked else 0.0
+
+    def _ours(self, sent_at: float, now: float) -> bool:
+        """Did our own rate cause this refusal? Not when it refused the first request sent after every
+        worker waited out the wait the endpoint asked for: a limiter has a token then, unless someone else
+        took it (a shared key) or the refusals have nothing to do with the rate (an upstream behind a
+        router). From then on refusals are waited out by their request alone while their share stays
+        about what it was; a clearly larger share means our rate is too high on top of them."""
+        if self.foreign_share is not None:
+            if self._share() <= 1.5 * self.foreign_share + 0.1:
+                return False
+            self.foreign_share = None
+            return True
+        if not (self.server_hold and sent_at == self.first_after_hold):
+            return True
+        if sum(1 for t in reversed(self.sends) if t == sent_at) > 1:
+            return True  # several went at that instant: this one may not have been the first
+        self.foreign_share = self._share()
+        self._forget_pace(now)
+        return False
+
+    def _forget_pace(self, now: float) -> None:
+        """Refusals that come whatever our pace taught no pace: the window opens again (announced limits,
+        --max-requests-per-minute and the floor still pace)."""
+        if self.header_rpm is None:
+            self.requests, self.feedback_rps = None, None
+            self.refusal_marks.clear()
+        self.window = float(self.ceiling)
+        self.blocked_until = min(self.blocked_until, now)
 
     def _window_for_pace(self) -> float:
         """A refusal narrows the window, but not below what the pace needs in flight (Little's law): with
@@ -272,7 +394,7 @@ class Gate:
                 return  # a refused first request says nothing of the rate: the hold alone slows the run
             rps = through / max(1e-3, sent_at - self.first_sent + burst.hold)
             self.feedback_growth = PROBING_GROWTH
-        rps *= SAFETY
+        rps = max(rps * SAFETY, self.floor_rps())
         if self.requests is None:
             self.requests = Bucket(rps, float(through), now, 0.0)  # bursts as large as the one that passed
         self.feedback_rps = rps
@@ -347,13 +469,16 @@ class PacingSummary:
     lowest: int  # the lowest it went
     ceiling: int
     refusals: int  # rate-limit refusals over all endpoints
-    held_s: float
+    held_s: float  # the union of the holds on every worker (per endpoint, summed over endpoints)
     sent: dict[str, int]  # attempts per endpoint
+    alone: int = 0  # refusals our pace did not cause, each waited out by its own request
 
     def line(self) -> str:
         text = f"concurrency {self.concurrency}/{self.ceiling} (lowest {self.lowest})"
         if self.refusals:
             text += f", {self.refusals} rate-limit refusal(s), every worker held {self.held_s:.1f} s in all"
+        if self.alone:
+            text += f" ({self.alone} not caused by our pace, waited out alone)"
         return text
 
 
@@ -365,4 +490,5 @@ def pacing_summary(gates: Sequence[Gate], urls: Sequence[str], ceiling: int) -> 
         refusals=sum(g.stats.refusals for g in gates),
         held_s=round(sum(g.stats.held_s for g in gates), 3),
         sent={u: g.stats.sent for u, g in zip(urls, gates, strict=True)},
+        alone=sum(g.stats.foreign for g in gates),
     )

@@ -38,6 +38,7 @@ from datetime import datetime, timezone
 from email.utils import parsedate_to_datetime
 from typing import Any
 
+from evaluator.core.boundary import clip
 from evaluator.core.usage import retry_errors_of
 from evaluator.request.retry import RETRYABLE_STATUS
 
@@ -213,7 +214,7 @@ def _daily_quota(err: dict[str, Any]) -> str | None:
 def _quota_stop(err: dict[str, Any], wait_s: float | None) -> str | None:
     """The reason a 429 is a spent quota (waiting will not help), or None."""
     code, etype = str(err.get("code", "")), str(err.get("type", ""))
-    message = str(err.get("message", ""))[:300]
+    message = clip(str(err.get("message", "")), 300)
     if "insufficient_quota" in (code, etype):
         return f"the account's quota is used up (insufficient_quota: {message})"
     daily = _daily_quota(err)
@@ -256,7 +257,9 @@ def classify(status: int, headers: Mapping[str, str], body: Any, now: datetime |
     if status == 402:
         if wait is not None:  # OpenRouter's transient in-flight budget comes with Retry-After
             return Verdict("payment", True, wait)
-        return Verdict("payment", False, None, f"the endpoint refuses for billing (402: {message[:300]})")
+        return Verdict(
+            "payment", False, None, f"the endpoint refuses for billing (402: {clip(message, 300)})"
+        )
     if status in RETRYABLE_STATUS or status >= 500:  # 429 is handled above
         return Verdict("retryable", True, wait)
     return Verdict("client_error", False, wait)

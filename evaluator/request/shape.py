@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
@@ -22,6 +23,20 @@ PRESET_FLAGS = ("temperature", "top_p", "max_tokens", "max_tokens_field")
 
 class RequestShapeError(ValueError):
     pass
+
+
+def _finite(number: float) -> bool:
+    return not isinstance(number, float) or math.isfinite(number)
+
+
+class FiniteRange(click.FloatRange):
+    """click's FloatRange without NaN and the infinities (NaN passes every range check, and is not JSON)."""
+
+    def convert(self, value: Any, param: Any, ctx: Any) -> Any:
+        number = super().convert(value, param, ctx)
+        if not _finite(number):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        return number
 
 
 class NumberOrNone(click.ParamType):
@@ -40,6 +55,8 @@ class NumberOrNone(click.ParamType):
             number = self.kind(value)
         except (TypeError, ValueError):
             self.fail(f"{value!r} is not a valid {self.kind.__name__} or 'none'", param, ctx)
+        if not _finite(number):  # NaN passes every range check below, and is not JSON
+            self.fail(f"{value!r} is not a finite number: give one in range, or 'none'", param, ctx)
         too_low = number <= self.low if self.low_open else number < self.low
         if too_low or (self.high is not None and number > self.high):
             bound = f"{'>' if self.low_open else '>='} {self.low}" + (

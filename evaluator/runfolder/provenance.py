@@ -12,6 +12,7 @@ from typing import Any
 import httpx2 as httpx  # the HTTP library openai >= 3 is built on
 
 import evaluator
+from evaluator.core.boundary import ShapeError, json_text, parse_json, safe_string
 from evaluator.core.secrets import Redactor
 from evaluator.request.endpoint import server_root, split_query
 
@@ -72,8 +73,10 @@ def environment_info() -> dict[str, Any]:
 
 
 def server_info(base_url: str, api_key: str | None, timeout_s: float = 10.0) -> dict[str, Any]:
-    """What the endpoint says about itself (/v1/models, and vLLM's /version), the API key removed from
-    every string of it (a server may echo the Authorization header). Failures are recorded."""
+    """What the endpoint says about itself (/v1/models, and vLLM's /version), through the boundary: the
+    API key removed from the raw text and from every string of it (a server may echo the Authorization
+    header), model ids kept as strings, the version as JSON. Failures are recorded."""
+    keys = Redactor(api_key)
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     info: dict[str, Any] = {}
     base, query = split_query(base_url)
@@ -81,13 +84,29 @@ def server_info(base_url: str, api_key: str | None, timeout_s: float = 10.0) -> 
         for key, url in (("models", f"{base}/models"), ("version", f"{server_root(base_url)}/version")):
             try:
                 resp = http.get(url, params=query if key == "models" else None)
-                if resp.status_code == 200:
-                    data = resp.json()
-                    if key == "models" and isinstance(data, dict):
-                        data = [m.get("id") for m in data.get("data", []) if isinstance(m, dict)]
-                    info[key] = data
-                else:
+                if resp.status_code != 200:
                     info[key] = {"error": f"HTTP {resp.status_code}"}
-            except (httpx.HTTPError, ValueError) as exc:
+                    continue
+                data = parse_json(resp.content, keys)
+                info[key] = _model_ids(data, keys) if key == "models" else _version(data, keys)
+            except (httpx.HTTPError, ShapeError) as exc:
                 info[key] = {"error": type(exc).__name__}
-    return Redactor(api_key).json(info)
+    return info
+
+
+def _model_ids(data: Any, keys: Redactor) -> list[str | None]:
+    """The ids of a /v1/models list, each a redacted string (other JSON as its text)."""
+    entries = data.get("data", []) if isinstance(data, dict) else []
+    ids = [safe_string(m.get("id"), "model id", keys)[0] for m in entries if isinstance(m, dict)]
+    return ids[:1000]
+
+
+def _version(data: Any, keys: Redactor) -> Any:
+    """/version as redacted JSON; a large or deeply nested answer is kept as its clipped JSON text."""
+    text = json_text(data, keys, 4000)
+    if text is None or len(text) >= 4000:
+        return {"text": text}
+    try:
+        return keys.json(data)
+    except RecursionError:
+        return {"text": text}

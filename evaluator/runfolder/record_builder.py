@@ -87,6 +87,7 @@ def record_from_outcome(
 ) -> ResponseRecord:
     """The record of one (redacted) send: every field from this outcome, earlier attempts kept whole."""
     common = {
+        "protocol_anomalies": list(outcome.anomalies),
         "attempts": outcome.attempts,
         "endpoint": outcome.endpoint,
         "retry_errors": outcome.retry_errors,
