@@ -106,3 +106,46 @@ def test_query_string_arrives_with_every_request(tmp_path, doc_data, server) -> 
     reqs = server.requests()
     assert [r["path"] for r in reqs] == ["/openai/deployments/x/chat/completions"] * 2
     assert [r["query"] for r in reqs] == [{"api-version": "2024-10-21", "flag": ""}] * 2
+
+
+KEY = "sk-url-test-0123456789abcdef"
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        f"https://generativelanguage.googleapis.com/v1beta/openai?key={KEY}",
+        f"https://gw.example.com/v1?api_key={KEY}&api-version=1",
+        "https://gw.example.com/v1?x-api-key=abc",
+        "https://gw.example.com/v1?access_token=abc",
+        "https://store.example.com/v1?sv=2024&sig=abc%2Bdef",
+        "https://fn.example.com/api?code=abc",
+        f"https://gw.example.com/v1?innocent={KEY}",  # the key itself, whatever the name
+        f"https://gw.example.com/v1?innocent={KEY[4:20]}",  # ... or a long piece of it
+        f"https://me:{KEY}@gw.example.com/v1",
+    ],
+)
+def test_a_url_that_carries_a_credential_is_refused_without_quoting_it(url: str) -> None:
+    with pytest.raises(EndpointError) as err:
+        normalize_base_url(url, KEY)
+    text = str(err.value)
+    assert "MODEL_API_KEY" in text and "abc" not in text and KEY[:8] not in text and KEY[8:16] not in text
+
+
+@pytest.mark.parametrize(
+    "url", ["https://x.openai.azure.com/openai/deployments/d?api-version=2024-10-21", "https://h/v1?flag=&n=1"]
+)
+def test_other_query_parameters_are_kept(url: str) -> None:
+    assert normalize_base_url(url, KEY) == url
+
+
+def test_a_key_in_the_url_is_one_line_pointing_to_the_env_and_nothing_is_sent(
+    tmp_path, doc_data, server
+) -> None:
+    url = f"{server.base_url}?key=sk-pasted-0123456789abcdef"
+    res = run_cli("evaluate", *eval_args(url, doc_data, tmp_path / "r"), "--limit", "1")
+    assert res.returncode == 2
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and "key=..." in lines[0] and "MODEL_API_KEY" in lines[0], lines
+    assert "sk-pasted" not in res.stderr + res.stdout
+    assert server.requests() == [] and not (tmp_path / "r" / "run_config.json").exists()

@@ -177,7 +177,7 @@ def test_the_gate_paces_announced_limits_and_opens_after_the_probe() -> None:
     gaps = [b - a for a, b in zip(starts[2:], starts[3:], strict=False)]
     assert all(g == pytest.approx(1 / (4 * 0.99)) for g in gaps)  # then 4 per second, a little under
     held = gate.refused(100.0, Limits(), 2.0, 0.1)
-    assert held == 2.0 and gate.earliest(100.0) >= 102.0 and gate.window == 8
+    assert held == (2.0, True) and gate.earliest(100.0) >= 102.0 and gate.window == 8
 
 
 def test_max_tokens_per_minute_paces_by_the_recorded_usage() -> None:
@@ -345,3 +345,49 @@ def test_two_endpoints_each_paced_by_its_own_limits(tmp_path, data) -> None:
     paced_ok(tmp_path / "r", 16)
     assert f["answered"] + s["answered"] == 16 and f["answered"] > s["answered"] >= 1, (f, s, res.stderr)
     assert f["refused"] + s["refused"] <= 3
+
+
+def test_the_patience_stops_a_run_that_is_refused_for_good(tmp_path, data) -> None:
+    """Every request answered 429 with Retry-After: paced refusals spend no row's retries, so only the
+    patience ends the run: exit 3, one line naming the limit; a re-run continues where it stopped."""
+    with TestServer({"always_fault": "429", "retry_after": 1}) as srv:
+        res = evaluate(srv.base_url, data, tmp_path / "r", "--rate-limit-patience", "2")
+        refused = len(srv.requests())
+        srv.set_config({})  # the endpoint recovers
+        again = evaluate(srv.base_url, data, tmp_path / "r", "--rate-limit-patience", "2")
+    assert res.returncode == 3, res.stderr
+    stop = [line for line in res.stderr.splitlines() if "rate-limit-patience" in line]
+    assert len(stop) == 1 and "no request succeeded for" in stop[0], res.stderr
+    assert "Traceback" not in res.stderr and refused >= 2
+    policy = json.loads((tmp_path / "r" / "run_config.json").read_text())["request_policy"]
+    assert policy["rate_limit_patience_s"] == 2.0
+    assert again.returncode == 0, again.stderr
+    last = {r["sample_id"]: r for r in records(tmp_path / "r")}  # the re-run's records come last
+    assert len(last) == 16 and all(r["status"] == "ok" for r in last.values())
+
+
+def test_an_endpoint_refused_for_good_is_set_aside_and_the_others_go_on(tmp_path, data) -> None:
+    with TestServer({"always_fault": "429", "retry_after": 1}) as bad, TestServer() as good:
+        res = evaluate(
+            bad.base_url, data, tmp_path / "r", "--base-url", good.base_url, "--rate-limit-patience", "1"
+        )
+        late = [q for q in bad.requests() if q["time"] > bad.requests()[0]["time"] + 3.5]
+    assert res.returncode == 0, res.stderr
+    assert len(records(tmp_path / "r")) == 16 and all(r["status"] == "ok" for r in records(tmp_path / "r"))
+    assert late == []  # set aside: nothing sent to it after the patience and one hold
+
+
+def test_the_hold_figure_is_the_union_of_the_holds() -> None:
+    clock = [0.0]
+    gate = Gate(ceiling=16, clock=lambda: clock[0])
+    gate.reserve(0.0)
+    gate.release()
+    gate.succeeded(0.0, Limits(), None)
+    for _ in range(16):  # sixteen refusals at once, each asking for 1 s
+        gate.reserve(0.0)
+        gate.release()
+        gate.refused(0.0, Limits(), 1.0, 0.5)
+    assert gate.stats.held_s == pytest.approx(1.0)  # not 16 s
+    clock[0] = 0.5
+    gate.refused(0.0, Limits(), 1.0, 0.5)  # overlaps the first by half
+    assert gate.stats.held_s == pytest.approx(1.5)

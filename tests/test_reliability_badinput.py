@@ -148,7 +148,24 @@ INVALID_FLAGS = [
     ("--top-p", "0"),
     ("--max-tokens", "1.5"),
     ("--retry-parse-failures", "x"),
+    # NaN passes every range check and is not JSON; the infinities are not numbers a server can take
+    ("--temperature", "nan"),
+    ("--top-p", "inf"),
+    ("--temperature", "-inf"),
+    ("--timeout", "nan"),
+    ("--retry-max-wait", "inf"),
+    ("--max-requests-per-minute", "nan"),
+    ("--rate-limit-patience", "nan"),
+    ("--rate-limit-patience", "0"),
 ]
+
+
+def test_a_nan_sampling_value_is_one_line_in_a_real_process(server, data, tmp_path) -> None:
+    proc = evaluate(*base_args(server, data[0], tmp_path / "run"), "--temperature", "nan")
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "'--temperature'" in lines[0] and "not a finite number" in lines[0], lines
+    assert server.requests() == []
 
 
 def test_invalid_numeric_flag_in_a_real_process(server, data, tmp_path) -> None:

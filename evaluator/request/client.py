@@ -253,7 +253,9 @@ class ChatSender:
         """One attempt; the gate learns from its outcome."""
         gate = endpoint.gate
         assert gate is not None
-        sent_at = gate.clock()
+        # the slot the gate gave this attempt (taken just now, with no await since): the gate knows its
+        # requests by their send times
+        sent_at = gate.last_reserved if gate.last_reserved is not None else gate.clock()
         try:
             completion, limits = await self._attempt(endpoint, body)
         except openai.APIStatusError as exc:

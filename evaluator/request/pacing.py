@@ -148,6 +148,7 @@ class Gate:
     server_hold: bool = False  # ... and whether it was the wait the endpoint asked for
     first_after_hold: float | None = None  # when the first request after that hold was sent ...
     awaiting_first: bool = False  # ... which goes alone: its answer says whether the refusals are ours
+    last_reserved: float | None = None
 
     def __post_init__(self) -> None:
         self.stats.lowest_window = self.ceiling
@@ -175,9 +176,11 @@ class Gate:
 
     def earliest(self, now: float) -> float:
         """When this gate could admit one more request (inf while the window is full)."""
-        if self.open_slots <= 0 or self._awaiting(now):
+        if self.open_slots <= 0:
             return math.inf
         t = max(now, self.blocked_until)
+        if self._awaiting(now):
+            t = max(t, self._alone_until())
         for bucket, cost in self._buckets():
             t = max(t, bucket.earliest(now, cost))
         return t
@@ -198,6 +201,7 @@ class Gate:
             self.first_sent = t
         if self.first_after_hold is None and t >= self.held_to:
             self.first_after_hold = t
+        self.last_reserved = t  # the send time the caller reports back (succeeded / failed / refused)
         self.sends.append(t)
         self.stats.sent += 1
         return t
@@ -205,12 +209,17 @@ class Gate:
     def release(self) -> None:
         self.active -= 1
 
+    def _alone_until(self) -> float:
+        """An answer that never comes must not stall the gate: the first request after a hold goes alone
+        for at most a few round trips."""
+        assert self.first_after_hold is not None
+        return self.first_after_hold + 4 * (self.latency_s or 1.0) + 1.0
+
     def _awaiting(self, now: float) -> bool:
-        """After a hold the endpoint asked for, the first request goes alone until it is answered (at
-        most a few round trips: an answer that never comes must not stall the gate)."""
+        """After a hold the endpoint asked for, the first request goes alone until it is answered."""
         if not self.awaiting_first or self.first_after_hold is None:
             return False
-        if now - self.first_after_hold > 4 * (self.latency_s or 1.0) + 1.0:
+        if now >= self._alone_until():
             self.awaiting_first = False
         return self.awaiting_first
 
@@ -271,7 +280,8 @@ class Gate:
         over RAMP_S (time, not round trips: on a fast endpoint a round trip is a few ms): a refusal then
         stops the ramp after about burst + rate x RAMP_S requests instead of after a whole window."""
         self.window = float(self.ceiling)
-        if self.requests is not None or self.user.requests is not None or self.ceiling <= 2:
+        known = (self.requests, self.user.requests, self.tokens, self.user.tokens)
+        if any(b is not None for b in known) or self.ceiling <= 2:
             return
         self.ramp = Bucket(self.ceiling / RAMP_S, 1.0, now)
         self.ramp_left = self.ceiling
