@@ -133,7 +133,8 @@ def test_a_url_that_carries_a_credential_is_refused_without_quoting_it(url: str)
 
 
 @pytest.mark.parametrize(
-    "url", ["https://x.openai.azure.com/openai/deployments/d?api-version=2024-10-21", "https://h/v1?flag=&n=1"]
+    "url",
+    ["https://x.openai.azure.com/openai/deployments/d?api-version=2024-10-21", "https://h/v1?flag=&n=1"],
 )
 def test_other_query_parameters_are_kept(url: str) -> None:
     assert normalize_base_url(url, KEY) == url

@@ -221,9 +221,10 @@ def results_of(data: bytes, redact: Redactor, at: str) -> dict[str, LineResult]:
             continue
         try:
             obj, _ = decode_line(raw)
-        except ValueError:
+            obj = redact.json(obj)  # the boundary: every string redacted before anything reads it
+        except (ValueError, RecursionError):  # not JSON, or nested too deep to read
             continue
-        result = read_output_line(redact.json(obj), at)
+        result = read_output_line(obj, at, redact)
         if result is not None:
             out[result.custom_id] = result
     return out

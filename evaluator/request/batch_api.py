@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 
 import openai
 
+from evaluator.core.boundary import KeyFilter, clip
 from evaluator.request.batch_lines import BATCH_URL
 from evaluator.request.client import error_message
 from evaluator.request.retry import RETRYABLE_STATUS, RetryPolicy
@@ -178,6 +179,9 @@ class BatchAPI:
     async def close(self) -> None:
         await self.client.close()
 
+    def _keys(self) -> KeyFilter:
+        return self.clean if isinstance(self.clean, KeyFilter) else KeyFilter(None)
+
     async def _retried(self, what: str, call: Callable[[], Awaitable[T]]) -> T:
         """call(), again after faults that waiting can fix, at most policy.max_retries times."""
         for attempt in range(1, self.policy.max_retries + 2):
@@ -187,11 +191,14 @@ class BatchAPI:
                 if exc.status_code in (404, 405) and what.startswith("uploading"):
                     raise _NotThere(exc.status_code) from None
                 err = BatchAPIError(
-                    self.clean(f"{what}: HTTP {exc.status_code}: {error_message(exc)}")[:2000],
+                    clip(
+                        self.clean(f"{what}: HTTP {exc.status_code}: {error_message(exc, self._keys())}"),
+                        2000,
+                    ),
                     exc.status_code in RETRYABLE_STATUS or exc.status_code >= 500,
                 )
             except (openai.APIConnectionError, openai.APITimeoutError) as exc:
-                err = BatchAPIError(self.clean(f"{what}: {type(exc).__name__}: {exc}")[:2000], True)
+                err = BatchAPIError(clip(self.clean(f"{what}: {type(exc).__name__}: {exc}"), 2000), True)
             if not err.retryable or attempt > self.policy.max_retries:
                 raise err
             await asyncio.sleep(self.policy.wait_s(attempt, None, self.rng))

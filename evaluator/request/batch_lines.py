@@ -17,6 +17,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from evaluator.core.boundary import KeyFilter, clip
 from evaluator.core.records import RetryError, Usage
 from evaluator.request.client import Completion, ResponseShapeError, completion_from_json
 from evaluator.request.retry import RETRYABLE_STATUS
@@ -85,8 +86,10 @@ class LineResult:
     unfinished: bool = False  # never ran (batch expired or cancelled): sent again without spending a retry
 
 
-def read_output_line(obj: Any, at: str) -> LineResult | None:
-    """The result an output/error line reports (None when it names no custom_id); `at` stamps a failure."""
+def read_output_line(obj: Any, at: str, keys: KeyFilter | None = None) -> LineResult | None:
+    """The result an output/error line reports (None when it names no custom_id); `at` stamps a failure.
+    A 200's body passes the trust boundary (core.boundary: the key removed, the fields typed)."""
+    keys = keys if keys is not None else KeyFilter(None)
     if not isinstance(obj, dict) or not isinstance(obj.get("custom_id"), str):
         return None
     cid = obj["custom_id"]
@@ -95,7 +98,7 @@ def read_output_line(obj: Any, at: str) -> LineResult | None:
     status = response.get("status_code") if response else None
     body = response.get("body") if response else None
     if error is None and status == 200:
-        return _answered(cid, body, at)
+        return _answered(cid, body, at, keys)
     if isinstance(error, dict) and error.get("code") in UNFINISHED_CODES:
         failure = RetryError(attempt=0, kind="batch_unfinished", message=_error_text(error), at=at)
         return LineResult(cid, failure=failure, retryable=True, unfinished=True)
@@ -110,9 +113,9 @@ def read_output_line(obj: Any, at: str) -> LineResult | None:
     )
 
 
-def _answered(cid: str, body: Any, at: str) -> LineResult:
+def _answered(cid: str, body: Any, at: str, keys: KeyFilter) -> LineResult:
     try:
-        completion = completion_from_json(body, 0.0)
+        completion = completion_from_json(body, 0.0, keys)
     except ResponseShapeError as exc:
         failure = RetryError(attempt=0, kind="malformed_response", message=str(exc), at=at)
         return LineResult(cid, failure=failure, retryable=True)
@@ -139,4 +142,4 @@ def _error_text(error: Any) -> str:
     code = error.get("code")
     if isinstance(message, str):
         return f"{code}: {message}" if isinstance(code, str) and code else message
-    return json.dumps(error, ensure_ascii=False)[:500]
+    return clip(json.dumps(error, ensure_ascii=False), 500)  # the line was redacted before it was read
