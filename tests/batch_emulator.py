@@ -299,6 +299,7 @@ async def run_batch(state: EmulatorState, batch: Batch) -> None:
     batch.total = len(lines)
     batch.status = "in_progress"
     batch.times["in_progress"] = int(time.time())
+    await asyncio.sleep(cfg["step_s"])
     if cfg["hold"]:
         await _wait_or_cancel(state.release, batch)
     expiring = batch.ordinal in (cfg["expire"] or [])

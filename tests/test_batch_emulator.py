@@ -81,6 +81,7 @@ def test_upload_refusals(emu: BatchEmulator) -> None:
 
 
 def test_status_sequence_output_file_and_counts(emu: BatchEmulator) -> None:
+    emu.update_config(step_s=0.3)  # each status lasts long enough for a poll to see it on a loaded machine
     batch_id = submit(emu, [line("a", IMG_A), line("b", IMG_B)])
     batch, seen = wait_terminal(emu, batch_id)
     assert seen == ["validating", "in_progress", "finalizing", "completed"]
