@@ -325,3 +325,17 @@ def test_archive_of_a_batch_run_verifies(tmp_path: Path, emu: BatchEmulator, dat
     assert res.returncode == 0, res.stdout + res.stderr  # the summary's batch section re-scores the same
     with tarfile.open(archive) as tar:
         assert any(n.endswith("/batches.json") for n in tar.getnames())
+
+
+def test_parse_failure_is_resampled_in_a_later_batch(tmp_path: Path, emu: BatchEmulator, data12: str) -> None:
+    emu.upstream.update_config(answers={hashlib.sha256(image_bytes(4)).hexdigest(): "I cannot tell."})
+    res = evaluate(emu.base_url, data12, tmp_path / "p", "--batch", "--retry-parse-failures", "1")
+    assert res.returncode == 0, res.stderr  # a parse failure is an answer: the row is done, as online
+    entries = ledger(tmp_path / "p")["batches"]
+    assert [len(e["rows"]) for e in entries] == [12, 1]
+    rec = next(r for r in records(tmp_path / "p") if r["sample_id"] == "doc-0004")
+    assert (
+        rec["status"] == "ok" and rec["parsed_answer"] is None and rec["batch_id"] == entries[1]["batch_id"]
+    )
+    assert [a["response_text"] for a in rec["earlier_attempts"]] == ["I cannot tell."]
+    assert len(records(tmp_path / "p")) == 12
