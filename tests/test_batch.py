@@ -339,3 +339,37 @@ def test_parse_failure_is_resampled_in_a_later_batch(tmp_path: Path, emu: BatchE
     )
     assert [a["response_text"] for a in rec["earlier_attempts"]] == ["I cannot tell."]
     assert len(records(tmp_path / "p")) == 12
+
+
+def test_collect_takes_a_providers_output_file_downloaded_by_hand(
+    tmp_path: Path, emu: BatchEmulator, data12: str
+) -> None:
+    emu.update_config(hold=True)
+    root = tmp_path / "h"
+    cmd = [
+        sys.executable,
+        "-m",
+        "evaluator.cli",
+        "evaluate",
+        "--model",
+        "test-model",
+        "--base-url",
+        emu.base_url,
+    ]
+    cmd += ["--data-files", data12, "--run-root", str(root), "--batch", *FAST]
+    proc = subprocess.Popen(cmd, env=clean_env(), cwd=str(REPO), stderr=subprocess.PIPE, text=True)
+    emu.wait_until(lambda s: s["batches"] and s["batches"][0]["status"] == "in_progress")
+    time.sleep(0.2)
+    proc.send_signal(signal.SIGINT)
+    proc.communicate(timeout=30)
+    emu.release()
+    done = emu.wait_until(lambda s: s["batches"][0]["status"] == "completed")["batches"][0]
+    out = tmp_path / "downloaded.jsonl"
+    out.write_bytes(emu.file_bytes(done["output_file_id"]))
+    res = run_cli("batch", "collect", "--run-root", str(root), str(out))
+    assert res.returncode == 0, res.stderr
+    recs = records(root)
+    assert len(recs) == 12 and {r["batch_id"] for r in recs} == {done["id"]}
+    res = evaluate(emu.base_url, data12, root, "--batch")  # nothing left: no new batch, no second record
+    assert res.returncode == 0, res.stderr
+    assert len(records(root)) == 12 and emu.snapshot()["counts"]["batches_created"] == 1

@@ -105,7 +105,8 @@ def _folder(root: Path) -> tuple[RunConfig, EvalSettings, list[ManifestEntry]]:
 
 
 def collect_outputs(root: Path, outputs: list[Path]) -> int:
-    """Record the lines of output files (OpenAI's or `vllm run-batch`'s) that answer prepared rows."""
+    """Record the lines of output files (`vllm run-batch`'s for prepared files, or a provider's output file
+    downloaded by hand for a batch a --batch run created) that answer rows of the ledger."""
     with RunLock(root):
         _, settings, questions = _folder(root)
         ctx = batch_context(settings, root, questions, 190)
@@ -119,7 +120,7 @@ def collect_outputs(root: Path, outputs: list[Path]) -> int:
         touched = [
             e
             for e in ctx.ledger.batches
-            if e.state == "prepared" and any(r.custom_id in results for r in e.rows)
+            if e.state in ("prepared", "created") and any(r.custom_id in results for r in e.rows)
         ]
 
         async def main() -> None:
@@ -130,7 +131,13 @@ def collect_outputs(root: Path, outputs: list[Path]) -> int:
                         entry, rows=[r for r in entry.rows if r.custom_id in results]
                     )
                     await ctx.write(
-                        settle_entry(ctx, present, offline_batch_id(entry.input), results, "completed")
+                        settle_entry(
+                            ctx,
+                            present,
+                            entry.batch_id or offline_batch_id(entry.input),
+                            results,
+                            "completed",
+                        )
                     )
                     entry.state, entry.ended_at = "collected", utc_now()
                     ctx.save()
