@@ -13,7 +13,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from pacing_sim import Endpoint, simulate  # noqa: E402
 
-from evaluator.request.pacing import RAMP_S, Gate, UserLimits  # noqa: E402
+from evaluator.request.pacing import RAMP_MIN_S, RAMP_S, Gate, UserLimits  # noqa: E402
 from evaluator.request.ratelimit import Limits  # noqa: E402
 
 
@@ -27,16 +27,18 @@ def probe(gate: Gate, trip_s: float, limits: Limits | None = None) -> float:
 
 
 @pytest.mark.parametrize("trip", [0.005, 0.3, 30.0])
-def test_without_announced_limits_the_window_opens_over_a_second_whatever_the_round_trip(trip: float) -> None:
-    """Time, not round trips: on a 5 ms endpoint a round-trip ramp sent the whole window at once."""
+def test_without_announced_limits_the_window_opens_over_the_round_trip_in_time(trip: float) -> None:
+    """Over the first round trip, but never faster than RAMP_MIN_S: on a 5 ms endpoint a round-trip ramp
+    sent the whole window at once (and never slower than RAMP_S)."""
+    span = min(RAMP_S, max(RAMP_MIN_S, trip))
     gate = Gate(ceiling=16, clock=lambda: 0.0)
     now = probe(gate, trip)
     starts = [gate.reserve(now) for _ in range(16)]  # the probe's worker takes a slot again too
     assert gate.open_slots == 0
-    assert starts[0] == pytest.approx(now) and starts[-1] == pytest.approx(now + RAMP_S * 15 / 16)
+    assert starts[0] == pytest.approx(now) and starts[-1] == pytest.approx(now + span * 15 / 16)
     gaps = {round(b - a, 9) for a, b in zip(starts, starts[1:], strict=False)}
-    assert gaps == {round(RAMP_S / 16, 9)}
-    assert gate.ramp is None  # spent: later requests go as the window allows
+    assert gaps == {round(span / 16, 9)}
+    assert gate.ramp is None  # spent: from here the window grows from what is in flight
 
 
 @pytest.mark.parametrize(
@@ -132,8 +134,8 @@ def test_an_unlimited_endpoint_pays_only_the_probe_and_half_a_ramp() -> None:
     r = simulate(ep, 800, ceiling=32)
     ideal = 800 / 32 * 0.4
     assert r.refused == 0
-    # the probe's round trip, the ramp's second, then a round trip of doubling the window from what is in flight
-    assert r.last_s - r.first_s <= ideal + 0.4 + RAMP_S + 0.4 + 1e-6
+    # the probe's round trip, half the ramp (over that round trip), a round trip of the window's doubling
+    assert r.last_s - r.first_s <= ideal + 0.4 + 0.2 + 0.4 + 1e-6
 
 
 def ideal_with_random_refusals(

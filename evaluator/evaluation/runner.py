@@ -26,8 +26,10 @@ from evaluator.core.text import one_line
 from evaluator.data.benchmarks.base import Benchmark, ManifestEntry, Sample
 from evaluator.data.parquet import DataSource, iter_samples
 from evaluator.evaluation.loop import RowLoop, RunStopped  # noqa: F401 (cli imports RunStopped here)
+from evaluator.request.admission import PacingSummary, pacing_summary
 from evaluator.request.body import request_bytes
 from evaluator.request.breaker import Breaker, shape_hint
+from evaluator.request.buckets import UserLimits
 from evaluator.request.client import (
     ChatSender,
     Endpoint,
@@ -36,7 +38,7 @@ from evaluator.request.client import (
     make_client,
     utc_now,
 )
-from evaluator.request.pacing import Gate, PacingSummary, UserLimits, pacing_summary
+from evaluator.request.pacing import Gate
 from evaluator.runfolder.files import RecordWriter
 from evaluator.runfolder.record_builder import (
     attempt_of,

@@ -31,8 +31,9 @@ from evaluator.core.boundary import (
 )
 from evaluator.core.records import RetryError, Usage
 from evaluator.core.text import one_line, utc_now
+from evaluator.request.admission import admit
 from evaluator.request.endpoint import split_query
-from evaluator.request.pacing import Gate, admit
+from evaluator.request.pacing import Gate
 from evaluator.request.ratelimit import Limits, Verdict, classify, limits_from_headers
 from evaluator.request.retry import RetryPolicy
 

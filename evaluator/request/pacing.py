@@ -1,70 +1,53 @@
 """Rate-aware admission: every attempt to an endpoint passes its gate before it is sent.
 
 A gate holds, for one endpoint:
-- a wait shared by every worker: a refusal's Retry-After (or reset header, or body delay) holds back all of
-  them, not only the row that got it;
+- a wait shared by every worker: a refusal our pace caused (its Retry-After, reset header or body delay)
+  holds back all of them, not only the row that got it; the summary counts the union of these holds;
+- refusals our pace did not cause (a shared key, an upstream behind a router): after a hold the endpoint
+  asked for, the first request goes alone; if even it is refused, the limiter had a token for it, so the
+  refusals come whatever our rate: each is then waited out by its own request, the learned pace is
+  dropped, and nothing is halved, until their share grows well past what it was;
 - an AIMD concurrency window with --concurrency as the ceiling: the first request goes alone (its answer's
-  headers tell the limits); the window opens fully then, halves on a burst of refusals (not below what the
-  pace needs in flight) and grows by about one per window of successes. When no pace is known by then,
-  the opening is spread over the first request's round trip (at most a second), so that a limiter's first
-  refusal, which comes back at once, stops it after a few requests rather than a window of them;
-- a pace in requests and tokens per second (a GCRA bucket: burst, then one slot per 1/rate), from the
+  headers tell the limits); the window opens then, halves on a burst of refusals (not below what the pace
+  needs in flight) and grows by about one per window of successes. When no pace is known, the opening is
+  spread over the first round trip measured in time, at least RAMP_MIN_S and at most RAMP_S, then the
+  window doubles per round trip from what is in flight: on a fast endpoint a limiter's first refusal
+  stops it after about burst + rate x RAMP_MIN_S requests;
+- a pace in requests and tokens per second (request.buckets: burst, then one slot per 1/rate), from the
   smallest of --max-requests-per-minute / --max-tokens-per-minute, the limits the headers announce, and,
-  when the endpoint announces nothing, the rate it let through between refusals.
+  when the endpoint announces nothing, the rate it let through between refusals, never below a floor of
+  what succeeded;
+- the patience: once nothing has succeeded for --rate-limit-patience seconds while refusals keep coming,
+  `gave_up` says why, and the pool sets the endpoint aside (the run stops when all are).
 
-Pure bookkeeping on a caller-supplied clock; the only awaiting is in `admit`, which sleeps until the slot
-it reserved. Several endpoints: each has its own gate, and a worker takes the earliest slot over all of
-them, so each endpoint gets the share its own limits allow. tests/pacing_sim.py runs a gate against a
-simulated token bucket on a virtual clock.
+Pure bookkeeping on a caller-supplied clock; the awaiting is in request.admission.admit, which sleeps until
+the slot it reserved. tests/pacing_sim.py runs a gate against a simulated token bucket on a virtual clock.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import math
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+from evaluator.request.buckets import ANNOUNCED_SAFETY, Bucket, UserLimits, capacity_of
 from evaluator.request.ratelimit import Limits
 
-ANNOUNCED_SAFETY = 0.99  # pace a little under an announced rate: arrivals jitter, clocks differ
 SAFETY = 0.98  # ... and a little more under a measured one
 PROBING_GROWTH = 1.05  # after the first refusal the pace is a guess: grow it fast until a second refusal
 STEADY_GROWTH = 1.002  # once measured: at least this, probing for a higher limit
 GROWTH_SHARE = 0.05  # per success, the pace grows by this share of its measure's uncertainty (1 / count)
 GROWTH_CAP = 0.005  # ... and at most this: a rough measure of a slow limit must not overshoot it at once
-RAMP_S = 1.0  # before a pace is known, the window opens over this long (whatever the round trip)
+RAMP_S = 1.0  # before a pace is known, the window opens over the probe's round trip, at most this long ...
+RAMP_MIN_S = 0.5  # ... and at least this long (a fast endpoint's round trip is a few ms: no spread at all)
 PATIENCE_S = 600.0  # --rate-limit-patience: no success for this long while refusals come -> give up
 ALONE_SHARE = 0.25  # after a hold, the first request goes alone when a round trip is under this share of it
 FOREIGN_ANSWERS = 32  # the refused share is taken over this many answers
 FLOOR_SHARE = 0.5  # the learned pace never drops below this share of the best rate that succeeded ...
 FLOOR_SPAN_S = 20.0  # ... over this long (long enough that an opening burst does not count as a rate)
-
-
-class Bucket:
-    """GCRA: `rate` slots per second with bursts of `capacity`; reserve() returns the slot's start time."""
-
-    def __init__(self, rate: float, capacity: float, now: float, available: float | None = None) -> None:
-        self.rate = rate
-        self.capacity = max(1.0, capacity)
-        avail = self.capacity if available is None else max(0.0, min(available, self.capacity))
-        self.tat = now + (self.capacity - avail) / rate  # theoretical arrival time of the next slot
-
-    def earliest(self, now: float, cost: float = 1.0) -> float:
-        return max(now, self.tat + cost / self.rate - self.capacity / self.rate)
-
-    def reserve(self, now: float, cost: float = 1.0) -> float:
-        start = self.earliest(now, cost)
-        self.tat = max(self.tat, start) + cost / self.rate
-        return start
-
-    def drain(self, now: float) -> None:
-        """The server says the bucket is empty now."""
-        self.tat = max(self.tat, now + self.capacity / self.rate)
 
 
 @dataclass
@@ -74,23 +57,6 @@ class GateStats:
     foreign: int = 0  # refusals that came while we sent below what had got through: waited out alone
     lowest_window: int = 0
     sent: int = 0
-
-
-@dataclass
-class UserLimits:
-    """--max-requests-per-minute / --max-tokens-per-minute: one pair of buckets shared by every endpoint."""
-
-    requests: Bucket | None = None
-    tokens: Bucket | None = None
-
-    @classmethod
-    def of(cls, max_rpm: float | None, max_tpm: float | None, now: float) -> UserLimits:
-        # a little under the tier's figure, as under an announced one: a request that reaches the
-        # server a few ms early is refused, and the wait then costs far more than the margin
-        return cls(
-            Bucket(ANNOUNCED_SAFETY * max_rpm / 60, 1.0, now) if max_rpm else None,
-            Bucket(ANNOUNCED_SAFETY * max_tpm / 60, max_tpm, now) if max_tpm else None,
-        )
 
 
 class Hold(NamedTuple):
@@ -277,13 +243,15 @@ class Gate:
 
     def _open(self, sent_at: float, now: float) -> None:
         """The probe is back: open the window to the ceiling. If no pace is known, spread the opening
-        over RAMP_S (time, not round trips: on a fast endpoint a round trip is a few ms): a refusal then
-        stops the ramp after about burst + rate x RAMP_S requests instead of after a whole window."""
+        over the probe's round trip, but at least RAMP_MIN_S and at most RAMP_S (time: on a fast endpoint a
+        round trip is a few ms): a refusal then stops the ramp after about burst + rate x RAMP_MIN_S
+        requests instead of after a whole window, and an endpoint with no limit loses about half of it."""
         self.window = float(self.ceiling)
         known = (self.requests, self.user.requests, self.tokens, self.user.tokens)
         if any(b is not None for b in known) or self.ceiling <= 2:
             return
-        self.ramp = Bucket(self.ceiling / RAMP_S, 1.0, now)
+        span = min(RAMP_S, max(RAMP_MIN_S, now - sent_at))
+        self.ramp = Bucket(self.ceiling / span, 1.0, now)
         self.ramp_left = self.ceiling
 
     def refused(self, sent_at: float, limits: Limits, wait_s: float | None, fallback_s: float) -> Hold:
@@ -424,81 +392,13 @@ class Gate:
         if limits.requests_per_min and limits.requests_per_min != self.header_rpm:
             self.header_rpm = limits.requests_per_min
             rate = limits.requests_per_min / 60
-            capacity = _capacity(limits.requests_remaining, limits.requests_reset_s, rate)
+            capacity = capacity_of(limits.requests_remaining, limits.requests_reset_s, rate)
             self.requests = Bucket(rate * ANNOUNCED_SAFETY, capacity or 1.0, now, limits.requests_remaining)
             self.ramp = None
         if limits.tokens_per_min and limits.tokens_per_min != self.header_tpm:
             self.header_tpm = limits.tokens_per_min
             rate = limits.tokens_per_min / 60
             capacity = (
-                _capacity(limits.tokens_remaining, limits.tokens_reset_s, rate) or limits.tokens_per_min
+                capacity_of(limits.tokens_remaining, limits.tokens_reset_s, rate) or limits.tokens_per_min
             )
             self.tokens = Bucket(rate * ANNOUNCED_SAFETY, capacity, now, limits.tokens_remaining)
-
-
-def _capacity(remaining: float | None, reset_s: float | None, rate: float) -> float | None:
-    """The bucket size implied by what is left plus what refills until the reset (the bucket is full then)."""
-    if remaining is None or reset_s is None:
-        return None
-    return max(1.0, remaining + reset_s * rate)
-
-
-async def admit(gates: Sequence[Gate], usable: Callable[[int], bool], changed: asyncio.Event) -> int:
-    """Wait for the earliest slot over the usable gates and take it; returns the gate's index.
-
-    Ties go to the gate with fewer requests in flight, then fewer sent. A slot is taken only when it has
-    come: a worker waiting for one gate's next slot looks again whenever any gate changes (`changed` is set
-    on every release, refusal or success), so it is never committed to a slow endpoint while a fast one
-    opens up.
-    """
-    while True:
-        now = gates[0].clock()
-        best, key = -1, (math.inf, 0, 0)
-        for i, g in enumerate(gates):
-            if usable(i):
-                k = (g.earliest(now), g.active, g.stats.sent)
-                if k < key:
-                    best, key = i, k
-        when = key[0]
-        if when <= now:
-            gates[best].reserve(now)
-            return best
-        changed.clear()
-        if when == math.inf:
-            await changed.wait()
-        else:
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(changed.wait(), when - now)
-
-
-@dataclass(frozen=True)
-class PacingSummary:
-    """What the gates did over a run (the final summary line and run_config)."""
-
-    concurrency: int  # the effective concurrency at the end
-    lowest: int  # the lowest it went
-    ceiling: int
-    refusals: int  # rate-limit refusals over all endpoints
-    held_s: float  # the union of the holds on every worker (per endpoint, summed over endpoints)
-    sent: dict[str, int]  # attempts per endpoint
-    alone: int = 0  # refusals our pace did not cause, each waited out by its own request
-
-    def line(self) -> str:
-        text = f"concurrency {self.concurrency}/{self.ceiling} (lowest {self.lowest})"
-        if self.refusals:
-            text += f", {self.refusals} rate-limit refusal(s), every worker held {self.held_s:.1f} s in all"
-        if self.alone:
-            text += f" ({self.alone} not caused by our pace, waited out alone)"
-        return text
-
-
-def pacing_summary(gates: Sequence[Gate], urls: Sequence[str], ceiling: int) -> PacingSummary:
-    return PacingSummary(
-        concurrency=min(ceiling, sum(int(g.window) for g in gates)),
-        lowest=min(ceiling, sum(g.stats.lowest_window for g in gates)),
-        ceiling=ceiling,
-        refusals=sum(g.stats.refusals for g in gates),
-        held_s=round(sum(g.stats.held_s for g in gates), 3),
-        sent={u: g.stats.sent for u, g in zip(urls, gates, strict=True)},
-        alone=sum(g.stats.foreign for g in gates),
-    )
