@@ -237,3 +237,60 @@ def test_headers_are_lower_cased_and_redacted() -> None:
         "x-echo": f"Bearer {REDACTED}",
         "retry-after": "1",
     }
+
+
+BATCH_SPOTS = ["finish_reason", "id", "usage", "error_message", "error_code", "body_error", "content"]
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    key=KEYS,
+    spot=st.sampled_from(BATCH_SPOTS),
+    shape=st.sampled_from(["str", "list", "dict"]),
+    pad=st.sampled_from([0, 280, 490, 1490]),
+)
+def test_batch_output_lines_pass_the_boundary(key: str, spot: str, shape: str, pad: int) -> None:
+    """A provider's batch output file is server bytes too: the same rules hold for its lines."""
+    from evaluator.core.secrets import Redactor
+    from evaluator.evaluation.batch_files import results_of
+
+    s = "q" * pad + key
+    value = {"str": s, "list": [s], "dict": {s: s}}[shape]
+    body = _reply(**({"usage": {"total_tokens": value}} if spot == "usage" else {}))
+    if spot == "finish_reason":
+        body["choices"][0]["finish_reason"] = value
+    elif spot == "id":
+        body["id"] = value
+    elif spot == "content":
+        body["choices"][0]["message"]["content"] = f"{s} <answer>2</answer>"
+    line: dict = {
+        "id": "r1",
+        "custom_id": "doc-1#0#0",
+        "response": {"status_code": 200, "body": body},
+        "error": None,
+    }
+    if spot.startswith("error") or spot == "body_error":
+        line["response"] = (
+            {"status_code": 500, "body": {"error": {"message": value}}} if spot == "body_error" else None
+        )
+        line["error"] = (
+            {"code": value, "message": "x"}
+            if spot == "error_code"
+            else {"code": "server_error", "message": value}
+        )
+    results = results_of(json.dumps(line).encode() + b"\n", Redactor(key), "t")
+    (result,) = results.values()
+    shown = json.dumps(
+        [
+            result.completion.__dict__ if result.completion else None,
+            result.failure.__dict__ if result.failure else None,
+        ],
+        default=lambda o: o.__dict__,
+    )
+    assert_no_piece(key, shown)
+    if result.completion is not None:
+        c = result.completion
+        assert all(
+            isinstance(v, (str, type(None))) for v in (c.finish_reason, c.response_id, c.system_fingerprint)
+        )
+        assert all(v is None or type(v) is int for v in c.usage.__dict__.values())

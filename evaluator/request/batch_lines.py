@@ -99,7 +99,7 @@ def read_output_line(obj: Any, at: str, keys: KeyFilter | None = None) -> LineRe
     body = response.get("body") if response else None
     if error is None and status == 200:
         return _answered(cid, body, at, keys)
-    if isinstance(error, dict) and error.get("code") in UNFINISHED_CODES:
+    if isinstance(error, dict) and isinstance(error.get("code"), str) and error["code"] in UNFINISHED_CODES:
         failure = RetryError(attempt=0, kind="batch_unfinished", message=_error_text(error), at=at)
         return LineResult(cid, failure=failure, retryable=True, unfinished=True)
     if isinstance(status, int) and status != 200:
