@@ -165,8 +165,9 @@ class Evaluator:
             return await self._send_and_parse(base, body, sender)
         except Exception as exc:  # a bug must cost one row (recorded, retried on resume), not the run
             # one redacted line, never a traceback: an exception's text can quote what a server sent
-            message = clip(self.redact(f"evaluator error: {type(exc).__name__}: {one_line(exc)}"), 2000)
-            log.error("%s", self.redact(f"evaluator error on {base.sample_id}: {message}"))
+            what = f"{type(exc).__name__}: {one_line(exc)}"
+            message = clip(self.redact(f"evaluator error: {what}"), 2000)
+            log.error("%s", clip(self.redact(f"error: evaluator error on {base.sample_id}: {what}"), 2000))
             return evaluator_error_record(base, message, utc_now())
 
     async def _send_and_parse(self, base: ResponseRecord, body: bytes, sender: ChatSender) -> ResponseRecord:

@@ -336,7 +336,7 @@ class ChatSender:
     def _unexpected(self, outcome: SendOutcome, endpoint: Endpoint, exc: Exception) -> None:
         """One redacted line on stderr, no traceback; the row keeps its attempts and what came back."""
         message = clip(self.redact(f"evaluator error: {type(exc).__name__}: {one_line(exc)}"), MESSAGE_LIMIT)
-        log.error("%s", message)
+        log.error("error: %s (attempt %d)", message, outcome.attempts)
         outcome.retry_errors.append(
             RetryError(
                 attempt=outcome.attempts,
