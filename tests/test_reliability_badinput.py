@@ -84,8 +84,13 @@ def base_args(server: TestServer, data_dir: Path, root: Path) -> list[str]:
         ('{"top_k": 20', ("--extra-body-json", "not valid JSON", "pass an object such as")),
         ('{"model": "x", "temperature": 0}', ("--extra-body-json", "model, temperature", "matching flag")),
         ("[20]", ("--extra-body-json", "must be a JSON object", "top_k")),
+        ('{"top_k": NaN}', ("--extra-body-json", "not valid JSON", "NaN is not a JSON number")),
+        (
+            '{"x": {"y": -Infinity}}',
+            ("--extra-body-json", "not valid JSON", "-Infinity is not a JSON number"),
+        ),
     ],
-    ids=["malformed", "reserved", "not-an-object"],
+    ids=["malformed", "reserved", "not-an-object", "nan", "infinity"],
 )
 def test_extra_body_json(server, data, tmp_path, extra, needles) -> None:
     proc = evaluate(*base_args(server, data[0], tmp_path / "run"), "--extra-body-json", extra)

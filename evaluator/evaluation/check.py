@@ -24,9 +24,9 @@ from evaluator.data.think import has_inline_think
 from evaluator.evaluation.runner import EvalSettings
 from evaluator.request.body import request_bytes, sampling_fields
 from evaluator.request.breaker import shape_hint
-from evaluator.request.client import ResponseShapeError, completion_from_json, make_client
-from evaluator.request.client import error_message as error_message
+from evaluator.request.client import make_client
 from evaluator.request.endpoint import chat_url
+from evaluator.request.replies import ResponseShapeError, completion_from_json, error_message
 
 REASONING_FIELDS = ("reasoning", "reasoning_content")  # the order completion_from_json reads them in
 

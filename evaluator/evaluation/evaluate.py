@@ -111,12 +111,17 @@ def parse_extra_body(extra_body_json: str | None) -> dict[str, Any]:
     if not extra_body_json:
         return {}
     try:
-        extra = json.loads(extra_body_json)
+        extra = json.loads(extra_body_json, parse_constant=_not_json)
     except ValueError as exc:
         raise RequestBuildError(
             f"--extra-body-json is not valid JSON ({exc}); pass an object such as '{{\"top_k\": 20}}'"
         ) from None
     return validate_extra_body(extra)
+
+
+def _not_json(constant: str) -> Any:
+    """NaN and Infinity: Python's json reads them, but they are not JSON and a server would refuse them."""
+    raise ValueError(f"{constant} is not a JSON number")
 
 
 def resolve_urls(

@@ -20,7 +20,7 @@ import openai
 
 from evaluator.core.boundary import KeyFilter, clip
 from evaluator.request.batch_lines import BATCH_URL
-from evaluator.request.client import error_message
+from evaluator.request.replies import error_message
 from evaluator.request.retry import RETRYABLE_STATUS, RetryPolicy
 
 T = TypeVar("T")

@@ -19,7 +19,7 @@ from typing import Any
 
 from evaluator.core.boundary import KeyFilter, clip
 from evaluator.core.records import RetryError, Usage
-from evaluator.request.client import Completion, ResponseShapeError, completion_from_json
+from evaluator.request.replies import Completion, ResponseShapeError, completion_from_json
 from evaluator.request.retry import RETRYABLE_STATUS
 
 BATCH_URL = "/v1/chat/completions"

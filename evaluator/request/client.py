@@ -12,47 +12,29 @@ import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 import httpx2 as httpx  # the HTTP library openai >= 3 is built on
 import openai
 
-from evaluator.core.boundary import (
-    KeyFilter,
-    SafeCompletion,
-    ShapeError,
-    body_text,
-    clip,
-    error_text,
-    parse_json,
-    safe_headers,
-    sanitize_completion,
-    sanitize_usage,
-)
+from evaluator.core.boundary import KeyFilter, clip
 from evaluator.core.records import RetryError, Usage
 from evaluator.core.text import one_line, utc_now
 from evaluator.request.admission import admit
 from evaluator.request.endpoint import split_query
 from evaluator.request.pacing import Gate
-from evaluator.request.ratelimit import Limits, Verdict, classify, limits_from_headers
+from evaluator.request.ratelimit import Limits
+from evaluator.request.replies import (
+    Completion,
+    Failure,
+    ResponseShapeError,
+    completion_from_bytes,
+    limits_of,
+    status_failure,
+)
 from evaluator.request.retry import RetryPolicy
 
 log = logging.getLogger(__name__)
 MESSAGE_LIMIT = 2000  # a retry error's or stop line's text, after redaction
-
-
-@dataclass
-class Completion:
-    """What one successful HTTP exchange yielded (content may still fail to parse)."""
-
-    response_text: str | None
-    reasoning_text: str | None
-    finish_reason: str | None
-    response_id: str | None
-    system_fingerprint: str | None
-    usage: Usage
-    latency_s: float
-    anomalies: list[str] = field(default_factory=list)  # protocol anomalies (core.boundary)
 
 
 @dataclass
@@ -66,42 +48,6 @@ class SendOutcome:
     started_at: str = ""
     finished_at: str = ""
     anomalies: list[str] = field(default_factory=list)  # every attempt's protocol anomalies
-
-
-class ResponseShapeError(Exception):
-    pass
-
-
-def completion_from_json(payload: Any, latency_s: float, keys: KeyFilter) -> Completion:
-    """Pure: the fields we keep from a parsed chat.completion, typed and redacted (core.boundary)."""
-    try:
-        safe, anomalies = sanitize_completion(payload, keys)
-    except ShapeError as exc:
-        raise ResponseShapeError(str(exc)) from None
-    return completion_of(safe, latency_s)
-
-
-def completion_of(safe: SafeCompletion, latency_s: float) -> Completion:
-    return Completion(
-        response_text=safe.response_text,
-        reasoning_text=safe.reasoning_text,
-        finish_reason=safe.finish_reason,
-        response_id=safe.response_id,
-        system_fingerprint=safe.system_fingerprint,
-        usage=Usage(**safe.usage),
-        latency_s=round(latency_s, 4),
-        anomalies=list(safe.anomalies),
-    )
-
-
-def completion_from_bytes(raw: bytes, latency_s: float, keys: KeyFilter) -> Completion:
-    """A 200's body through the boundary: the key removed from the raw text, then parsed and typed."""
-    try:
-        payload = parse_json(raw, keys)
-    except ShapeError as exc:
-        snippet = clip(body_text(raw, keys), 120)
-        raise ResponseShapeError(f"{exc}: {snippet!r}") from None
-    return completion_from_json(payload, latency_s, keys)
 
 
 def make_client(base_url: str, api_key: str | None, timeout_s: float, concurrency: int) -> openai.AsyncOpenAI:
@@ -197,20 +143,6 @@ class EndpointPool:
             await e.client.close()
 
 
-@dataclass
-class Failure:
-    """One failed exchange, as the record shows it, and what the classification made of it."""
-
-    kind: str
-    message: str
-    retryable: bool
-    status: int | None = None
-    verdict: Verdict | None = None
-    limits: Limits = field(default_factory=Limits)
-    sent_at: float = 0.0  # on the gate's clock
-    usage: Usage | None = None  # a failed attempt's usage, when the server reported it
-
-
 class ChatSender:
     """Sends one body with retries, each attempt to the pool's best endpoint at that moment.
 
@@ -246,9 +178,7 @@ class ChatSender:
         finally:
             endpoint.in_flight -= 1
         latency = time.perf_counter() - t0
-        return completion_from_bytes(resp.content, latency, self.redact), _limits_of(
-            resp.headers, self.redact
-        )
+        return completion_from_bytes(resp.content, latency, self.redact), limits_of(resp.headers, self.redact)
 
     async def _exchange(self, endpoint: Endpoint, body: bytes) -> tuple[Completion | None, Failure | None]:
         """One attempt; the gate learns from its outcome."""
@@ -260,7 +190,7 @@ class ChatSender:
         try:
             completion, limits = await self._attempt(endpoint, body)
         except openai.APIStatusError as exc:
-            failure = _status_failure(exc, self.redact)
+            failure = status_failure(exc, self.redact)
         except openai.APITimeoutError:
             failure = Failure("timeout", "request timed out", True)
         except openai.APIConnectionError as exc:
@@ -390,44 +320,3 @@ class ChatSender:
             )
         )
         outcome.error = message
-
-
-def _limits_of(headers: Any, keys: KeyFilter) -> Limits:
-    """The limits a response announces; most responses carry none, so look before building anything."""
-    for key in headers:
-        k = key.lower()
-        if k.startswith("x-ratelimit-") or k.startswith("anthropic-ratelimit-"):
-            return limits_from_headers(safe_headers(headers, keys))
-    return Limits()
-
-
-def _status_failure(exc: openai.APIStatusError, keys: KeyFilter) -> Failure:
-    """An HTTP error through the boundary: its body and headers redacted, then read."""
-    status = exc.status_code
-    headers = safe_headers(exc.response.headers, keys)
-    message, body = error_message_and_body(exc, keys)
-    verdict = classify(status, headers, body)
-    usage = body.get("usage") if isinstance(body, dict) else None
-    spent = Usage(**sanitize_usage(usage)[0]) if isinstance(usage, dict) else None
-    return Failure(
-        "http_status",
-        f"HTTP {status}: {message}",
-        verdict.retryable,
-        status,
-        verdict,
-        limits_from_headers(headers) if status in (402, 429) else Limits(),
-        usage=spent,
-    )
-
-
-def error_message_and_body(exc: openai.APIStatusError, keys: KeyFilter) -> tuple[str, Any]:
-    """An error response's message (redacted, then clipped to 500) and its redacted JSON body, if any."""
-    try:
-        raw = exc.response.content
-    except Exception:  # a stream that was never read
-        return clip(keys(str(exc)), 500), None
-    return error_text(raw, keys, 500)
-
-
-def error_message(exc: openai.APIStatusError, keys: KeyFilter) -> str:
-    return error_message_and_body(exc, keys)[0]
