@@ -162,22 +162,25 @@ def test_sigkill_with_batches_in_flight_then_rerun(tmp_path: Path, emu: BatchEmu
 def test_failed_lines_are_sent_again_in_a_later_batch(
     tmp_path: Path, emu: BatchEmulator, data12: str
 ) -> None:
+    # every non-200 line goes again (issue 26), a 4xx too, until --max-retries is spent
     script = {hashlib.sha256(image_bytes(i)).hexdigest(): ["500"] for i in (2, 5)}
     script[hashlib.sha256(image_bytes(7)).hexdigest()] = ["400"]
+    script[hashlib.sha256(image_bytes(9)).hexdigest()] = ["400", "400", "400"]
     emu.upstream.update_config(script=script)
     res = evaluate(emu.base_url, data12, tmp_path / "r", "--batch", "--max-retries", "2")
-    assert res.returncode == 3, res.stderr  # the 400 row is not sent again, as online
+    assert res.returncode == 3, res.stderr  # doc-0009 failed all 3 of its attempts
     recs = {r["sample_id"]: r for r in records(tmp_path / "r")}
     assert len(recs) == 12 and len(records(tmp_path / "r")) == 12
     entries = ledger(tmp_path / "r")["batches"]
-    assert len(entries) == 2 and [len(e["rows"]) for e in entries] == [12, 2]
-    for sid in ("doc-0002", "doc-0005"):
+    assert [len(e["rows"]) for e in entries] == [12, 4, 1]
+    for sid, code in (("doc-0002", 500), ("doc-0005", 500), ("doc-0007", 400)):
         rec = recs[sid]
         assert rec["status"] == "ok" and rec["batch_id"] == entries[1]["batch_id"] and rec["attempts"] == 2
-        assert [(e["kind"], e["status_code"]) for e in rec["retry_errors"]] == [("http_status", 500)]
-    bad = recs["doc-0007"]
+        assert [(e["kind"], e["status_code"]) for e in rec["retry_errors"]] == [("http_status", code)]
+    bad = recs["doc-0009"]
     assert bad["status"] == "request_error" and "HTTP 400" in bad["request_error"]
-    assert bad["batch_id"] == entries[0]["batch_id"]
+    assert bad["batch_id"] == entries[2]["batch_id"]
+    assert [e["status_code"] for e in bad["retry_errors"]] == [400, 400, 400]
 
 
 def test_expired_batch_is_resent_without_spending_retries(

@@ -86,7 +86,7 @@ def test_output_lines_of_every_shape() -> None:
     assert (r.failure.status_code, r.failure.message) == (500, "HTTP 500: boom")
     refused = {"custom_id": "a", "response": {"status_code": 400, "body": None}, "error": "bad image"}
     r = read_output_line(refused, AT)  # vLLM run-batch: the error as a string, no body
-    assert r is not None and not r.retryable and r.failure is not None and "bad image" in r.failure.message
+    assert r is not None and r.retryable and r.failure is not None and "bad image" in r.failure.message
     expired = {"custom_id": "a", "response": None, "error": {"code": "batch_expired", "message": "late"}}
     r = read_output_line(expired, AT)
     assert r is not None and r.unfinished and r.retryable

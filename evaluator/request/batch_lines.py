@@ -20,7 +20,6 @@ from typing import Any
 from evaluator.core.boundary import KeyFilter, clip
 from evaluator.core.records import RetryError, Usage
 from evaluator.request.replies import Completion, ResponseShapeError, completion_from_json
-from evaluator.request.retry import RETRYABLE_STATUS
 
 BATCH_URL = "/v1/chat/completions"
 MAX_LINES = 50_000
@@ -82,7 +81,9 @@ class LineResult:
     custom_id: str
     completion: Completion | None = None  # a 200 with a chat.completion body (content may be empty)
     failure: RetryError | None = None  # why the request did not give an answer
-    retryable: bool = False  # sent again within --max-retries (as online: 408/409/425/429, 5xx, no reply)
+    # sent again in a later batch within --max-retries: every failed line, a non-200 of any status too
+    # (issue 26: a line's 4xx may be the provider's passing trouble, and the bound keeps the cost small)
+    retryable: bool = False
     unfinished: bool = False  # never ran (batch expired or cancelled): sent again without spending a retry
 
 
@@ -104,9 +105,8 @@ def read_output_line(obj: Any, at: str, keys: KeyFilter | None = None) -> LineRe
         return LineResult(cid, failure=failure, retryable=True, unfinished=True)
     if isinstance(status, int) and status != 200:
         message = f"HTTP {status}: {_error_text(body) or _error_text(error) or 'no error message'}"
-        retryable = status in RETRYABLE_STATUS or status >= 500
         failure = RetryError(attempt=0, kind="http_status", message=message, status_code=status, at=at)
-        return LineResult(cid, failure=failure, retryable=retryable)
+        return LineResult(cid, failure=failure, retryable=True)
     text = _error_text(error) or "the line has neither a response nor an error"
     return LineResult(
         cid, failure=RetryError(attempt=0, kind="batch_error", message=text, at=at), retryable=True
