@@ -120,10 +120,9 @@ def _question_sets(
     return [k for k in keys[0] if k in common]
 
 
-def _leaderboard_columns(
-    runs: list[MergedRun], rows_by_run: list[list[dict[str, Any]]]
-) -> list[tuple[str, str]]:
-    bench = runs[0].benchmark
+def group_columns(bench: Any, rows_by_run: list[list[dict[str, Any]]]) -> list[tuple[str, str]]:
+    """(field, value) columns: every value of each group field seen in any run, in the benchmark's order;
+    a field with more than MAX_LEADERBOARD_VALUES values gets none. Shared by compare and the leaderboard."""
     cols: list[tuple[str, str]] = []
     for name in bench.group_fields:
         seen = {k for rows in rows_by_run for r in rows for k in group_keys(r.get("groups") or {}, name)}
@@ -151,7 +150,7 @@ def compare_runs(
     common = _question_sets(qrows, labels, intersect, warnings)
     rows_by_run = _aligned_rows(qrows, common)
     _warn_truth_differences(rows_by_run, common, warnings)
-    columns = _leaderboard_columns(runs, rows_by_run)
+    columns = group_columns(runs[0].benchmark, rows_by_run)
     entries = [
         _leaderboard_entry(lab, run, rows, k, columns, warnings)
         for lab, run, rows, k in zip(labels, runs, rows_by_run, ks, strict=True)

@@ -24,15 +24,13 @@ from evaluator.scoring import (
     accuracy_block,
     extra_metrics_of,
     group_keys,
-    ordered_values,
     outcome_counts,
 )
-from evaluator.scoring.compare import paired_comparison
+from evaluator.scoring.compare import group_columns, paired_comparison
 from evaluator.scoring.repeat_scoring import compare_block, question_rows, responses_of, run_repeats
 from evaluator.scoring.stats import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, CONFIDENCE
 
 LEADERBOARD_SCHEMA_VERSION = 1
-MAX_GROUP_VALUES = 8  # a group field with more values gets no per-value columns (as in compare)
 TOKEN_KINDS = ("prompt_tokens", "completion_tokens", "reasoning_tokens", "cached_tokens", "total_tokens")
 
 
@@ -77,17 +75,6 @@ def build_leaderboard(
         "runs": entries,
         "pairwise": pairwise(entries, qrows, resamples, seed),
     }
-
-
-def group_columns(bench: Any, qrows_by_run: list[list[dict[str, Any]]]) -> list[tuple[str, str]]:
-    """(field, value) columns: every value of each group field seen in any run, in the benchmark's order."""
-    cols: list[tuple[str, str]] = []
-    for name in bench.group_fields:
-        seen = {k for rows in qrows_by_run for r in rows for k in group_keys(r.get("groups") or {}, name)}
-        values = ordered_values(bench, name, seen)
-        if len(values) <= MAX_GROUP_VALUES:
-            cols += [(name, v) for v in values]
-    return cols
 
 
 def run_entry(
