@@ -187,3 +187,12 @@ def test_a_benchmark_s_other_metrics_get_a_column_in_both_renderings() -> None:
     out["title"] = "t"
     assert "| Relaxed accuracy % |" in leaderboard_markdown(out) and "| 66.67 |" in leaderboard_markdown(out)
     assert ">Relaxed accuracy %</th>" in render_page(out)
+
+
+def test_pairs_of_repeated_runs_get_the_sign_flip_p() -> None:
+    from evaluator.scoring.leaderboard import pair_p
+
+    a, b = [1.0, 0.5, 1.0, 0.5, 1.0, 0.0], [0.0, 0.5, 0.5, 0.0, 0.5, 0.0]
+    out = pair_p(a, b, None, 2000, 1)
+    assert out["p_test"] == "sign_flip" and out["p_value"] == pytest.approx(2 / 16)  # 4 ups of 4: 2 of 16
+    assert pair_p([True], [False], 1.0, 2000, 1) == {"p_value": 1.0, "p_test": "mcnemar_exact"}

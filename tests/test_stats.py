@@ -100,3 +100,29 @@ def test_describe() -> None:
     assert d["p99"] == pytest.approx(np.percentile([3, 1, 2, 10], 99))
     empty = stats.describe([], with_sum=True)
     assert empty["n"] == 0 and empty["sum"] == 0 and empty["mean"] is None and empty["p95"] is None
+
+
+@pytest.mark.parametrize("only_a,only_b,ties", [(0, 0, 5), (3, 0, 2), (5, 2, 10), (8, 8, 0), (1, 12, 3)])
+def test_sign_flip_on_right_wrong_outcomes_is_mcnemar(only_a: int, only_b: int, ties: int) -> None:
+    diffs = [1.0] * only_a + [-1.0] * only_b + [0.0] * ties
+    assert stats.sign_flip_p(diffs) == pytest.approx(stats.mcnemar_exact(only_a, only_b))
+
+
+def test_sign_flip_on_mean_correctness_exact_and_sampled() -> None:
+    rng = np.random.default_rng(3)
+    diffs = list(rng.choice([-1.0, -0.5, 0.0, 0.5, 1.0], size=14, p=[0.1, 0.15, 0.3, 0.25, 0.2]))
+    exact = stats.sign_flip_p(diffs)
+    nonzero = [d for d in diffs if d]
+    # by hand: the share of the 2**n sign patterns whose |sum| reaches the observed one
+    hits = sum(
+        abs(sum(d if (m >> i) & 1 else -d for i, d in enumerate(nonzero))) >= abs(sum(nonzero)) - 1e-9
+        for m in range(2 ** len(nonzero))
+    )
+    assert exact == pytest.approx(hits / 2 ** len(nonzero))
+    many = diffs * 3  # 3x the non-zero differences: past the exact limit, seeded Monte Carlo
+    p1, p2 = stats.sign_flip_p(many, resamples=20_000), stats.sign_flip_p(many, resamples=20_000)
+    assert p1 == p2 and 0 < p1 < exact  # repeatable, and more data of the same lean is more significant
+
+
+def test_sign_flip_of_no_difference_is_one() -> None:
+    assert stats.sign_flip_p([0.0, 0.0]) == 1.0 and stats.sign_flip_p([]) == 1.0

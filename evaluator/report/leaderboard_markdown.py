@@ -71,12 +71,13 @@ def pair_cells(p: dict[str, Any]) -> list[str]:
     diff = f"{100 * p['difference']:+.2f}" + (
         f" [{100 * lo:+.1f}, {100 * hi:+.1f}]" if lo is not None else ""
     )
-    pv = "n/a (repeats)" if p["p_value"] is None else f"{p['p_value']:.4g}"
+    pv = "n/a" if p["p_value"] is None else f"{p['p_value']:.4g}" + SIGN_FLIP_MARK.get(p.get("p_test"), "")
     ph = "" if p["p_holm"] is None else f"{p['p_holm']:.4g}"
     return [p["a"], p["b"], str(p["questions"]), diff, pv, ph]
 
 
-PAIR_HEADERS = ["A", "B", "Questions", "A - B, points [95% CI]", "p (McNemar)", "p (Holm)"]
+PAIR_HEADERS = ["A", "B", "Questions", "A - B, points [95% CI]", "p (McNemar; † sign-flip)", "p (Holm)"]
+SIGN_FLIP_MARK = {"sign_flip": " †"}  # runs with repeats: the sign-flip test on per-question means
 
 
 def leaderboard_markdown(board: dict[str, Any]) -> str:

@@ -198,7 +198,8 @@ def _matrix_cell(p: dict[str, Any] | None) -> str:
         return f'<td class="na" title="{_e(p["reason"])}">not comparable</td>'
     lo, hi = p["difference_ci95"] or (0.0, 0.0)
     holm = p["p_holm"]
-    ptext = "p n/a (repeats)" if p["p_value"] is None else f"p {p['p_value']:.3g}, Holm {holm:.3g}"
+    test = " (sign-flip)" if p.get("p_test") == "sign_flip" else ""
+    ptext = "p n/a" if p["p_value"] is None else f"p {p['p_value']:.3g}{test}, Holm {holm:.3g}"
     cls = ' class="sig"' if holm is not None and holm < 0.05 else ""
     return (
         f'<td{cls} data-a="{_e(p["a"])}" data-b="{_e(p["b"])}">{100 * p["difference"]:+.1f} '

@@ -28,7 +28,7 @@ from evaluator.scoring import (
 )
 from evaluator.scoring.compare import group_columns, paired_comparison
 from evaluator.scoring.repeat_scoring import compare_block, question_rows, responses_of, run_repeats
-from evaluator.scoring.stats import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, CONFIDENCE
+from evaluator.scoring.stats import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, CONFIDENCE, sign_flip_p
 
 LEADERBOARD_SCHEMA_VERSION = 1
 TOKEN_KINDS = ("prompt_tokens", "completion_tokens", "reasoning_tokens", "cached_tokens", "total_tokens")
@@ -254,8 +254,16 @@ def pair_of(
         "table": cmp["table"],
         "difference": cmp["difference"],
         "difference_ci95": cmp["difference_ci95"],
-        "p_value": cmp["mcnemar_exact_p"],
+        **pair_p(ca, cb, cmp["mcnemar_exact_p"], resamples, seed),
     }
+
+
+def pair_p(ca: list, cb: list, mcnemar_p: float | None, resamples: int, seed: int) -> dict[str, Any]:
+    """McNemar's exact p on right/wrong outcomes; with repeats (per-question means) the sign-flip test."""
+    if mcnemar_p is not None:
+        return {"p_value": mcnemar_p, "p_test": "mcnemar_exact"}
+    p = sign_flip_p([float(x) - float(y) for x, y in zip(ca, cb, strict=True)], resamples, seed)
+    return {"p_value": p, "p_test": "sign_flip"}
 
 
 def _correct(row: dict[str, Any]) -> bool | float:
@@ -283,7 +291,8 @@ def methods(resamples: int, seed: int) -> dict[str, Any]:
         "difference_interval": "paired bootstrap over questions, percentile method",
         "bootstrap_resamples": resamples,
         "bootstrap_seed": seed,
-        "p_value": "exact two-sided McNemar (none with repeats)",
+        "p_value": "exact two-sided McNemar; with repeats, a paired sign-flip test on per-question mean "
+        "correctness (exact up to 16 differing questions, else seeded Monte Carlo)",
         "multiple_comparisons": "Holm step-down over the pairs that have a p-value",
         "comparable": "same question set (sample id and image hash)",
         "cost": "USD per 1M tokens from the pricing table; uncached prompt at input, cached prompt at "

@@ -4,6 +4,9 @@
 * `mcnemar_exact`: exact two-sided McNemar test, a binomial test on the discordant pairs.
 * `paired_bootstrap_diff`: percentile interval of an accuracy difference, resampling questions
   with a fixed seed so the same inputs always give the same interval.
+* `sign_flip_p`: paired randomization test on per-question differences (exact for few, else seeded
+  Monte Carlo); on right/wrong outcomes it equals the exact McNemar test, and it also takes the
+  per-question mean correctness of repeated runs.
 * `percentile` / `describe`: linear-interpolation percentiles (numpy's default method).
 """
 
@@ -87,6 +90,28 @@ def paired_bootstrap_diff(
     alpha = (1.0 - confidence) / 2.0
     low, high = np.percentile(diffs, [100 * alpha, 100 * (1 - alpha)])
     return float(low), float(high)
+
+
+SIGN_FLIP_EXACT_MAX = 16  # up to 2**16 sign patterns are enumerated; more are sampled
+
+
+def sign_flip_p(
+    diffs: Sequence[float], resamples: int = BOOTSTRAP_RESAMPLES, seed: int = BOOTSTRAP_SEED
+) -> float:
+    """Two-sided p of a paired sign-flip test: under the null each question's difference is as likely
+    negative as positive, so |sum| is compared with its value under every flip of the signs (all of them
+    for at most SIGN_FLIP_EXACT_MAX non-zero differences, else `resamples` seeded draws, counted as
+    (1 + hits) / (1 + resamples)). Zero differences carry no sign and are left out."""
+    d = np.asarray([x for x in diffs if x != 0], dtype=float)
+    if d.size == 0:
+        return 1.0
+    observed = abs(d.sum()) - 1e-12 * d.size  # a tie with the observed sum counts as at least as extreme
+    if d.size <= SIGN_FLIP_EXACT_MAX:
+        patterns = ((np.arange(2**d.size)[:, None] >> np.arange(d.size)) & 1) * 2 - 1
+        return float(np.mean(np.abs(patterns @ d) >= observed))
+    signs = np.random.default_rng(seed).choice((-1.0, 1.0), size=(resamples, d.size))
+    hits = int(np.sum(np.abs(signs @ d) >= observed))
+    return (1 + hits) / (1 + resamples)
 
 
 def percentile(values: Sequence[float], q: float) -> float | None:
