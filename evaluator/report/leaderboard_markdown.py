@@ -100,7 +100,7 @@ def leaderboard_markdown(board: dict[str, Any]) -> str:
             "## Pairwise",
             "",
             f"A is the better-ranked run. Interval: paired bootstrap over questions ({m['bootstrap_resamples']} "
-            f"resamples, seed {m['bootstrap_seed']}); p: exact McNemar, two-sided, Holm-adjusted across the "
+            f"resamples, seed {m['bootstrap_seed']}); p: exact McNemar, two-sided († with repeats: a paired sign-flip test on per-question means), Holm-adjusted across the "
             f"{sum(p['p_value'] is not None for p in board['pairwise'])} tested pairs.",
             "",
             _md_row(PAIR_HEADERS),

@@ -58,8 +58,9 @@ def render_page(board: dict[str, Any]) -> str:
         "</div>",
         f"<p>Cell: accuracy of the row's run minus the column's, in points, with a paired bootstrap 95% interval "
         f"({board['methods']['bootstrap_resamples']} resamples, seed {board['methods']['bootstrap_seed']}); p: "
-        "exact two-sided McNemar, Holm-adjusted across the pairs (shaded below 0.05). Runs over different "
-        "question sets are not compared.</p>",
+        "exact two-sided McNemar (runs with repeats: a paired sign-flip test on per-question means), "
+        "Holm-adjusted across the pairs (shaded below 0.05). Runs over different question sets are not "
+        "compared.</p>",
         "</section>",
     ]
     footer = (
