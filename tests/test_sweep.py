@@ -290,3 +290,53 @@ def test_sigterm_stops_every_run_which_then_resumes(tmp_path: Path) -> None:
         res = sweep_cli("sweep", str(sweep_file), "--run-root", str(root), env=KEYS)
         assert res.returncode == 0, res.stderr
         assert len({(r["body"]["model"], r["image_sha256"]) for r in srv.requests()}) == 2 * len(rows)
+
+
+def processes_naming(text: str) -> list[int]:
+    """Pids of live processes whose command line names `text` (a run root: the sweep's evaluate children)."""
+    pids = []
+    for proc in Path("/proc").iterdir():
+        try:
+            cmdline = (proc / "cmdline").read_bytes()
+            state = (proc / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue
+        if text.encode() in cmdline and state != "Z":
+            pids.append(int(proc.name))
+    return pids
+
+
+def test_children_stop_when_the_sweep_alone_is_killed(tmp_path: Path) -> None:
+    rows = doccount_rows(8)
+    write_doccount(tmp_path / "data" / "test-00000-of-00001.parquet", rows)
+    with TestServer({"answers": doccount_reply(rows), "latency_s": 0.4}) as srv:
+        text = header(str(tmp_path / "data" / "*.parquet"), "orphan").replace(
+            "concurrency = 2", "concurrency = 1"
+        )
+        text += run_block("one", "m1", srv.base_url, "OPENAI_KEY") + run_block(
+            "two", "m2", srv.base_url, None
+        )
+        sweep_file = tmp_path / "s.toml"
+        sweep_file.write_text(text)
+        root = tmp_path / "runs"
+        cmd = [sys.executable, "-m", "evaluator.cli", "sweep", str(sweep_file), "--run-root", str(root)]
+        proc = subprocess.Popen(
+            cmd, env=clean_env(**KEYS), cwd=str(REPO), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
+        partials = [root / "orphan" / n / "responses.partial.jsonl" for n in ("one", "two")]
+        deadline = time.monotonic() + 60
+        while not all(p.is_file() and p.read_text().count("\n") >= 1 for p in partials):
+            assert time.monotonic() < deadline and proc.poll() is None
+            time.sleep(0.05)
+        children = processes_naming(str(root / "orphan" / "one"))
+        assert children, "the sweep's evaluate child for run one is not running"
+        proc.kill()  # the sweep alone, by SIGKILL: its children are not told
+        proc.wait(10)
+        deadline = time.monotonic() + 20
+        while processes_naming(str(root / "orphan")):
+            assert time.monotonic() < deadline, "evaluate children ran on after their sweep was killed"
+            time.sleep(0.1)
+        assert len(srv.requests()) < 2 * len(rows)  # they stopped early, not by finishing
+        res = sweep_cli("sweep", str(sweep_file), "--run-root", str(root), env=KEYS)
+        assert res.returncode == 0, res.stderr
+        assert len({(r["body"]["model"], r["image_sha256"]) for r in srv.requests()}) == 2 * len(rows)

@@ -32,6 +32,7 @@ from evaluator.evaluation.data_check import (
     validate_data,
 )
 from evaluator.evaluation.options import EvaluateOptions
+from evaluator.evaluation.orphan import stop_when_orphaned
 from evaluator.request.body import RequestBuildError, validate_extra_body
 from evaluator.request.endpoint import VLLM_DEFAULT_BASE_URL, EndpointError, normalize_base_url
 from evaluator.request.retry import RetryPolicy
@@ -145,6 +146,7 @@ def evaluate(opts: EvaluateOptions, check_only: bool = False, batch_prepare: boo
     """Run `doccount-evaluate` (with check_only: `doccount check-endpoint`, one row, nothing written; with
     batch_prepare: `doccount batch prepare`, the input files of the rows to do, nothing sent); the exit
     code: 0 done, 1 dry-run failure, 3 request errors or an early stop, 130 interrupted."""
+    stop_when_orphaned()  # a sweep's child: stop with the sweep
     extra = parse_extra_body(opts.extra_body_json)
     if opts.seed is not None and "seed" in extra:
         raise RequestBuildError(

@@ -32,6 +32,7 @@ import msgspec
 from evaluator.core.atomic import write_atomic
 from evaluator.core.secrets import Redactor
 from evaluator.core.text import utc_now
+from evaluator.evaluation.orphan import PARENT_PID_ENV
 from evaluator.evaluation.sweep_file import (
     OptionSpec,
     RunSpec,
@@ -125,6 +126,7 @@ class Sweep:
         env = {k: v for k, v in self.env.items() if k not in CHILD_DROPS and k not in self.key_vars}
         if run.api_key_env:
             env["MODEL_API_KEY"] = self.env[run.api_key_env].strip()
+        env[PARENT_PID_ENV] = str(os.getpid())  # the child stops if this sweep dies (evaluation.orphan)
         return env
 
     # ----------------------------------------------------------------- one run
