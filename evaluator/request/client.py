@@ -48,6 +48,7 @@ class SendOutcome:
     started_at: str = ""
     finished_at: str = ""
     anomalies: list[str] = field(default_factory=list)  # every attempt's protocol anomalies
+    last_status: int | None = None  # the HTTP status of the last answer that arrived (for an evaluator error)
 
 
 def make_client(base_url: str, api_key: str | None, timeout_s: float, concurrency: int) -> openai.AsyncOpenAI:
@@ -164,7 +165,9 @@ class ChatSender:
         self.rng = rng or random.Random()
         self.stop_reason: str | None = None
 
-    async def _attempt(self, endpoint: Endpoint, body: bytes) -> tuple[Completion, Limits]:
+    async def _attempt(
+        self, endpoint: Endpoint, body: bytes, outcome: SendOutcome
+    ) -> tuple[Completion, Limits]:
         t0 = time.perf_counter()
         endpoint.in_flight += 1
         endpoint.sent += 1
@@ -177,10 +180,13 @@ class ChatSender:
             )
         finally:
             endpoint.in_flight -= 1
+        outcome.last_status = resp.status_code  # known before anything reads the body
         latency = time.perf_counter() - t0
         return completion_from_bytes(resp.content, latency, self.redact), limits_of(resp.headers, self.redact)
 
-    async def _exchange(self, endpoint: Endpoint, body: bytes) -> tuple[Completion | None, Failure | None]:
+    async def _exchange(
+        self, endpoint: Endpoint, body: bytes, outcome: SendOutcome
+    ) -> tuple[Completion | None, Failure | None]:
         """One attempt; the gate learns from its outcome."""
         gate = endpoint.gate
         assert gate is not None
@@ -188,8 +194,9 @@ class ChatSender:
         # requests by their send times
         sent_at = gate.last_reserved if gate.last_reserved is not None else gate.clock()
         try:
-            completion, limits = await self._attempt(endpoint, body)
+            completion, limits = await self._attempt(endpoint, body, outcome)
         except openai.APIStatusError as exc:
+            outcome.last_status = exc.status_code
             failure = status_failure(exc, self.redact)
         except openai.APITimeoutError:
             failure = Failure("timeout", "request timed out", True)
@@ -225,8 +232,9 @@ class ChatSender:
                 break
             outcome.attempts += 1
             outcome.endpoint = endpoint.url
+            outcome.last_status = None
             try:
-                completion, failure = await self._exchange(endpoint, body)
+                completion, failure = await self._exchange(endpoint, body, outcome)
             except Exception as exc:  # a bug must cost one row, with what the server said, never the run
                 self._unexpected(outcome, endpoint, exc)
                 break
@@ -264,14 +272,20 @@ class ChatSender:
             self.stop_reason = clip(self.redact(endpoint.gate.gave_up), MESSAGE_LIMIT)
 
     def _unexpected(self, outcome: SendOutcome, endpoint: Endpoint, exc: Exception) -> None:
-        """One redacted line on stderr, no traceback; the row keeps its attempts and what came back."""
-        message = clip(self.redact(f"evaluator error: {type(exc).__name__}: {one_line(exc)}"), MESSAGE_LIMIT)
+        """One redacted line on stderr, no traceback; the row keeps its attempts and the status that came back."""
+        answered = (
+            f"the server answered HTTP {outcome.last_status}; " if outcome.last_status is not None else ""
+        )
+        message = clip(
+            self.redact(f"evaluator error: {answered}{type(exc).__name__}: {one_line(exc)}"), MESSAGE_LIMIT
+        )
         log.error("error: %s (attempt %d)", message, outcome.attempts)
         outcome.retry_errors.append(
             RetryError(
                 attempt=outcome.attempts,
                 kind="evaluator_error",
                 message=message,
+                status_code=outcome.last_status,
                 at=utc_now(),
                 endpoint=endpoint.url if len(self.pool.endpoints) > 1 else None,
             )
