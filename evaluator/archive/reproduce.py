@@ -141,8 +141,10 @@ def reproduction_check(original: list[dict[str, Any]], new: list[dict[str, Any]]
     same_request = sum(
         1 for o, r in pairs if o.get("request_sha256") and o.get("request_sha256") == r.get("request_sha256")
     )
+    repeated = any(o.get("repeat") is not None for o, _ in pairs)  # --repeats: pairs are (question, repeat)
     return {
         "questions": len(pairs),
+        "unit": "responses (question, repeat)" if repeated else "questions",
         "original_correct": sum(1 for o in original if o.get("correct")),
         "reproduction_correct": sum(1 for r in new if r.get("correct")),
         "table": table,
@@ -160,7 +162,8 @@ def render_comparison(c: dict[str, Any], original: str, reproduction: str, table
     def pct(k: int) -> str:
         return f"{100 * k / n:.2f}%" if n else "n/a"
 
-    out = [f"## Reproduction of `{original}` as `{reproduction}` ({n} paired questions)", ""]
+    unit = c.get("unit", "questions")
+    out = [f"## Reproduction of `{original}` as `{reproduction}` ({n} paired {unit})", ""]
     if table:
         diff = (c["reproduction_correct"] - c["original_correct"]) / n * 100 if n else 0.0
         out += [
