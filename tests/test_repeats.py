@@ -200,3 +200,20 @@ def test_reproduce_of_a_seeded_repeated_run_is_identical_response_for_response(
     assert (
         "Byte-identical responses (response_text and reasoning_text): 8 / 8; differing: 0 / 8" in res.stdout
     )
+
+
+def test_compare_page_pairs_repeated_runs_response_by_response(server, doc_data: str, tmp_path: Path) -> None:
+    """`compare --html` of two repeated runs: one row per (question, repeat), each repeat against its own."""
+    server.set_config(seeded_replies=[f"<answer>{n}</answer>" for n in range(1, 10)])
+    roots = [tmp_path / f"run{seed}" for seed in (7, 8)]
+    for seed, root in zip((7, 8), roots, strict=True):
+        assert _evaluate(server, doc_data, root, "--seed", str(seed), "--repeats", str(K)).returncode == 0
+        assert run_cli("score", "--run-root", str(root), "--no-report").returncode == 0
+    out = tmp_path / "c.html"
+    res = run_cli("compare", *map(str, roots), "--html", str(out))
+    assert res.returncode == 0, res.stderr
+    html = out.read_text()
+    assert html.count('<tr class="q ') == ROWS * K
+    for s in (f"doc-{i:04d}" for i in range(ROWS)):
+        for r in range(K):
+            assert f'id="q-{s}-r{r}"' in html and f"{s} · repeat {r}" in html

@@ -6,6 +6,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from evaluator.core.keys import record_key
 from evaluator.data.benchmarks.base import Benchmark
 from evaluator.report.base import (
     IMAGE_PX,
@@ -91,10 +92,11 @@ def _side_text(row: dict[str, Any] | None) -> str:
 def render_compare(ma: MergedRun, mb: MergedRun, page: PageData, names: tuple[str, str]) -> str:
     bench = ma.benchmark
     title = TITLES.get(bench.name, bench.name)
-    a_rows = {r["sample_id"]: r for r in ma.rows}
-    b_rows = {r["sample_id"]: r for r in mb.rows}
-    order = list(a_rows) + [sid for sid in b_rows if sid not in a_rows]
-    pairs = [(sid, a_rows.get(sid), b_rows.get(sid)) for sid in order]
+    # paired by (question, repeat): with --repeats each response meets its own counterpart
+    a_rows = {record_key(r): r for r in ma.rows}
+    b_rows = {record_key(r): r for r in mb.rows}
+    order = list(a_rows) + [k for k in b_rows if k not in a_rows]
+    pairs = [(k[0], a_rows.get(k), b_rows.get(k)) for k in order]
     verdicts = Counter(verdict_of(a, b) for _, a, b in pairs)
     na, nb = names
     body = ['<header class="top">', f"<h1>{_e(title)} · A: {_e(na)} vs B: {_e(nb)}</h1>"]
@@ -235,15 +237,17 @@ def _compare_row(i: int, sid: str, a: Any, b: Any, page: PageData, bench: Benchm
     correct = bool(a and a.get("correct")) and bool(b and b.get("correct"))
     caption = f"{sid} · truth {any_row.get('ground_truth')}"
     truth = any_row.get("ground_truth") if any_row.get("ground_truth") is not None else "–"
+    repeat = any_row.get("repeat")
+    anchor, shown = (sid, sid) if repeat is None else (f"{sid}-r{repeat}", f"{sid} · repeat {repeat}")
     return (
-        f'<tr class="q {"right" if correct else "wrong"}" id="q-{_e(sid)}" data-sid="{_e(sid)}"'
+        f'<tr class="q {"right" if correct else "wrong"}" id="q-{_e(anchor)}" data-sid="{_e(sid)}"'
         f' data-f-verdict="{_e(_members(members))}"'
         f' data-f-status-a="|{outcome(a) if a else "absent"}|" data-f-status-b="|{outcome(b) if b else "absent"}|"'
         f"{_group_attrs(bench, groups)}"
         f' data-s-order="{i}" data-s-rank="{VERDICT_RANK[v]}" data-s-gap="{"" if gap is None else gap}">'
         f'<td class="idx">{i + 1}</td><td>{_thumb(page, sid, caption)}</td>'
         f'<td><div class="cls">{_group_text(bench, groups)}</div>{_question_html(page, sid)}'
-        f'<div class="sid mono">{_e(sid)}</div></td>'
+        f'<div class="sid mono">{_e(shown)}</div></td>'
         f'<td class="num">{_e(truth)}</td>'
         f"<td>{_side_cell(a, bench)}</td><td>{_side_cell(b, bench)}</td>"
         f'<td><span class="agree-{v}">{_e(VERDICTS[v])}</span></td>'
