@@ -44,8 +44,7 @@ def merged(
     config = {"benchmark": "doccount", "model": model, "endpoint": url, "endpoints": [url]}
     if repeats > 1:
         config["repeats"] = repeats
-    rc = RunConfig(benchmark="doccount", model=model, endpoint=url, endpoints=[url])
-    return MergedRun(Path("."), config, rc, get_benchmark("doccount"), [], rows, {})
+    return MergedRun(Path("."), RunConfig.from_dict(config), get_benchmark("doccount"), [], rows, {})
 
 
 def board(*runs: tuple[str, list[dict[str, Any]]], **kw: Any) -> dict[str, Any]:

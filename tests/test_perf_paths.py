@@ -30,6 +30,7 @@ from evaluator.data.parquet import manifest_digest
 from evaluator.data.parsing import ANY_INTEGER, MAX_ANSWER_DIGITS, last_integer_fallback
 from evaluator.request.body import _URL_SLOT, build_body, canonical_json, request_bytes
 from evaluator.runfolder.files import MERGED, PARTIAL, done_sample_ids, read_jsonl
+from evaluator.runfolder.runconfig import RunConfig
 from evaluator.runfolder.selection import done_keys, record_key, record_problem
 from evaluator.scoring import select as scoring_select
 from evaluator.scoring import write as scoring_write
@@ -374,9 +375,11 @@ def test_scoring_fast_paths_agree_with_the_plain_code(benchmark, entries, record
         plain_latest, plain_counts, plain_warnings = _plain_select(report.records, manifest, config)
         if "foreign" in plain_counts or "none_belongs" in plain_counts:
             with pytest.raises(scoring.ScoreError):
-                scoring_select._select_records(report, manifest, config, warnings)
+                scoring_select._select_records(report, manifest, RunConfig.from_dict(config), warnings)
             return
-        latest, counts = scoring_select._select_records(report, manifest, config, warnings)
+        latest, counts = scoring_select._select_records(
+            report, manifest, RunConfig.from_dict(config), warnings
+        )
         assert list(latest.items()) == list(plain_latest.items())
         assert counts == plain_counts
         assert len(warnings) == len(plain_warnings) + (1 if counts["sample_ids_outside"] else 0)

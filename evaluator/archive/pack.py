@@ -104,12 +104,10 @@ def _check_scores_current(root: Path, run_dir: str, entries: dict[str, bytes]) -
     return summary
 
 
-def _collect_prompts(config: dict[str, Any], entries: dict[str, bytes], recorded: dict[str, str]) -> None:
-    prompts = config.get("prompts") or {}
-    if not isinstance(prompts, dict):
-        raise ArchiveError(f"{CONFIG} has a malformed `prompts` entry")
+def _collect_prompts(config: RunConfig, entries: dict[str, bytes], recorded: dict[str, str]) -> None:
+    prompts = config.prompts  # a malformed `prompts` entry is refused by the type (RunConfigError)
     folder = prompts_dir()
-    commit = (config.get("environment") or {}).get("git_commit")
+    commit = config.environment.get("git_commit")
     for name, expected in sorted(prompts.items()):
         path = folder / name
         if not path.is_file():
@@ -129,9 +127,9 @@ def _collect_prompts(config: dict[str, Any], entries: dict[str, bytes], recorded
 
 
 def _collect_bundle(
-    config: dict[str, Any], bundle_root: Path, entries: dict[str, bytes], recorded: dict[str, str]
+    config: RunConfig, bundle_root: Path, entries: dict[str, bytes], recorded: dict[str, str]
 ) -> dict[str, str]:
-    containers = (config.get("environment") or {}).get("containers") or {}
+    containers = config.environment.get("containers") or {}
     missing: dict[str, str] = {}
     for name, env in BUNDLE_FILES.items():
         path = bundle_root / name
@@ -168,9 +166,12 @@ def _manifest_samples(data: bytes) -> list[dict[str, Any]]:
 
 def _typed(config: dict[str, Any], root: Path) -> RunConfig:
     try:
-        return RunConfig.from_dict(config)
+        typed = RunConfig.from_dict(config)
     except RunConfigError as exc:
         raise ArchiveError(f"{root}/{CONFIG}: {exc}; the run folder is damaged") from None
+    if typed.benchmark not in REGISTRY or not typed.model:
+        raise ArchiveError(f"{root}/{CONFIG} names no known benchmark or no model; the run folder is damaged")
+    return typed
 
 
 def dataset_record(config: RunConfig, manifest_bytes: bytes) -> dict[str, Any]:
@@ -190,17 +191,17 @@ def dataset_record(config: RunConfig, manifest_bytes: bytes) -> dict[str, Any]:
     }
 
 
-def environment_record(config: dict[str, Any]) -> dict[str, Any]:
-    env = config.get("environment") or {}
+def environment_record(config: RunConfig) -> dict[str, Any]:
+    env = config.environment
     containers = env.get("containers") or {}
     return {
         "run": env,
         "images": {k: containers.get(k) for k in ("DOCCOUNT_IMAGE_EVAL", "DOCCOUNT_IMAGE_VLLM")},
-        "backend": config.get("backend"),
-        "endpoint": config.get("endpoint"),
-        "endpoints": config.get("endpoints") or ([config["endpoint"]] if config.get("endpoint") else []),
-        "server": config.get("server"),
-        **({"servers": config["servers"]} if config.get("servers") else {}),
+        "backend": config.backend,
+        "endpoint": config.endpoint,
+        "endpoints": config.endpoints or ([config.endpoint] if config.endpoint else []),
+        "server": config.server,
+        **({"servers": config.servers} if config.servers else {}),
         "archived_with": {"evaluator_version": evaluator.__version__, "format_version": FORMAT_VERSION},
     }
 
@@ -241,7 +242,7 @@ def _check_paths(root: Path, output: Path) -> None:
 def _index(
     run_name: str,
     run_dir: str,
-    config: dict[str, Any],
+    config: RunConfig,
     entries: dict[str, bytes],
     recorded: dict[str, str],
     missing: dict[str, str],
@@ -258,8 +259,8 @@ def _index(
         "format_version": FORMAT_VERSION,
         "run_name": run_name,
         "run_dir": run_dir,
-        "benchmark": config.get("benchmark"),
-        "model": config.get("model"),
+        "benchmark": config.benchmark,
+        "model": config.model,
         "entries": {
             name: {
                 "bytes": len(entries[name]),
@@ -293,16 +294,15 @@ def create_archive(
 
     entries: dict[str, bytes] = {}
     _collect_run(root, run_dir, entries, output)
-    config = _read_json_bytes(entries[f"{run_dir}/{CONFIG}"], f"{root}/{CONFIG}")
-    if config.get("benchmark") not in REGISTRY or not config.get("model"):
-        raise ArchiveError(f"{root}/{CONFIG} names no known benchmark or no model; the run folder is damaged")
+    raw = _read_json_bytes(entries[f"{run_dir}/{CONFIG}"], f"{root}/{CONFIG}")
+    config = _typed(raw, root)
     summary = _check_scores_current(root, run_dir, entries)
     recorded: dict[str, str] = {}
     _collect_prompts(config, entries, recorded)
     missing = _collect_bundle(config, bundle, entries, recorded)
-    entries[DATASET] = json_bytes(dataset_record(_typed(config, root), entries[f"{run_dir}/{MANIFEST}"]))
+    entries[DATASET] = json_bytes(dataset_record(config, entries[f"{run_dir}/{MANIFEST}"]))
     entries[ENVIRONMENT] = json_bytes(environment_record(config))
-    entries[REPRODUCE] = utf8_text(reproduce_md(config, run_name, summary, missing))
+    entries[REPRODUCE] = utf8_text(reproduce_md(raw, run_name, summary, missing))
     index = _index(run_name, run_dir, config, entries, recorded, missing)
     entries[INDEX] = json_bytes(index)
     hits = secret_hits(entries, secret)

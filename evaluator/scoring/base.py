@@ -53,8 +53,7 @@ class MergedRun:
     """One run folder merged: rows (one per question, manifest order) and the summary computed from them."""
 
     run_root: Path
-    config: dict[str, Any]  # run_config.json as read (the summary copies fields from it)
-    run_config: RunConfig  # the same, typed: what other readers (compare, report) use
+    run_config: RunConfig  # run_config.json, typed: every reader (summary, compare, report) goes through it
     benchmark: Benchmark
     manifest: list[ManifestEntry]
     rows: list[dict[str, Any]]

@@ -145,7 +145,7 @@ def compare_runs(
     warnings: list[str] = []
     for lab, run in zip(labels, runs, strict=True):
         warnings += [f"{lab}: {w}" for w in run.warnings]
-    ks = [run_repeats(run.config) for run in runs]
+    ks = [run_repeats(run.run_config) for run in runs]
     qrows = [question_rows(run.rows, k) for run, k in zip(runs, ks, strict=True)]  # one row per question
     common = _question_sets(qrows, labels, intersect, warnings)
     rows_by_run = _aligned_rows(qrows, common)

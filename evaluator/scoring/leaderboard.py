@@ -58,7 +58,7 @@ def build_leaderboard(
         raise ScoreError(
             f"the runs are on different benchmarks ({', '.join(sorted(benches))}); one per board"
         )
-    qrows = {r.name: question_rows(r.merged.rows, run_repeats(r.merged.config)) for r in runs}
+    qrows = {r.name: question_rows(r.merged.rows, run_repeats(r.merged.run_config)) for r in runs}
     columns = group_columns(runs[0].merged.benchmark, list(qrows.values()))
     entries = [
         run_entry(r, qrows[r.name], columns, (pricing or {}).get(str(r.merged.run_config.model)))
@@ -85,7 +85,7 @@ def run_entry(
 ) -> dict[str, Any]:
     """One run's row over its own question set."""
     m = run.merged
-    k = run_repeats(m.config)
+    k = run_repeats(m.run_config)
     responses = responses_of(qrows)
     per_group: dict[str, dict[str, Any]] = {}
     for name, value in columns:

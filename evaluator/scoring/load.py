@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from evaluator.data.benchmarks import REGISTRY
 from evaluator.data.benchmarks.base import ManifestEntry
@@ -14,8 +13,8 @@ from evaluator.runfolder.runconfig import RunConfig, RunConfigError
 from evaluator.scoring.base import ScoreError
 
 
-def _load_config(run_root: Path) -> tuple[dict[str, Any], RunConfig]:
-    """run_config.json as read, and typed (wrong field types refused in one line)."""
+def _load_config(run_root: Path) -> RunConfig:
+    """run_config.json, typed (wrong field types refused in one line; absent newer fields take their defaults)."""
     if not run_root.exists():
         raise ScoreError(
             f"run folder {run_root} does not exist; pass the folder that evaluate wrote (runs/<name>)"
@@ -37,10 +36,11 @@ def _load_config(run_root: Path) -> tuple[dict[str, Any], RunConfig]:
         typed = RunConfig.from_dict(config)
     except RunConfigError as exc:
         raise ScoreError(f"{path}: {exc}; the run folder is damaged") from None
-    name = config.get("benchmark")
-    if name not in REGISTRY:
-        raise ScoreError(f"{path} names benchmark {name!r}; expected one of {', '.join(sorted(REGISTRY))}")
-    return config, typed
+    if typed.benchmark not in REGISTRY:
+        raise ScoreError(
+            f"{path} names benchmark {typed.benchmark!r}; expected one of {', '.join(sorted(REGISTRY))}"
+        )
+    return typed
 
 
 def _load_manifest(run_root: Path, lenient: set[str] | None = None) -> list[ManifestEntry]:
@@ -51,10 +51,8 @@ def _load_manifest(run_root: Path, lenient: set[str] | None = None) -> list[Mani
         raise ScoreError(str(exc)) from None
 
 
-def _check_manifest_digest(
-    config: dict[str, Any], manifest: list[ManifestEntry], warnings: list[str]
-) -> dict:
-    data = config.get("data") if isinstance(config.get("data"), dict) else {}
+def _check_manifest_digest(config: RunConfig, manifest: list[ManifestEntry], warnings: list[str]) -> dict:
+    data = config.data
     selection = data.get("selection") if isinstance(data.get("selection"), dict) else {}
     expected = selection.get("manifest_sha256")
     actual = manifest_digest(manifest)

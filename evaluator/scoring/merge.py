@@ -13,6 +13,7 @@ from evaluator.core.values import is_int
 from evaluator.data.benchmarks import get_benchmark
 from evaluator.data.benchmarks.base import Benchmark, ManifestEntry
 from evaluator.runfolder.files import MANIFEST, PARTIAL, gc_paused, parse_jsonl
+from evaluator.runfolder.runconfig import RunConfig
 from evaluator.scoring.base import MergedRun, ScoreError, outcome_of
 from evaluator.scoring.load import _check_manifest_digest, _load_config, _load_manifest
 from evaluator.scoring.metrics import summarize
@@ -21,15 +22,15 @@ from evaluator.scoring.select import _select_records
 
 
 def _missing_row(
-    entry: ManifestEntry, benchmark: Benchmark, config: dict[str, Any], repeat: int | None = None
+    entry: ManifestEntry, benchmark: Benchmark, config: RunConfig, repeat: int | None = None
 ) -> dict[str, Any]:
     row: dict[str, Any] = {
         "sample_id": entry.sample_id,
         "benchmark": benchmark.name,
         "groups": entry.groups,
         "ground_truth": entry.ground_truth,
-        "model": config.get("model"),
-        "backend": config.get("backend"),
+        "model": config.model,
+        "backend": config.backend,
         "status": "missing",
         "response_text": None,
         "parsed_answer": None,
@@ -49,7 +50,7 @@ def _merge_rows(
     manifest: list[ManifestEntry],
     latest: dict[Key, dict[str, Any]],
     benchmark: Benchmark,
-    config: dict[str, Any],
+    config: RunConfig,
     warnings: list[str],
 ) -> list[dict[str, Any]]:
     """One row per manifest entry (with --repeats K: K rows, repeats in order). Ground truth and groups come
@@ -90,14 +91,14 @@ def merge_run(run_root: Path) -> MergedRun:
 
 
 def _merge_run(run_root: Path) -> MergedRun:
-    config, run_config = _load_config(run_root)
-    benchmark = get_benchmark(config["benchmark"])
+    config = _load_config(run_root)
+    benchmark = get_benchmark(config.benchmark)
     lenient: set[str] = set()  # sample ids whose manifest line only json.loads could read
     lenient_keys: set[Key] = set()  # (sample id, repeat) whose record line only json.loads could read
     manifest = _load_manifest(run_root, lenient)
     warnings: list[str] = []
     data_check = _check_manifest_digest(config, manifest, warnings)
-    full = (config.get("data") or {}).get("questions") if isinstance(config.get("data"), dict) else None
+    full = config.data.get("questions")
     if is_int(full) and full > len(manifest):
         warnings.append(
             f"this run covers {len(manifest)} of the {full} questions in the data (--limit): the score is over "
@@ -143,7 +144,7 @@ def _merge_run(run_root: Path) -> MergedRun:
         if lenient or lenient_keys
         else set()
     )
-    return MergedRun(run_root, config, run_config, benchmark, manifest, rows, summary, warnings, lenient_rows)
+    return MergedRun(run_root, config, benchmark, manifest, rows, summary, warnings, lenient_rows)
 
 
 # ----------------------------------------------------------------------------- metrics

@@ -12,6 +12,7 @@ from evaluator.data.benchmarks.base import Benchmark
 from evaluator.data.think import inline_think_count, inline_think_warnings
 from evaluator.request.ratelimit import rate_limit_stats
 from evaluator.runfolder.batches import run_batch_summary
+from evaluator.runfolder.runconfig import RunConfig
 from evaluator.scoring.base import (
     BENCHMARKS_WITH_ZERO_COUNTS,
     BUCKETS,
@@ -202,8 +203,8 @@ def fallback_diagnostic(benchmark: Benchmark, rows: list[dict[str, Any]]) -> dic
     }
 
 
-def _config_digest(config: dict[str, Any]) -> dict[str, Any]:
-    data = config.get("data") if isinstance(config.get("data"), dict) else {}
+def _config_digest(config: RunConfig) -> dict[str, Any]:
+    data = config.data
     keep = ("source", "dataset", "requested_revision", "revision", "pattern")
     return {
         "origin": {k: data[k] for k in keep if k in data},
@@ -215,7 +216,7 @@ def _config_digest(config: dict[str, Any]) -> dict[str, Any]:
 
 def summarize(
     run_root: Path,
-    config: dict[str, Any],
+    config: RunConfig,
     benchmark: Benchmark,
     rows: list[dict[str, Any]],
     data_check: dict[str, Any],
@@ -230,10 +231,10 @@ def summarize(
         "schema_version": SUMMARY_SCHEMA_VERSION,
         "benchmark": benchmark.name,
         "run_name": run_root.resolve().name,
-        "model": config.get("model"),
-        "backend": config.get("backend"),
-        "sampling": config.get("sampling"),
-        "retry_parse_failures": config.get("retry_parse_failures"),
+        "model": config.model,
+        "backend": config.backend,
+        "sampling": config.sampling,
+        "retry_parse_failures": config.retry_parse_failures,
         "data": {**_config_digest(config), **data_check, "questions": len(rows)},
         "inputs": inputs,
         "methods": _methods(),

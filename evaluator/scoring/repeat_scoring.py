@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from evaluator.data.benchmarks.base import Benchmark
+from evaluator.runfolder.runconfig import RunConfig
 from evaluator.scoring.base import group_keys
 from evaluator.scoring.repeats import (
     CLUSTER_BOOTSTRAP,
@@ -25,9 +26,10 @@ from evaluator.scoring.repeats import (
 from evaluator.scoring.stats import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED
 
 
-def run_repeats(config: dict[str, Any]) -> int:
-    """K of a run from its run_config.json (1 when not recorded)."""
-    k = config.get("repeats")
+def run_repeats(config: RunConfig) -> int:
+    """K of a run from its run_config.json (1 when not recorded). `repeats` is a setting RunConfig keeps
+    among its extra top-level keys (evaluator.runfolder.runconfig.EXTRA_IDENTITY_FIELDS)."""
+    k = config.extra.get("repeats")
     return k if isinstance(k, int) and not isinstance(k, bool) and k > 1 else 1
 
 

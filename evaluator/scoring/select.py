@@ -7,6 +7,7 @@ from typing import Any
 from evaluator.core.text import examples
 from evaluator.data.benchmarks.base import ManifestEntry
 from evaluator.runfolder.files import CONFIG, MANIFEST, PARTIAL, ReadReport
+from evaluator.runfolder.runconfig import RunConfig
 from evaluator.runfolder.selection import Key, latest_valid, record_key
 from evaluator.scoring.base import ScoreError
 
@@ -14,7 +15,7 @@ from evaluator.scoring.base import ScoreError
 def _select_records(
     report: ReadReport,
     manifest: list[ManifestEntry],
-    config: dict[str, Any],
+    config: RunConfig,
     warnings: list[str],
     lenient: set[Key] | None = None,
 ) -> tuple[dict[Key, dict[str, Any]], dict[str, int]]:
@@ -39,7 +40,7 @@ def _select_records(
     if foreign:
         raise ScoreError(
             f"{len(foreign)} record(s) in {PARTIAL} do not match this run's {CONFIG}/{MANIFEST} "
-            f"(model {config.get('model')!r}, benchmark {config.get('benchmark')!r}): {examples(foreign)}. "
+            f"(model {config.model!r}, benchmark {config.benchmark!r}): {examples(foreign)}. "
             "The records and the run configuration come from different runs or data; score the folder the "
             "records were written in, or move the foreign records out"
         )
@@ -62,11 +63,9 @@ def _select_records(
     return latest, counts
 
 
-def _foreign(
-    valid: list[dict[str, Any]], by_id: dict[str, ManifestEntry], config: dict[str, Any]
-) -> list[str]:
+def _foreign(valid: list[dict[str, Any]], by_id: dict[str, ManifestEntry], config: RunConfig) -> list[str]:
     """Valid records of the question set made for another image, benchmark or model, described."""
-    run_benchmark, run_model = config.get("benchmark"), config.get("model")
+    run_benchmark, run_model = config.benchmark, config.model
     foreign: list[str] = []
     for rec in valid:
         entry = by_id.get(rec["sample_id"])
