@@ -15,11 +15,9 @@ import signal
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from evaluator.core.keys import Key, unit_keys
 from evaluator.core.text import utc_now
-from evaluator.data.benchmarks.base import ManifestEntry
 from evaluator.data.parquet import DataSource
 from evaluator.evaluation.batch_files import (
     BatchContext,
@@ -29,6 +27,7 @@ from evaluator.evaluation.batch_files import (
     validation_records,
     write_inputs,
 )
+from evaluator.evaluation.plan import RunPlan
 from evaluator.request.batch_api import BatchAPI, BatchAPIError, BatchInfo, BatchUnsupported
 from evaluator.request.client import make_client
 from evaluator.request.endpoint import EndpointError
@@ -188,19 +187,10 @@ def still_running(ctx: BatchContext) -> list[str]:
     return [e.batch_id for e in ctx.ledger.batches if e.state == "created" and e.batch_id]
 
 
-def send_batches(
-    settings: Any,
-    source: DataSource,
-    root: Path,
-    folder: list[ManifestEntry],
-    selection: list[ManifestEntry],
-    overwrite: bool,
-    quiet: bool,
-    max_mb: float,
-    poll_s: float,
-) -> int:
+def send_batches(plan: RunPlan, max_mb: float, poll_s: float) -> int:
     """`doccount-evaluate --batch` once the run folder is prepared: send, poll, collect; the exit code."""
-    ctx = batch_context(settings, root, folder, max_mb)
+    settings, root, selection = plan.settings, plan.root, plan.selection
+    ctx = batch_context(settings, root, plan.folder, max_mb)
     done, _ = done_keys(root)
     units = unit_keys((e.sample_id for e in selection), settings.repeats)
     client = make_client(settings.base_url, settings.api_key, settings.timeout_s, 4)
@@ -213,7 +203,9 @@ def send_batches(
         + f" | run folder {root}",
         file=sys.stderr,
     )
-    run = BatchRun(ctx, api, source, units, set() if overwrite else done, poll_s, BatchProgress(not quiet))
+    run = BatchRun(
+        ctx, api, plan.source, units, set() if plan.overwrite else done, poll_s, BatchProgress(not plan.quiet)
+    )
     try:
         interrupted = run_batches(run)
     except BatchUnsupported as exc:

@@ -19,8 +19,8 @@ from evaluator.core.secrets import Redactor
 from evaluator.core.text import utc_now
 from evaluator.data.benchmarks import get_benchmark
 from evaluator.data.benchmarks.base import ManifestEntry
-from evaluator.data.parquet import DataSource
 from evaluator.evaluation.batch_files import batch_context, results_of, settle_entry, write_inputs
+from evaluator.evaluation.plan import RunPlan
 from evaluator.evaluation.runner import EvalSettings
 from evaluator.request.batch_api import BatchAPI
 from evaluator.request.client import make_client
@@ -38,20 +38,14 @@ from evaluator.runfolder.runconfig import RunConfig, load_run_config
 OFFLINE_PREFIX = "prepared"
 
 
-def prepare_files(
-    settings: EvalSettings,
-    source: DataSource,
-    root: Path,
-    folder: list[ManifestEntry],
-    selection: list[ManifestEntry],
-    max_mb: float,
-) -> int:
+def prepare_files(plan: RunPlan, max_mb: float) -> int:
     """Write input files for the selected rows not done and not in a file still to collect; print each."""
-    ctx = batch_context(settings, root, folder, max_mb)
+    settings, source, root = plan.settings, plan.source, plan.root
+    ctx = batch_context(settings, root, plan.folder, max_mb)
     done, _ = done_keys(root)
     skip = done | keys_in_flight(ctx.ledger)
     wanted: dict[str, list[int]] = {}
-    for sid, r in unit_keys((e.sample_id for e in selection), settings.repeats):
+    for sid, r in unit_keys((e.sample_id for e in plan.selection), settings.repeats):
         if (sid, r) not in skip:
             wanted.setdefault(sid, []).append(r)
 

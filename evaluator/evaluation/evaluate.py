@@ -33,6 +33,7 @@ from evaluator.evaluation.data_check import (
 )
 from evaluator.evaluation.options import EvaluateOptions
 from evaluator.evaluation.orphan import stop_when_orphaned
+from evaluator.evaluation.plan import RunPlan
 from evaluator.request.body import RequestBuildError, validate_extra_body
 from evaluator.request.endpoint import VLLM_DEFAULT_BASE_URL, EndpointError, normalize_base_url
 from evaluator.request.retry import RetryPolicy
@@ -176,9 +177,10 @@ def evaluate(opts: EvaluateOptions, check_only: bool = False, batch_prepare: boo
         asked = servers.result() if servers is not None else {}
         config = fresh_run_config(settings, shape_preset, source, manifest, selection, asked)
         folder = prepare_folder(root, config, manifest, selection)
+        plan = RunPlan(settings, source, root, folder, selection, opts.overwrite, opts.quiet)
         if batch_prepare or opts.batch:
-            return send_as_batches(opts, settings, source, root, folder, selection, batch_prepare)
-        return send_pending(settings, source, root, folder, selection, opts.overwrite, opts.quiet)
+            return send_as_batches(opts, plan, batch_prepare)
+        return send_pending(plan)
 
 
 def batch_settings(opts: EvaluateOptions, prepare: bool) -> dict[str, Any] | None:
@@ -190,33 +192,15 @@ def batch_settings(opts: EvaluateOptions, prepare: bool) -> dict[str, Any] | Non
     return None
 
 
-def send_as_batches(
-    opts: EvaluateOptions,
-    settings: Any,
-    source: DataSource,
-    root: Path,
-    folder: list[ManifestEntry],
-    selection: list[ManifestEntry],
-    prepare: bool,
-) -> int:
+def send_as_batches(opts: EvaluateOptions, plan: RunPlan, prepare: bool) -> int:
     """--batch (the provider's Batch API) or `batch prepare` (input files for vllm run-batch)."""
     if prepare:
         from evaluator.evaluation.batch_offline import prepare_files
 
-        return prepare_files(settings, source, root, folder, selection, opts.batch_max_mb)
+        return prepare_files(plan, opts.batch_max_mb)
     from evaluator.evaluation.batch import send_batches
 
-    return send_batches(
-        settings,
-        source,
-        root,
-        folder,
-        selection,
-        opts.overwrite,
-        opts.quiet,
-        opts.batch_max_mb,
-        opts.batch_poll_s,
-    )
+    return send_batches(plan, opts.batch_max_mb, opts.batch_poll_s)
 
 
 def endpoint_access(opts: EvaluateOptions) -> tuple[list[str], str | None]:
@@ -297,16 +281,15 @@ def fresh_run_config(
     )
 
 
-def send_pending(
-    settings: Any,
-    source: DataSource,
-    root: Path,
-    folder: list[ManifestEntry],
-    selection: list[ManifestEntry],
-    overwrite: bool,
-    quiet: bool,
-) -> int:
+def send_pending(plan: RunPlan) -> int:
     """Send this run's selected questions that are not done yet; report and return the exit code."""
+    settings, source, root, folder, selection = (
+        plan.settings,
+        plan.source,
+        plan.root,
+        plan.folder,
+        plan.selection,
+    )
     from evaluator.evaluation.runner import Evaluator, Progress, RunStopped, run_with_signals
     from evaluator.request.breaker import BudgetReached, EndpointDown
 
@@ -315,7 +298,7 @@ def send_pending(
         click.echo(
             "note: the last record line was torn by an earlier crash; that row will be re-evaluated", err=True
         )
-    skip = set() if overwrite else done
+    skip = set() if plan.overwrite else done
     repeats = settings.repeats
     units = len(selection) * repeats
     pending = sum(1 for e in selection for r in range(repeats) if (e.sample_id, r) not in skip)
@@ -327,7 +310,7 @@ def send_pending(
         err=True,
     )
     ev = Evaluator(settings, RecordWriter(root))
-    progress = Progress(pending, enabled=not quiet)
+    progress = Progress(pending, enabled=not plan.quiet)
     try:
         stats = asyncio.run(run_with_signals(ev, source, selection, skip, progress))
     except (EndpointDown, RunStopped) as exc:
