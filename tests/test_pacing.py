@@ -202,3 +202,20 @@ def test_the_opening_on_a_fast_endpoint_meets_few_refusals(case: dict, announced
     r = simulate(ep, 80)
     assert r.rows == 80
     assert r.refused <= case["burst"] + case["rps"] * 1.0, r
+
+
+def test_answers_that_never_come_do_not_hold_the_window_shut_after_the_ramp() -> None:
+    """Two fast answers, then two requests that hang (a stuck reply) as the ramp's last two: the window
+    grows only on answers, so it must leave a slot past what is in flight (it stalled here at 2 of 4)."""
+    clock = [0.0]
+    gate = Gate(ceiling=4, clock=lambda: clock[0])
+    now = probe(gate, 0.005)
+    for _ in range(2):  # fast rows: answered within a few ms
+        clock[0] = gate.reserve(max(now, clock[0]))
+        gate.release()
+        clock[0] += 0.005
+        gate.succeeded(clock[0] - 0.005, Limits(), None)
+    for _ in range(2):  # stuck rows: never answered
+        clock[0] = gate.reserve(clock[0])
+    assert gate.ramp is None and gate.active == 2
+    assert gate.open_slots >= 1 and gate.earliest(clock[0]) < float("inf")

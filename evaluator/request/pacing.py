@@ -162,7 +162,9 @@ class Gate:
             self.ramp_left -= 1
             if self.ramp_left <= 0:  # spent: from what is in flight, the window doubles per round trip
                 self.ramp, self.slow_start = None, True
-                self.window = max(1.0, float(self.active))
+                # one slot past what is in flight: answers that never come (a stuck request) must not
+                # hold the window shut, since it only grows when an answer arrives
+                self.window = float(min(self.ceiling, self.active + 1))
         if self.first_sent is None:
             self.first_sent = t
         if self.first_after_hold is None and t >= self.held_to:
