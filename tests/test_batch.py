@@ -250,9 +250,8 @@ def test_max_total_tokens_stops_new_batches(tmp_path: Path, emu: BatchEmulator, 
     assert "--max-total-tokens" in res.stderr
 
 
-def test_interrupt_then_cancel_then_rerun(tmp_path: Path, emu: BatchEmulator, data12: str) -> None:
-    emu.update_config(hold=True)
-    root = tmp_path / "c"
+def interrupt_batch_run(emu: BatchEmulator, data: str, root: Path) -> str:
+    """`evaluate --batch` in the background, Ctrl-C once its first batch is in progress; its stderr."""
     cmd = [
         sys.executable,
         "-m",
@@ -263,13 +262,20 @@ def test_interrupt_then_cancel_then_rerun(tmp_path: Path, emu: BatchEmulator, da
         "--base-url",
         emu.base_url,
     ]
-    cmd += ["--data-files", data12, "--run-root", str(root), "--batch", *FAST]
+    cmd += ["--data-files", data, "--run-root", str(root), "--batch", *FAST]
     proc = subprocess.Popen(cmd, env=clean_env(), cwd=str(REPO), stderr=subprocess.PIPE, text=True)
     emu.wait_until(lambda s: s["batches"] and s["batches"][0]["status"] == "in_progress")
     time.sleep(0.2)
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == 130, err
+    return err
+
+
+def test_interrupt_then_cancel_then_rerun(tmp_path: Path, emu: BatchEmulator, data12: str) -> None:
+    emu.update_config(hold=True)
+    root = tmp_path / "c"
+    err = interrupt_batch_run(emu, data12, root)
     assert "doccount batch cancel" in err and emu.snapshot()["batches"][0]["id"] in err
     res = run_cli("batch", "cancel", "--run-root", str(root))
     assert res.returncode == 0, res.stderr
@@ -349,22 +355,7 @@ def test_collect_takes_a_providers_output_file_downloaded_by_hand(
 ) -> None:
     emu.update_config(hold=True)
     root = tmp_path / "h"
-    cmd = [
-        sys.executable,
-        "-m",
-        "evaluator.cli",
-        "evaluate",
-        "--model",
-        "test-model",
-        "--base-url",
-        emu.base_url,
-    ]
-    cmd += ["--data-files", data12, "--run-root", str(root), "--batch", *FAST]
-    proc = subprocess.Popen(cmd, env=clean_env(), cwd=str(REPO), stderr=subprocess.PIPE, text=True)
-    emu.wait_until(lambda s: s["batches"] and s["batches"][0]["status"] == "in_progress")
-    time.sleep(0.2)
-    proc.send_signal(signal.SIGINT)
-    proc.communicate(timeout=30)
+    interrupt_batch_run(emu, data12, root)
     emu.release()
     done = emu.wait_until(lambda s: s["batches"][0]["status"] == "completed")["batches"][0]
     out = tmp_path / "downloaded.jsonl"

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import REPO, clean_env
+from conftest import REPO, clean_env, run_cli
 from datagen import doccount_reply, doccount_rows, write_doccount
 from openai_test_server import TestServer
 from provider_emulators import AnthropicCompat, GeminiCompat, Moonshot, OpenAIReasoning, ProviderEmulator
@@ -34,14 +34,8 @@ KEYS = {
 def sweep_cli(
     *args: str, env: dict[str, str] | None = None, timeout: float = 200
 ) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "evaluator.cli", *args],
-        capture_output=True,
-        text=True,
-        env=clean_env(**(env or {})),
-        cwd=str(REPO),
-        timeout=timeout,
-    )
+    """conftest's run_cli with the longer bound a whole sweep needs."""
+    return run_cli(*args, env=env, timeout=timeout)
 
 
 def run_block(name: str, model: str, url: str, key_env: str | None, extra: str = "") -> str:
@@ -214,28 +208,40 @@ def test_a_run_added_a_repeat_added_and_changed_settings(tmp_path: Path, data: s
         assert [r for r in ms.requests()[n:] if r["path"].endswith("/completions")] == []
 
 
+def two_run_sweep(tmp_path: Path, srv: TestServer, name: str, second_key: str | None) -> tuple[Path, Path]:
+    """A sweep file of two one-at-a-time runs, one (OPENAI_KEY) and two, on one test server: (file, root)."""
+    text = header(str(tmp_path / "data" / "*.parquet"), name).replace("concurrency = 2", "concurrency = 1")
+    text += run_block("one", "m1", srv.base_url, "OPENAI_KEY") + run_block(
+        "two", "m2", srv.base_url, second_key
+    )
+    sweep_file = tmp_path / "s.toml"
+    sweep_file.write_text(text)
+    return sweep_file, tmp_path / "runs"
+
+
+def start_sweep(sweep_file: Path, root: Path, **popen: Any) -> subprocess.Popen:
+    cmd = [sys.executable, "-m", "evaluator.cli", "sweep", str(sweep_file), "--run-root", str(root)]
+    return subprocess.Popen(cmd, env=clean_env(**KEYS), cwd=str(REPO), **popen)
+
+
+def wait_for_rows(partials: list[Path], rows: int, proc: subprocess.Popen) -> None:
+    """Until each run folder has recorded `rows` rows (the sweep still running)."""
+    deadline = time.monotonic() + 60
+    while not all(p.is_file() and p.read_text().count("\n") >= rows for p in partials):
+        assert time.monotonic() < deadline and proc.poll() is None
+        time.sleep(0.05)
+
+
 def test_killed_sweep_resumes_without_resending_finished_rows(tmp_path: Path) -> None:
     rows = doccount_rows(6)
     write_doccount(tmp_path / "data" / "test-00000-of-00001.parquet", rows)
-    data = str(tmp_path / "data" / "*.parquet")
     with TestServer({"answers": doccount_reply(rows), "latency_s": 0.4}) as srv:
-        text = header(data, "kill").replace("concurrency = 2", "concurrency = 1")
-        text += run_block("one", "m1", srv.base_url, "OPENAI_KEY") + run_block(
-            "two", "m2", srv.base_url, "MOONSHOT_KEY"
+        sweep_file, root = two_run_sweep(tmp_path, srv, "kill", "MOONSHOT_KEY")
+        proc = start_sweep(
+            sweep_file, root, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
         )
-        sweep_file = tmp_path / "s.toml"
-        sweep_file.write_text(text)
-        root = tmp_path / "runs"
-        cmd = [sys.executable, "-m", "evaluator.cli", "sweep", str(sweep_file), "--run-root", str(root)]
-        proc = subprocess.Popen(
-            cmd, env=clean_env(**KEYS), cwd=str(REPO), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            start_new_session=True,
-        )  # fmt: skip
         partials = [root / "kill" / n / "responses.partial.jsonl" for n in ("one", "two")]
-        deadline = time.monotonic() + 60
-        while not all(p.is_file() and p.read_text().count("\n") >= 2 for p in partials):
-            assert time.monotonic() < deadline and proc.poll() is None
-            time.sleep(0.05)
+        wait_for_rows(partials, 2, proc)
         os.killpg(proc.pid, signal.SIGKILL)  # the sweep and its evaluate children, as a crash would
         proc.wait(10)
         done_before = {
@@ -256,29 +262,9 @@ def test_sigterm_stops_every_run_which_then_resumes(tmp_path: Path) -> None:
     rows = doccount_rows(6)
     write_doccount(tmp_path / "data" / "test-00000-of-00001.parquet", rows)
     with TestServer({"answers": doccount_reply(rows), "latency_s": 0.4}) as srv:
-        text = header(str(tmp_path / "data" / "*.parquet"), "term").replace(
-            "concurrency = 2", "concurrency = 1"
-        )
-        text += run_block("one", "m1", srv.base_url, "OPENAI_KEY") + run_block(
-            "two", "m2", srv.base_url, None
-        )
-        sweep_file = tmp_path / "s.toml"
-        sweep_file.write_text(text)
-        root = tmp_path / "runs"
-        cmd = [sys.executable, "-m", "evaluator.cli", "sweep", str(sweep_file), "--run-root", str(root)]
-        proc = subprocess.Popen(
-            cmd,
-            env=clean_env(**KEYS),
-            cwd=str(REPO),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        partial = root / "term" / "one" / "responses.partial.jsonl"
-        deadline = time.monotonic() + 60
-        while not (partial.is_file() and partial.read_text().count("\n") >= 1):
-            assert time.monotonic() < deadline and proc.poll() is None
-            time.sleep(0.05)
+        sweep_file, root = two_run_sweep(tmp_path, srv, "term", None)
+        proc = start_sweep(sweep_file, root, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        wait_for_rows([root / "term" / "one" / "responses.partial.jsonl"], 1, proc)
         proc.send_signal(signal.SIGTERM)  # the sweep only: it passes the stop on to its children
         _, err = proc.communicate(timeout=60)
         assert proc.returncode == 130, err
@@ -310,24 +296,9 @@ def test_children_stop_when_the_sweep_alone_is_killed(tmp_path: Path) -> None:
     rows = doccount_rows(8)
     write_doccount(tmp_path / "data" / "test-00000-of-00001.parquet", rows)
     with TestServer({"answers": doccount_reply(rows), "latency_s": 0.4}) as srv:
-        text = header(str(tmp_path / "data" / "*.parquet"), "orphan").replace(
-            "concurrency = 2", "concurrency = 1"
-        )
-        text += run_block("one", "m1", srv.base_url, "OPENAI_KEY") + run_block(
-            "two", "m2", srv.base_url, None
-        )
-        sweep_file = tmp_path / "s.toml"
-        sweep_file.write_text(text)
-        root = tmp_path / "runs"
-        cmd = [sys.executable, "-m", "evaluator.cli", "sweep", str(sweep_file), "--run-root", str(root)]
-        proc = subprocess.Popen(
-            cmd, env=clean_env(**KEYS), cwd=str(REPO), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-        )
-        partials = [root / "orphan" / n / "responses.partial.jsonl" for n in ("one", "two")]
-        deadline = time.monotonic() + 60
-        while not all(p.is_file() and p.read_text().count("\n") >= 1 for p in partials):
-            assert time.monotonic() < deadline and proc.poll() is None
-            time.sleep(0.05)
+        sweep_file, root = two_run_sweep(tmp_path, srv, "orphan", None)
+        proc = start_sweep(sweep_file, root, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wait_for_rows([root / "orphan" / n / "responses.partial.jsonl" for n in ("one", "two")], 1, proc)
         children = processes_naming(str(root / "orphan" / "one"))
         assert children, "the sweep's evaluate child for run one is not running"
         proc.kill()  # the sweep alone, by SIGKILL: its children are not told
