@@ -15,23 +15,35 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 import msgspec
 
-from evaluator.evaluation.sweep_secrets import looks_like_secret, secret_problem
+from evaluator.core.values import MAX_PRICE, is_price
+from evaluator.study.file_lines import LineIndex
+from evaluator.study.key_hints import unknown_key
+from evaluator.study.published_file import run_published
+from evaluator.study.secrets import looks_like_secret, secret_problem
+from evaluator.study.serve_file import RunServe, ServeTable, run_serve, serve_table
 
 try:
     import tomllib
 except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib  # type: ignore[no-redef]
 
-TOP_KEYS = ("name", "benchmark", "data_files", "dataset", "revision", "defaults", "pricing", "runs")
-RUN_KEYS = ("name", "model", "base_url", "api_key_env")  # besides evaluate options
-PRICE_KEYS = ("input", "output", "cached_input")
+TOP_KEYS = ("name", "benchmark", "data_files", "dataset", "revision", "defaults", "pricing", "serve", "runs")
+RUN_KEYS = (
+    "name",
+    "model",
+    "base_url",
+    "api_key_env",
+    "serve",
+    "served_model_name",
+    "published",
+)  # besides evaluate options
+PRICE_KEYS = ("input", "output", "cached_input", "batch_input", "batch_output")
 # evaluate options the sweep decides itself: the folder, the output, and re-sending finished rows
 SWEEP_OWNED = {
     "run_root": "the sweep puts each run in <run-root>/<sweep name>/<run name>",
@@ -66,6 +78,10 @@ class Price(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     input: float
     output: float
     cached_input: float | None = None
+    batch_input: float | None = (
+        None  # a --batch run's prices; default half the online ones (scoring.leaderboard)
+    )
+    batch_output: float | None = None
 
 
 class RunSpec(msgspec.Struct, frozen=True):
@@ -75,6 +91,8 @@ class RunSpec(msgspec.Struct, frozen=True):
     options: dict[str, Any]  # evaluate options by key (defaults merged), base_url and model included
     line: int | None  # of its name
     key_line: int | None  # of its api_key_env
+    serve: RunServe | None = None  # a run the sweep serves itself (no base_url)
+    published: dict[str, Any] | None = None  # the result it reproduces (shown on the leaderboard)
 
 
 class SweepSpec(msgspec.Struct, frozen=True):
@@ -84,6 +102,7 @@ class SweepSpec(msgspec.Struct, frozen=True):
     runs: list[RunSpec]
     pricing: dict[str, Price]
     raw: bytes = b""  # the file's bytes (no key can be in them: load_sweep refuses one)
+    serve: ServeTable = msgspec.field(default_factory=ServeTable)
 
 
 def option_specs(params: Iterable[Any]) -> dict[str, OptionSpec]:
@@ -107,54 +126,6 @@ def _checker(param: Any) -> Callable[[str], Any]:
             raise ValueError(getattr(exc, "message", None) or str(exc)) from None
 
     return check
-
-
-# ----------------------------------------------------------------------------- lines
-
-
-class LineIndex:
-    """Where keys are in the text: tomllib gives no positions, so the lines are scanned per table."""
-
-    _header = re.compile(r"^\s*(\[\[?)\s*([^\]]+?)\s*\]\]?\s*(?:#.*)?$")
-
-    def __init__(self, text: str) -> None:
-        self.lines = text.splitlines()
-        self.sections: list[tuple[tuple[str, ...], int, int]] = [((), 0, 0)]  # (table, index, first line)
-        counts: Counter[tuple[str, ...]] = Counter()
-        for no, line in enumerate(self.lines, start=1):
-            m = self._header.match(line)
-            if m:
-                table = tuple(_dotted(m.group(2)))
-                index = counts[table] if m.group(1) == "[[" else 0
-                counts[table] += m.group(1) == "[["
-                self.sections.append((table, index, no))
-
-    def line_of(self, table: tuple[str, ...], key: str | None = None, index: int = 0) -> int | None:
-        """The line of `key` in the table (the index-th of an array of tables); its header when not found."""
-        for n, (t, i, start) in enumerate(self.sections):
-            if t != table or i != index:
-                continue
-            end = self.sections[n + 1][2] - 1 if n + 1 < len(self.sections) else len(self.lines)
-            if key is not None:
-                pattern = re.compile(
-                    rf"^\s*(?:{re.escape(key)}|\"{re.escape(key)}\"|'{re.escape(key)}')\s*[=.]"
-                )
-                for no in range(start + 1, end + 1):
-                    if pattern.match(self.lines[no - 1]):
-                        return no
-                sub = self._subtable(table + (key,))  # a key given as a table header: [colour]
-                if sub:
-                    return sub
-            return start or None
-        return None
-
-    def _subtable(self, prefix: tuple[str, ...]) -> int | None:
-        return next((start for t, _, start in self.sections if t[: len(prefix)] == prefix), None)
-
-
-def _dotted(name: str) -> list[str]:
-    """The parts of a dotted TOML key, quotes removed: pricing."gpt-5.5" -> [pricing, gpt-5.5]."""
-    return [a or b or c.strip() for a, b, c in re.findall(r'"([^"]*)"|\'([^\']*)\'|([^.]+)', name)]
 
 
 # ----------------------------------------------------------------------------- reading
@@ -181,7 +152,8 @@ def load_sweep(path: Path, specs: Mapping[str, OptionSpec]) -> SweepSpec:
         _run(where, i, table, {**top, **defaults}, specs) for i, table in enumerate(_runs_list(where, data))
     ]
     _check_unique(where, runs)
-    return SweepSpec(name, str(path), hashlib.sha256(raw).hexdigest(), runs, pricing, raw)
+    serve = serve_table(where, data)
+    return SweepSpec(name, str(path), hashlib.sha256(raw).hexdigest(), runs, pricing, raw, serve)
 
 
 def _read(path: Path) -> bytes:
@@ -203,7 +175,7 @@ class _Where:
 def _check_keys(where: _Where, table: tuple[str, ...], data: dict, allowed: Iterable[str], what: str) -> None:
     for key in data:
         if key not in allowed:
-            raise where.fail(table, key, f"unknown key `{key}` in {what}; allowed: {', '.join(allowed)}")
+            raise where.fail(table, key, unknown_key(key, what, list(allowed)))
 
 
 def _table(where: _Where, table: tuple[str, ...], data: dict, key: str) -> dict[str, Any]:
@@ -236,8 +208,10 @@ def _pricing(where: _Where, table: dict[str, Any]) -> dict[str, Price]:
             raise where.fail(("pricing",), model, f'[pricing."{model}"] must be a table of USD per 1M tokens')
         _check_keys(where, here, price, PRICE_KEYS, f'[pricing."{model}"]')
         for key, value in price.items():
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-                raise where.fail(here, key, f"`{key}` must be a number >= 0 (USD per 1M tokens)")
+            if not is_price(value):
+                raise where.fail(
+                    here, key, f"`{key}` must be a finite number from 0 to {MAX_PRICE:g} (USD per 1M tokens)"
+                )
         if "input" not in price or "output" not in price:
             raise where.fail(
                 here, None, f'[pricing."{model}"] needs `input` and `output` (USD per 1M tokens)'
@@ -269,11 +243,21 @@ def _run(where: _Where, i: int, table: dict, inherited: dict, specs: Mapping[str
         raise where.fail(
             here, "api_key_env", f"run {name}: `api_key_env` {problem} and name that variable", i
         )
-    own = {k: v for k, v in table.items() if k not in ("name", "api_key_env")}
-    _check_options(where, here, i, own, specs)
+    serve = run_serve(where, i, name, table)
+    published = run_published(where, i, name, table)
+    own = {k: v for k, v in table.items() if k not in RUN_KEYS or k in ("model", "base_url")}
+    _check_options(where, here, i, own, specs, RUN_KEYS)
     options = {**inherited, **own}
-    if "base_url" not in options and options.get("backend") != "vllm":
-        raise where.fail(here, None, f'run {name} needs `base_url = "https://..."` (or backend = "vllm")', i)
+    if serve is not None:  # its server's URL is added when it is ready; requests name the served model
+        options = {"backend": "vllm", **options, "model": serve.served_name}
+        options.pop("base_url", None)
+    elif "base_url" not in options and options.get("backend") != "vllm":
+        raise where.fail(
+            here,
+            None,
+            f'run {name} needs `base_url = "https://..."`, `serve = {{...}}` or backend = "vllm"',
+            i,
+        )
     lines = where.lines
     return RunSpec(
         name,
@@ -282,6 +266,8 @@ def _run(where: _Where, i: int, table: dict, inherited: dict, specs: Mapping[str
         options,
         lines.line_of(here, "name", i),
         lines.line_of(here, "api_key_env", i),
+        serve,
+        published,
     )
 
 
@@ -295,7 +281,12 @@ def _check_unique(where: _Where, runs: list[RunSpec]) -> None:
 
 
 def _check_options(
-    where: _Where, table: tuple[str, ...], index: int, options: dict, specs: Mapping[str, OptionSpec]
+    where: _Where,
+    table: tuple[str, ...],
+    index: int,
+    options: dict,
+    specs: Mapping[str, OptionSpec],
+    own_keys: Iterable[str] = (),
 ) -> None:
     """Each key an evaluate option the sweep passes on, with a value evaluate accepts and no secret."""
     for key, value in options.items():
@@ -312,10 +303,11 @@ def _check_options(
             raise where.fail(table, key, f"`{key}` is set by the sweep: {SWEEP_OWNED[key]}", index)
         spec = specs.get(ALIASES.get(key, key))
         if spec is None:
-            close = ", ".join(sorted(k for k in specs if k not in SWEEP_OWNED))
-            raise where.fail(
-                table, key, f"unknown key `{key}`: not an evaluate option (options: {close})", index
+            options_ = sorted(
+                [*ALIASES, *(k for k in specs if k not in SWEEP_OWNED and k not in ALIASES.values())]
             )
+            what = {(): "the top level", ("defaults",): "[defaults]"}.get(table, f"run #{index + 1}")
+            raise where.fail(table, key, unknown_key(key, what, [*own_keys, *options_]), index)
         try:
             option_args(spec, value, key)
         except ValueError as exc:

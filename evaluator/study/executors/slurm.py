@@ -1,0 +1,327 @@
+"""The Slurm executor: one Slurm job per run, submitted with submitit, running the serve-and-evaluate unit.
+
+Each unit becomes a job asking that run's GPUs (`--gpus-per-node`, with `cpus_per_gpu` and `mem_per_gpu`
+scaled to them) on `[serve] partition` (and `account`, `qos`, `constraint`, `reservation`), for `time`,
+with the `setup` lines first. Inside the job, `run_in_job` runs `serve_and_evaluate` on the GPUs Slurm
+gave (CUDA_VISIBLE_DEVICES); the run folder must be on a file system the nodes share.
+
+- Adopt: job ids of an earlier invocation (sweep.json) whose jobs are still pending or running, for the
+  same task, are followed instead of submitted again; a run whose job ended early (time limit,
+  preemption, node failure, cancel) is submitted again and its folder resumes.
+- Keys: the task (what submitit pickles into the job folder) never holds one. sbatch exports the
+  submitting environment to the job, so it runs under `env -u NAME ...` without every credential-named
+  variable and every key variable of the sweep except the run's own: a remote-API run's key reaches
+  its job only through the job's environment (slurmctld keeps that in its root-only state folder).
+- Time limit: submitit asks Slurm for USR2 90 s before the limit (here: at most half the limit, so
+  it never comes before the job's Python is up) and, for a function that is not checkpointable,
+  fails the job then ("timed-out and not checkpointable"), killing a server that does not handle
+  USR2. The job ignores USR2 (so do the server and evaluate it starts), runs to its limit and ends
+  TIMEOUT, its rows recorded; the next sweep submits it again and it resumes.
+- Logs: submitit's folder is `runs/<sweep>/logs/slurm/<job id>/` (the batch script, the job's stdout and
+  stderr, the pickled task and result); `logs/<run>.job.out` and `.job.err` point at the latest job's.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from submitit.core.utils import FailedJobError, UncompletedJobError
+from submitit.slurm.slurm import SlurmExecutor as SubmititSlurm
+from submitit.slurm.slurm import SlurmJob
+
+from evaluator.study.executors.base import ExecutorError, PlanRow
+from evaluator.study.executors.slurm_queue import (
+    JobView,
+    describe,
+    job_result,
+    last_error_line,
+    read_queue,
+    rows_text,
+)
+from evaluator.study.secrets import SECRET_KEY_PARTS
+from evaluator.study.unit import CHILD_DROPS, UnitResult, UnitStatus, UnitTask, serve_and_evaluate
+
+REFRESH_S = 2.0  # one squeue (and sacct) call for all jobs at most this often
+TIME_RE = re.compile(r"^(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?$")
+
+
+def time_minutes(value: str) -> int:
+    """Slurm's time limit formats (M, M:S, H:M:S, D-H, D-H:M, D-H:M:S) in whole minutes, rounded up."""
+    m = TIME_RE.match(value.strip())
+    if not m:
+        raise ValueError(value)
+    days, a, b, c = m.groups()
+    if days is None:
+        # M, M:S or H:M:S
+        h, mi, s = (int(a), int(b), int(c)) if c is not None else (0, int(a), int(b or 0))
+    else:
+        h, mi, s = int(a), int(b or 0), int(c or 0)
+    seconds = (int(days or 0) * 24 + h) * 3600 + mi * 60 + s
+    return max(1, -(-seconds // 60))
+
+
+def mem_scaled(mem: Any, n: int) -> str:
+    """`mem_per_gpu` ("64G", 65536 MB as an integer) times `n`, for a job's --mem. Pure."""
+    m = re.match(r"^(\d+)([KMGT]?)B?$", str(mem).strip().upper())
+    if not m:
+        raise ValueError(mem)
+    return f"{int(m.group(1)) * n}{m.group(2) or 'M'}"
+
+
+def job_parameters(slurm: Mapping[str, Any], task: UnitTask, sweep_name: str) -> dict[str, Any]:
+    """submitit's SlurmExecutor parameters for one run's job. Pure."""
+    gpus = task.gpus
+    minutes = time_minutes(slurm.get("time", "01:00:00"))
+    params: dict[str, Any] = {
+        "job_name": f"doccount-{sweep_name}-{task.run}",
+        "time": minutes,
+        # submitit's USR2 comes 90 s before the limit; for a short limit that is at the job's start,
+        # before the job's Python can ignore it: then at most half the limit before it.
+        "signal_delay_s": min(90, minutes * 30),
+        "nodes": 1,
+        "ntasks_per_node": 1,
+        "setup": list(slurm.get("setup", [])),
+    }
+    if gpus:
+        params["gpus_per_node"] = gpus
+    if "cpus_per_gpu" in slurm:
+        params["cpus_per_task"] = slurm["cpus_per_gpu"] * max(1, gpus)
+    if "mem_per_gpu" in slurm:
+        params["mem"] = mem_scaled(slurm["mem_per_gpu"], max(1, gpus))
+    for key in ("partition", "account", "qos", "constraint"):
+        if slurm.get(key):
+            params[key] = slurm[key]
+    if slurm.get("reservation"):
+        params["additional_parameters"] = {"reservation": slurm["reservation"]}
+    return params
+
+
+def withheld_variables(env: Mapping[str, str], key_vars: Sequence[str], own_key: str | None) -> list[str]:
+    """Names a job must not inherit: every credential-named variable and the sweep's key variables
+    (MODEL_API_KEY, HF_TOKEN, ..._SECRET), except the run's own key variable. Pure."""
+    out = set(CHILD_DROPS) | set(key_vars)
+    for name in env:
+        if set(re.split(r"[_\-.]+", name.lower())) & SECRET_KEY_PARTS:
+            out.add(name)
+    out.discard(own_key or "")
+    return sorted(n for n in out if n)
+
+
+class _KeylessSubmitit(SubmititSlurm):
+    """submitit's executor whose sbatch runs without the withheld variables (their names only on argv)."""
+
+    withheld: Sequence[str] = ()
+
+    def _make_submission_command(self, submission_file_path: Path) -> list[str]:
+        unset = [a for name in self.withheld for a in ("-u", name)]
+        return ["env", *unset, *super()._make_submission_command(submission_file_path)]
+
+
+def run_in_job(task: UnitTask) -> UnitResult:
+    """The job's function: the unit on the GPUs Slurm gave, USR2 ignored (see the module's docstring)."""
+    signal.signal(signal.SIGUSR2, signal.SIG_IGN)  # inherited by the server and evaluate it starts
+    return serve_and_evaluate(task, env=dict(os.environ))
+
+
+def run_folder(task: UnitTask) -> Path:
+    args = task.evaluate_args
+    return Path(args[args.index("--run-root") + 1])
+
+
+class SlurmHandle:
+    """One run's job: polled through the executor's shared view of the queue."""
+
+    def __init__(self, job: SlurmJob, task: UnitTask, executor: SlurmExecutor, adopted: bool = False) -> None:
+        self.job, self.task, self.executor, self.adopted = job, task, executor, adopted
+        self.job_id: str | None = job.job_id
+        self.final: UnitStatus | None = None
+
+    def poll(self) -> UnitStatus | None:
+        if self.final is not None:
+            return self.final
+        view = self.executor.view(self.job.job_id)
+        rows = rows_text(run_folder(self.task))
+        if view.live or (view.state == "UNKNOWN" and not self.job.paths.result_pickle.exists()):
+            state, detail = describe(view, rows)
+            return UnitStatus(phase=state, detail=f"job {self.job.job_id}: {detail}")
+        self.final = UnitStatus(phase="finished", result=self.result(view, rows))
+        return self.final
+
+    def result(self, view: JobView, rows: str) -> UnitResult:
+        """The unit's own result when the job wrote one, else what Slurm says ended it."""
+        if self.job.paths.result_pickle.exists():
+            try:
+                result = self.job.result()
+                if isinstance(result, UnitResult):
+                    return result
+            except FailedJobError as exc:
+                return UnitResult(state="error", message=_last_line(str(exc), self.job.job_id))
+            except UncompletedJobError:
+                pass
+        why = last_error_line(self.job.paths.stderr) or ""
+        state = "interrupted" if view.state == "CANCELLED" and self.executor.cancelled else "failed"
+        message = f"Slurm job {self.job.job_id} ended {view.state} after {view.elapsed or '?'} ({rows} rows recorded)"
+        if view.state in ("TIMEOUT", "PREEMPTED", "NODE_FAIL", "CANCELLED", "BOOT_FAIL", "DEADLINE"):
+            message += ": a re-run submits it again and the folder resumes"
+        return UnitResult(state=state, message=f"{message}{'; ' + why if why else ''}")
+
+    def cancel(self) -> None:
+        self.job.cancel(check=False)
+
+
+def _last_line(trace: str, job_id: str) -> str:
+    lines = [ln.strip() for ln in trace.splitlines() if ln.strip() and not ln.startswith("-" * 5)]
+    errors = [ln for ln in lines if "Error" in ln or "error" in ln]
+    return f"Slurm job {job_id}: {(errors or lines or ['failed'])[-1][:300]}"
+
+
+class SlurmExecutor:
+    """Units as Slurm jobs (see the module docstring). `jobs`: each run's job id from sweep.json."""
+
+    name = "slurm"
+
+    def __init__(
+        self,
+        sweep: Any,
+        parallel: int,
+        env: Mapping[str, str],
+        jobs: Mapping[str, str | None] | None = None,
+        logs: Path | None = None,
+    ) -> None:
+        self.sweep, self.env = sweep, dict(env)
+        self.settings: dict[str, Any] = dict(sweep.serve.slurm)
+        self.key_vars = sorted({r.api_key_env for r in sweep.runs if r.api_key_env})
+        self.jobs = {k: v for k, v in (jobs or {}).items() if v}
+        self.logs = logs
+        self.handles: list[SlurmHandle] = []
+        self.views: dict[str, JobView] = {}
+        self.refreshed = float("-inf")
+        self.cancelled = False
+
+    # ----------------------------------------------------------------- plan time
+    def check(self, tasks: Sequence[UnitTask]) -> None:
+        per_node = self.settings.get("gpus_per_node")
+        try:
+            time_minutes(self.settings.get("time", "01:00:00"))
+        except ValueError:
+            raise ExecutorError(
+                f'[serve] time = "{self.settings.get("time")}" is not a Slurm time limit: '
+                'use "HH:MM:SS", "D-HH:MM:SS" or minutes, e.g. "04:00:00"'
+            ) from None
+        if "mem_per_gpu" in self.settings:
+            try:
+                mem_scaled(self.settings["mem_per_gpu"], 1)
+            except ValueError:
+                raise ExecutorError(
+                    f'[serve] mem_per_gpu = "{self.settings["mem_per_gpu"]}" is not a Slurm size: use e.g. "64G"'
+                ) from None
+        for t in tasks:
+            if per_node is not None and t.gpus > per_node:
+                raise ExecutorError(
+                    f"run {t.run} asks for {t.gpus} GPU(s); a node has {per_node} ([serve] gpus_per_node): "
+                    "lower its serve.gpus, raise gpus_per_node if your nodes have more, or leave the run out "
+                    "with --only"
+                )
+
+    def plan(self, tasks: Sequence[UnitTask]) -> list[PlanRow]:
+        s = self.settings
+        where = (
+            f"Slurm job on partition {s.get('partition') or '(default)'}, time {s.get('time', '01:00:00')}"
+        )
+        rows = []
+        for t in tasks:
+            note = f"adopts job {self.jobs[t.run]} if still queued or running" if t.run in self.jobs else ""
+            command = " ".join([*t.server.command, t.server.model]) if t.server else "endpoint run"
+            rows.append(
+                PlanRow(run=t.run, where=f"{where}: {command}", gpus=[f"{t.gpus} per job"], note=note)
+            )
+        return rows
+
+    # ----------------------------------------------------------------- jobs
+    def submit(self, task: UnitTask) -> SlurmHandle:
+        folder = self.job_folder(task)
+        old = self.jobs.get(task.run)
+        if old:
+            adopted = self._adopt(old, task, folder)
+            if adopted is not None:
+                return adopted
+        if shutil.which("sbatch") is None:
+            raise ExecutorError('executor = "slurm" but sbatch is not on PATH: run the sweep on a login node')
+        ex = _KeylessSubmitit(folder=folder / "%j")
+        ex.withheld = withheld_variables({**os.environ, **self.env}, self.key_vars, task.api_key_env)
+        ex.update_parameters(**job_parameters(self.settings, task, self.sweep.name))
+        job = ex.submit(run_in_job, task)
+        self._link_logs(job, task)
+        handle = SlurmHandle(job, task, self)
+        self.handles.append(handle)
+        self.refreshed = float("-inf")
+        return handle
+
+    def _adopt(self, job_id: str, task: UnitTask, folder: Path) -> SlurmHandle | None:
+        """The earlier invocation's job of this run when it is still queued or running, or finished the
+        run (a detached sweep nobody watched); None when it must be submitted again."""
+        view = self.view(job_id, force=True)
+        done = job_result(folder, job_id)
+        if not view.live and not (isinstance(done, UnitResult) and done.state == "done"):
+            return None
+        job: SlurmJob = SlurmJob(folder=folder / "%j", job_id=job_id)
+        if not _same_task(job, task):
+            if view.live:  # an older setting of this run: end it before a new job opens the same folder
+                job.cancel(check=False)
+                _wait_ended([job_id])
+            return None
+        handle = SlurmHandle(job, task, self, adopted=True)
+        self.handles.append(handle)
+        return handle
+
+    def job_folder(self, task: UnitTask) -> Path:
+        return (self.logs or Path(task.evaluate_log).parent) / "slurm"
+
+    def _link_logs(self, job: SlurmJob, task: UnitTask) -> None:
+        logs = Path(task.evaluate_log).parent
+        for suffix, target in (("out", job.paths.stdout), ("err", job.paths.stderr)):
+            link = logs / f"{task.run}.job.{suffix}"
+            link.unlink(missing_ok=True)
+            link.symlink_to(os.path.relpath(target, logs))
+
+    def view(self, job_id: str, force: bool = False) -> JobView:
+        """A job's view from the shared snapshot of the queue, refreshed at most every REFRESH_S."""
+        now = time.monotonic()
+        if force or now - self.refreshed >= REFRESH_S or job_id not in self.views:
+            ids = {h.job.job_id for h in self.handles if h.final is None} | {job_id}
+            self.views.update(read_queue(ids))
+            self.refreshed = now
+        return self.views.get(job_id, JobView(job_id=job_id))
+
+    def close(self) -> None:
+        """Cancel every job still queued or running (scancel) and wait until Slurm has ended them."""
+        live = [h for h in self.handles if h.final is None]
+        if not live:
+            return
+        self.cancelled = True
+        for h in live:
+            h.cancel()
+        _wait_ended([h.job.job_id for h in live])
+        self.refreshed = float("-inf")
+
+
+def _wait_ended(job_ids: list[str], timeout_s: float = 120) -> None:
+    """Until Slurm lists none of these jobs as queued or running (a cancelled job's processes are gone
+    once it has left those states: KillWait, then SIGKILL to its cgroup)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and any(v.live for v in read_queue(job_ids).values()):
+        time.sleep(1)
+
+
+def _same_task(job: SlurmJob, task: UnitTask) -> bool:
+    try:
+        return bool(job.submission().args[0] == task)
+    except (OSError, AssertionError, IndexError, EOFError, AttributeError, ImportError):
+        return False

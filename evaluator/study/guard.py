@@ -1,0 +1,111 @@
+"""A model server's guard: `python -m evaluator.study.guard --parent PID [--grace S] [--stop JSON] -- CMD...`
+
+The unit starts this small process in a session of its own; it starts the server (CMD) in that same
+process group and stays with it. It stops the server, its whole process tree (and, for a container,
+the container: `--stop` is the argv that does, e.g. `docker stop NAME`), when:
+- it gets SIGTERM or SIGINT (the unit's stop: SIGTERM to the group);
+- its parent, the process that started it (the sweep, or the unit in a Slurm job), is gone, even by
+  `kill -9`: it is re-parented, which it notices within a poll (as evaluation.orphan does for evaluate);
+Stopping is SIGTERM to the group, then SIGKILL to what is left of it after the grace period; what a
+server that exits by itself leaves in the group is killed too. The server also gets
+PR_SET_PDEATHSIG (Linux), so a guard killed by SIGKILL takes the server's main process with it.
+Exit code: the server's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import ctypes
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+POLL_S = 0.2
+PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    """preexec: SIGTERM this process when the guard dies (Linux only; elsewhere the group kill covers it)."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+def _parse(argv: list[str]) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m evaluator.study.guard")
+    p.add_argument("--parent", type=int, required=True)
+    p.add_argument("--grace", type=float, default=10.0)
+    p.add_argument("--stop", default=None, help="JSON argv run first when stopping (a container's stop)")
+    p.add_argument("cmd", nargs=argparse.REMAINDER)
+    ns = p.parse_args(argv)
+    ns.cmd = ns.cmd[1:] if ns.cmd[:1] == ["--"] else ns.cmd
+    if not ns.cmd:
+        p.error("no server command after --")
+    return ns
+
+
+def group_members(pgid: int) -> list[int]:
+    """Pids of the process group other than this process (Linux /proc; empty elsewhere)."""
+    me, out = os.getpid(), []
+    for entry in os.listdir("/proc") if os.path.isdir("/proc") else []:
+        if not entry.isdigit() or int(entry) == me:
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            out.append(int(entry))
+    return out
+
+
+def kill_others(pgid: int, sig: int) -> None:
+    for pid in group_members(pgid):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, sig)
+
+
+def stop_group(child: subprocess.Popen, grace_s: float, stop_argv: list[str] | None) -> None:
+    """The container's stop (when any), SIGTERM to the group, SIGKILL to what is left after the grace."""
+    if stop_argv:
+        try:
+            subprocess.run(stop_argv, stdin=subprocess.DEVNULL, timeout=grace_s + 5, check=False)
+        except (OSError, subprocess.SubprocessError) as exc:
+            print(f"guard: {' '.join(stop_argv)} failed: {exc}", file=sys.stderr, flush=True)
+    pgid = os.getpgid(0)
+    kill_others(pgid, signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    while (child.poll() is None or group_members(pgid)) and time.monotonic() < deadline:
+        time.sleep(POLL_S / 2)
+    if group_members(pgid):
+        print(f"guard: the server ignored SIGTERM for {grace_s:g} s: SIGKILL", file=sys.stderr, flush=True)
+        kill_others(pgid, signal.SIGKILL)
+    child.wait()
+
+
+def main(argv: list[str] | None = None) -> int:
+    ns = _parse(sys.argv[1:] if argv is None else argv)
+    stop_argv = json.loads(ns.stop) if ns.stop else None
+    if os.getpgid(0) != os.getpid():
+        os.setpgid(0, 0)  # a group of its own: stopping it must never reach whoever started it
+    asked: list[int] = []
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda s, _f: asked.append(s))
+    child = subprocess.Popen(ns.cmd, stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent)  # noqa: PLW1509
+    while child.poll() is None:
+        if asked or os.getppid() != ns.parent:
+            why = "asked to stop" if asked else f"its parent {ns.parent} is gone"
+            print(f"guard: stopping the server ({why})", file=sys.stderr, flush=True)
+            stop_group(child, ns.grace, stop_argv)
+            break
+        time.sleep(POLL_S)
+    kill_others(os.getpgid(0), signal.SIGKILL)  # what the server left behind in its group
+    return child.returncode if child.returncode >= 0 else 128 - child.returncode
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,146 @@
+"""One model server as a process: started under its guard (evaluator.study.guard), waited for until it
+is ready and serves the right model, watched, and stopped with its whole process tree.
+
+Ready means GET /health answers 200 and GET /v1/models lists the served name (read through the trust
+boundary, runfolder.provenance.server_info). A server that answers /health but lists other models is
+refused at once (it is another server, or the wrong weights): that is not retried. A server process
+that exits before it is ready is noticed within a poll and may be tried again (unit.serve_and_evaluate).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import httpx2 as httpx
+
+from evaluator.runfolder.provenance import server_info
+from evaluator.study.launch import HOST, ServerSpec, free_port, launch_argv, release_port
+
+POLL_S = 0.25
+ERROR_RE = re.compile(r"error|exception|traceback|out of memory|killed|failed|refused|denied", re.I)
+
+
+class ServerFailure(Exception):
+    """The server did not become a usable server; `retry` when another start may succeed."""
+
+    def __init__(self, message: str, retry: bool) -> None:
+        super().__init__(message)
+        self.message, self.retry = message, retry
+
+
+class Stopped(Exception):
+    """The sweep asked to stop while the server was starting."""
+
+
+def last_error_line(log: Path, tail_bytes: int = 65536) -> str | None:
+    """The server log's last line that reads as an error (else its last line), clipped, for the table."""
+    try:
+        with open(log, "rb") as f:
+            f.seek(max(0, f.seek(0, os.SEEK_END) - tail_bytes))
+            lines = [ln.strip() for ln in f.read().decode("utf-8", "replace").splitlines()]
+    except OSError:
+        return None
+    lines = [ln for ln in lines if ln and not ln.startswith(("guard:", "--- "))]
+    errors = [ln for ln in lines if ERROR_RE.search(ln)]
+    line = (errors or lines or [None])[-1]
+    return line[:300] if line else None
+
+
+class Server:
+    """One start of one server: `start`, `wait_ready`, `alive`, `stop`. The port is this start's own."""
+
+    def __init__(self, spec: ServerSpec, run: str, gpus: list[str], log: Path, env: dict[str, str]) -> None:
+        self.spec, self.run, self.gpus, self.log, self.env = spec, run, gpus, log, env
+        self.port = 0
+        self.argv: list[str] = []
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.grace_s = 10.0
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{HOST}:{self.port}/v1"
+
+    def start(self, attempt: int, grace_s: float) -> None:
+        self.grace_s = grace_s
+        self.port = free_port()
+        self.argv, stop_argv = launch_argv(self.spec, self.run, self.port, self.gpus)
+        guard = [sys.executable, "-m", "evaluator.study.guard", "--parent", str(os.getpid())]
+        guard += ["--grace", str(grace_s)] + (["--stop", json.dumps(stop_argv)] if stop_argv else [])
+        env = {**self.env, "CUDA_VISIBLE_DEVICES": ",".join(self.gpus)}
+        with open(self.log, "ab") as log:
+            log.write(f"--- try {attempt}: {' '.join(self.argv)}\n".encode())
+            log.flush()
+            self.proc = subprocess.Popen(
+                [*guard, "--", *self.argv],
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # its own process group: stopped as a whole, never by a Ctrl-C meant for us
+            )
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def wait_ready(self, timeout_s: float, stop: threading.Event) -> dict:
+        """Until /health is 200 and /v1/models lists the served name; what the server said (server_info)."""
+        deadline = time.monotonic() + timeout_s
+        with httpx.Client(timeout=5.0) as http:
+            while True:
+                if stop.is_set():
+                    raise Stopped()
+                if not self.alive():
+                    code = self.proc.returncode if self.proc else None
+                    why = last_error_line(self.log) or "no output"
+                    raise ServerFailure(f"the server exited ({code}) before it was ready: {why}", retry=True)
+                if self._healthy(http):
+                    return self._check_identity()
+                if time.monotonic() > deadline:
+                    raise ServerFailure(f"the server was not ready within {timeout_s:g} s", retry=True)
+                stop.wait(POLL_S)
+
+    def _healthy(self, http: httpx.Client) -> bool:
+        try:
+            return http.get(f"http://{HOST}:{self.port}/health").status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    def _check_identity(self) -> dict:
+        info = server_info(self.base_url, None)
+        models = info.get("models")
+        if not isinstance(models, list) or self.spec.served_name not in models:
+            raise ServerFailure(
+                f"the server on port {self.port} does not serve {self.spec.served_name!r} "
+                f"(its /v1/models lists {models!r}); not evaluated",
+                retry=False,
+            )
+        return info
+
+    def stop(self) -> int | None:
+        """SIGTERM to the server's process group (its guard stops a container too), SIGKILL after the grace."""
+        proc = self.proc
+        if proc is None:
+            return None
+        try:
+            if proc.poll() is None:
+                _signal_group(proc.pid, signal.SIGTERM)
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    proc.wait(self.grace_s + 5)
+            _signal_group(proc.pid, signal.SIGKILL)  # whatever is left of the tree
+            return proc.wait()
+        finally:
+            release_port(self.port)
+
+
+def _signal_group(pgid: int, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, sig)

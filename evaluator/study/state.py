@@ -1,0 +1,56 @@
+"""A sweep's state on disk, `<run-root>/<sweep>/sweep.json`: the file's SHA-256 and each run's state and
+arguments digest (never a key). The run folders themselves stay the truth: an unreadable state file
+starts afresh and evaluate resumes each folder.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from evaluator.study.sweep_file import SweepSpec
+
+SWEEP_STATE = "sweep.json"
+
+
+class RunState(msgspec.Struct, omit_defaults=True):
+    state: str = "pending"  # pending, running, done, failed, refused, interrupted, error
+    exit_code: int | None = None
+    message: str | None = None  # the child's last error line (the key redacted)
+    args_sha256: str | None = None  # of the evaluate arguments (no key is ever in them)
+    api_key_env: str | None = None
+    started_at: str | None = None
+    finished_at: str | None = None
+    job_id: str | None = None  # the scheduler's (Slurm), saved as soon as it exists
+    server_log: str | None = None  # a served run's server log
+    gpus: list[str] | None = None  # the GPU ids its server had
+
+
+class SweepState(msgspec.Struct):
+    sweep: str
+    file: str
+    sha256: str
+    pricing: dict[str, Any] = msgspec.field(default_factory=dict)
+    published: dict[str, Any] = msgspec.field(default_factory=dict)  # run -> the result it reproduces
+    runs: dict[str, RunState] = msgspec.field(default_factory=dict)
+    updated_at: str | None = None
+    invocations: int = 0
+
+
+def args_digest(args: list[str], key_env: str | None) -> str:
+    return hashlib.sha256("\0".join([*args, f"key:{key_env or ''}"]).encode("utf-8")).hexdigest()
+
+
+def load_state(path: Path, sweep: SweepSpec) -> SweepState:
+    published = {r.name: r.published for r in sweep.runs if r.published}
+    fresh = SweepState(sweep.name, sweep.path, sweep.sha256, msgspec.to_builtins(sweep.pricing), published)
+    try:
+        old = msgspec.json.decode(path.read_bytes(), type=SweepState)
+    except (OSError, msgspec.DecodeError, msgspec.ValidationError):
+        return fresh  # first run (or an unreadable file: the run folders themselves are the truth)
+    fresh.runs = old.runs
+    fresh.invocations = old.invocations
+    return fresh

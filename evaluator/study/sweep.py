@@ -1,0 +1,348 @@
+"""`doccount sweep`: every run of a sweep file as a unit on an executor, then the leaderboard.
+
+Each run becomes a `UnitTask` (evaluator.study.unit): `python -m evaluator.cli evaluate <its flags>
+--run-root <run-root>/<sweep>/<run>` as a child process, so each has its own pacing, lock, records and
+exit code; a served run (`serve = {...}`, no base_url) first gets its own server, started, checked and
+stopped by the unit. The executor (`[serve] executor`: local here; see executors/base.py) decides when
+each unit starts: at most `parallel` at once, and a served run only when its GPUs are free. The key goes
+only into that run's evaluate child, as MODEL_API_KEY, read from the run's `api_key_env` (never in argv,
+never written). A finished run is scored (`score` writes its summary and report.html). One run's
+failure never stops the others.
+
+Resume and amend: the sweep's state is in `<run-root>/<sweep>/sweep.json` (evaluator.study.state). A run
+that finished with the same arguments is not started again (nothing is sent); any other run is evaluated
+again, and evaluate itself resumes the folder, adds only what is new and refuses a folder whose settings
+changed: that refusal is the run's state and its message is shown.
+
+Stopping: Ctrl-C or SIGTERM cancels every unit (evaluate children save their rows and exit 130, servers
+are stopped); a sweep killed by SIGKILL leaves nothing running either (evaluation.orphan, study.guard).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from evaluator.core.atomic import write_atomic
+from evaluator.core.output import answer, say
+from evaluator.core.secrets import Redactor
+from evaluator.core.text import utc_now
+from evaluator.runfolder.files import RunLock
+from evaluator.study.executors.base import Executor, ExecutorError, Handle
+from evaluator.study.executors.slurm_queue import status_lines
+from evaluator.study.launch import ServerSpec
+from evaluator.study.progress import SweepProgress, end_table, plan_lines
+from evaluator.study.state import SWEEP_STATE, RunState, args_digest, load_state
+from evaluator.study.sweep_file import (
+    OptionSpec,
+    RunSpec,
+    SweepSpec,
+    check_key_variables,
+    run_args,
+    select_runs,
+)
+from evaluator.study.unit import CHILD_DROPS, UnitStatus, UnitTask
+
+SWEEP_COPY = "sweep.toml"  # the sweep file as this invocation read it (it holds no key: see sweep_file)
+LOGS = "logs"
+POLL_S = 0.2
+DEFAULT_PARALLEL = 4
+
+
+class Sweep:
+    """One `doccount sweep` invocation: the runs to start, their states, the lock on the sweep folder."""
+
+    def __init__(
+        self,
+        sweep: SweepSpec,
+        specs: Mapping[str, OptionSpec],
+        run_root: Path,
+        env: Mapping[str, str],
+        python: str = sys.executable,
+    ) -> None:
+        self.sweep, self.specs, self.env, self.python = sweep, specs, dict(env), python
+        self.folder = Path(run_root) / sweep.name
+        self.state = load_state(self.folder / SWEEP_STATE, sweep)
+        self.lock = threading.RLock()
+        keys = {sweep_run.api_key_env for sweep_run in sweep.runs if sweep_run.api_key_env}
+        self.key_vars = sorted(keys)
+        self.redactors = [Redactor(self.env.get(k)) for k in self.key_vars]
+        self.stopping = False
+        self.scoring: list[threading.Thread] = []
+
+    def save(self) -> None:
+        with self.lock:
+            self.state.updated_at = utc_now()
+            data = msgspec.json.format(msgspec.json.encode(self.state), indent=2) + b"\n"
+            write_atomic(self.folder / SWEEP_STATE, data)
+
+    def redact(self, text: str) -> str:
+        for r in self.redactors:
+            text = r(text)
+        return text
+
+    # ----------------------------------------------------------------- one run
+    def task(self, run: RunSpec) -> tuple[UnitTask, str, bool]:
+        """The run's unit, the digest of its arguments, and whether it finished with them already."""
+        folder = self.folder / run.name
+        args = run_args(run, self.specs, folder)
+        digest = args_digest(args, run.api_key_env)
+        old = self.state.runs.get(run.name)
+        finished = old is not None and old.state == "done" and old.args_sha256 == digest
+        logs = self.folder / LOGS
+        task = UnitTask(
+            run=run.name,
+            evaluate_args=args,
+            evaluate_log=str(logs / f"{run.name}.log"),
+            server=self.server_spec(run),
+            server_log=str(logs / f"{run.name}.server.log") if run.serve else None,
+            gpus=run.serve.gpus if run.serve else 0,
+            api_key_env=run.api_key_env,
+            drop_env=[k for k in self.key_vars if k != run.api_key_env],
+            python=self.python,
+        )
+        return task, digest, finished and (folder / "run_config.json").is_file()
+
+    def server_spec(self, run: RunSpec) -> ServerSpec | None:
+        if run.serve is None:
+            return None
+        table = self.sweep.serve
+        runtime = "docker" if shutil.which("docker") or not shutil.which("podman") else "podman"
+        return ServerSpec(
+            model=run.model,
+            served_name=run.serve.served_name,
+            revision=run.serve.revision,
+            args=run.serve.args,
+            launcher=table.launcher,
+            command=table.command,
+            image=table.image,
+            runtime=runtime,
+        )
+
+    def started(self, run: RunSpec, digest: str, handle: Handle, task: UnitTask) -> None:
+        st = RunState("running", None, None, digest, run.api_key_env, utc_now())
+        st.job_id, st.server_log = handle.job_id, task.server_log
+        with self.lock:
+            self.state.runs[run.name] = st
+        self.save()
+
+    def finished(self, run: RunSpec, status: UnitStatus, progress: SweepProgress) -> None:
+        """Record a run's end and score its folder (in a thread of its own: the drive loop goes on)."""
+        thread = threading.Thread(target=self._finish, args=(run, status, progress), name=f"score-{run.name}")
+        self.scoring.append(thread)
+        thread.start()
+
+    def _finish(self, run: RunSpec, status: UnitStatus, progress: SweepProgress) -> None:
+        result = status.result
+        assert result is not None
+        st = self.state.runs[run.name]
+        st.exit_code, st.state = result.exit_code, result.state
+        st.message = self.redact(result.message) if result.message and result.state != "done" else None
+        if result.launch is not None:
+            st.gpus = result.launch.gpus
+        if (self.folder / run.name / "run_config.json").is_file() and result.exit_code in (0, 3, 130):
+            progress.update(run.name, st.state, "scoring")
+            self.score(run)
+        st.finished_at = utc_now()
+        self.save()
+        code = f"exit {result.exit_code}" if result.exit_code is not None else ""
+        progress.update(run.name, st.state, st.message or code)
+
+    def score(self, run: RunSpec) -> None:
+        """`score` on the run folder: summary.json, summary.md and report.html, for the leaderboard."""
+        cmd = [self.python, "-m", "evaluator.cli", "score", "--run-root", str(self.folder / run.name)]
+        env = {k: v for k, v in self.env.items() if k not in CHILD_DROPS and k not in self.key_vars}
+        with open(self.folder / LOGS / f"{run.name}.log", "ab") as log:
+            subprocess.run(
+                cmd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log, check=False
+            )
+
+    def stop(self) -> None:
+        """Ask the drive loop to stop every unit (called from a signal handler: it only sets a flag)."""
+        self.stopping = True
+
+
+def make_executor(sw: Sweep, runs: list[RunSpec], parallel: int, env: Mapping[str, str]) -> Executor:
+    """The executor [serve] names; the local GPU pool is asked of nvidia-smi only when a run is served."""
+    sweep, serve = sw.sweep, sw.sweep.serve
+    if serve.executor == "local":
+        from evaluator.study.executors.local import LocalExecutor, detect_gpus
+
+        served = any(r.serve is not None and r.serve.gpus > 0 for r in runs)
+        gpus = serve.gpus if serve.gpus is not None else (detect_gpus() if served else [])
+        return LocalExecutor(gpus, parallel, env)
+    from evaluator.study.executors.slurm import SlurmExecutor
+
+    jobs = {name: st.job_id for name, st in sw.state.runs.items()}
+    return SlurmExecutor(sweep, parallel, env, jobs=jobs, logs=sw.folder / LOGS)
+
+
+def run_sweep(
+    sweep: SweepSpec,
+    specs: Mapping[str, OptionSpec],
+    run_root: Path,
+    only: list[str],
+    parallel: int | None,
+    env: Mapping[str, str] | None = None,
+    out: Any = None,
+    plan: bool = False,
+    executor: Executor | None = None,
+    detach: bool = False,
+    status: bool = False,
+) -> int:
+    """Run the selected runs on the executor, write the leaderboard; 0 if every run finished, 3 if some
+    did not, 130 when interrupted. `plan`: print what would start where, start nothing, return 0."""
+    import os
+
+    env = os.environ if env is None else env
+    out = out or sys.stderr  # the progress display's stream (a terminal is redrawn in place)
+    if parallel is None:  # local: the executor sizes it to its pool (executors.local)
+        parallel = 0 if sweep.serve.executor == "local" else DEFAULT_PARALLEL
+    runs = select_runs(sweep, only)
+    sw = Sweep(sweep, specs, run_root, env)
+    if detach and sweep.serve.executor != "slurm":
+        raise ExecutorError(
+            f'--detach needs executor = "slurm" in [serve] of {sweep.path}: a local sweep runs its units itself'
+        )
+    if status:
+        for line in status_lines(sweep, sw.state, runs, sw.folder):
+            print(line, file=out)
+        return 0
+    executor = executor or make_executor(sw, runs, parallel, env)
+    tasks = {r.name: sw.task(r) for r in runs}
+    executor.check([t for t, _, _ in tasks.values()])
+    if plan:
+        rows = executor.plan([t for t, _, done in tasks.values() if not done])
+        for line in plan_lines(sweep, rows, [r.name for r in runs if tasks[r.name][2]]):
+            answer(line)  # the plan is the command's answer
+        return 0
+    check_key_variables(sweep, runs, env)
+    (sw.folder / LOGS).mkdir(parents=True, exist_ok=True)
+    with RunLock(sw.folder), _forward_signals(sw):
+        sw.state.invocations += 1
+        write_atomic(sw.folder / SWEEP_COPY, sweep.raw)
+        sw.save()
+        progress = SweepProgress([r.name for r in runs], out)
+        interrupted = _drive(sw, executor, runs, tasks, progress, detach)
+        if detach:
+            progress.close()
+            for line in status_lines(sweep, sw.state, runs, sw.folder):
+                print(line, file=out)
+            return 0
+        for thread in sw.scoring:
+            thread.join()
+        progress.close()
+        board = _write_board(sw)
+    for line in end_table(sweep, sw.state, runs, board):
+        say(line)
+    if interrupted:
+        return 130
+    return 0 if all(sw.state.runs.get(r.name, RunState()).state == "done" for r in runs) else 3
+
+
+@contextlib.contextmanager
+def _forward_signals(sw: Sweep) -> Iterator[None]:
+    """SIGTERM stops the sweep as Ctrl-C does: every unit is told to stop (rows saved, servers stopped)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = signal.signal(signal.SIGTERM, lambda *_: sw.stop())
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
+
+
+def _drive(
+    sw: Sweep,
+    executor: Executor,
+    runs: list[RunSpec],
+    tasks: dict[str, tuple],
+    progress: SweepProgress,
+    detach: bool = False,
+) -> bool:
+    """Submit every unfinished run, follow each to its end; True when the sweep was interrupted."""
+    handles: dict[str, Handle] = {}
+    for run in runs:
+        task, _, done = tasks[run.name]
+        if done:
+            progress.update(run.name, "done", "finished earlier with the same settings: nothing sent")
+            continue
+        handles[run.name] = executor.submit(task)
+        if handles[run.name].job_id:
+            st = sw.state.runs.setdefault(run.name, RunState())
+            st.job_id, st.args_sha256 = handles[run.name].job_id, tasks[run.name][1]
+            sw.save()  # a job id is in sweep.json as soon as it exists
+    sw.save()
+    if detach:
+        return False
+    by_name = {r.name: r for r in runs}
+    seen: dict[str, UnitStatus | None] = dict.fromkeys(handles)
+    closed = False
+    try:
+        while handles:
+            if sw.stopping and not closed:
+                closed = True
+                executor.close()
+            for name in list(handles):
+                _follow(sw, by_name[name], tasks[name], handles, seen, progress)
+            if handles:
+                time.sleep(POLL_S)
+    except KeyboardInterrupt:
+        sw.stopping = True
+        executor.close()
+        for name in list(handles):
+            _follow(sw, by_name[name], tasks[name], handles, seen, progress)
+        return True
+    executor.close()
+    return sw.stopping
+
+
+def _follow(
+    sw: Sweep, run: RunSpec, task: tuple, handles: dict[str, Handle], seen: dict, progress: SweepProgress
+) -> None:
+    """One poll of one run: its start recorded, its progress shown, its end recorded and scored."""
+    handle = handles[run.name]
+    status = handle.poll()
+    if status is None or status is seen[run.name]:
+        return
+    first = seen[run.name] is None
+    seen[run.name] = status
+    if status.result is not None and status.result.state == "not-started":
+        del handles[run.name]  # cancelled before it started: its state stays what it was
+        return
+    if first:
+        sw.started(run, task[1], handle, task[0])
+    if status.phase in ("pending", "running", "submitted"):  # a Slurm job's state in the queue
+        sw.state.runs[run.name].state = status.phase
+    if status.result is not None:
+        del handles[run.name]
+        sw.finished(run, status, progress)
+        return
+    label = "running" if status.phase == "evaluating" and run.serve is None else status.phase
+    progress.update(run.name, label, sw.redact(status.detail))
+
+
+def _write_board(sw: Sweep) -> Path | None:
+    """The leaderboard over every run folder the sweep has (a failure here never fails the sweep)."""
+    from evaluator.report.leaderboard import write_leaderboard
+    from evaluator.scoring import ScoreError
+
+    names = [r.name for r in sw.sweep.runs if (sw.folder / r.name / "run_config.json").is_file()]
+    if not names:
+        return None
+    try:
+        return write_leaderboard([sw.folder])
+    except (ScoreError, OSError) as exc:
+        say(f"warning: the leaderboard was not written ({sw.redact(str(exc))})")
+        return None

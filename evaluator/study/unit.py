@@ -1,0 +1,315 @@
+"""The serve-and-evaluate unit: one run of a sweep, in any process (a thread of the sweep, or a Slurm job).
+
+`serve_and_evaluate(task) -> UnitResult`. A `UnitTask` is a picklable msgspec Struct with no secret in it:
+the run's key, when it has one, is read from the unit's environment by the variable's name. The GPUs
+are CUDA_VISIBLE_DEVICES of that environment (the local executor sets it; Slurm sets it itself).
+
+For a served run (`task.server`): pick a free port, start the server under its guard (own process group,
+output to `runs/<sweep>/logs/<run>.server.log`), wait until it is ready and serves the right name (a
+server that exits before that is tried again, at most `task.tries` starts; one serving another model is
+refused at once), then run evaluate as a child (`python -m evaluator.cli evaluate ... --base-url
+http://127.0.0.1:PORT/v1`) while watching the server: a server that dies mid-run is noticed within
+`task.watch_s`, the evaluate child is stopped as Ctrl-C stops it (its rows are kept) and the run ends
+not done; a re-run resumes the folder. Last, the server is stopped (SIGTERM to its group, SIGKILL after
+the grace period). An endpoint run (`task.server is None`) is the evaluate child alone.
+
+The launch (command, GPU ids, tries, host) goes to the evaluate child as JSON in DOCCOUNT_SERVER_LAUNCH,
+recorded in run_config.json `launch`; what was served (model, revision, args, GPUs as nvidia-smi names
+them) goes in the DOCCOUNT_* variables runfolder.serving reads for `serving` (with the commit from the
+HF cache and the server's own /version).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+import msgspec
+
+from evaluator.core.secrets import Redactor
+from evaluator.evaluation.orphan import PARENT_PID_ENV
+from evaluator.runfolder.provenance import LAUNCH_ENV
+from evaluator.runfolder.runconfig import Launch
+from evaluator.study.launch import ServerSpec, missing_program
+from evaluator.study.server import Server, ServerFailure, Stopped, last_error_line
+
+# evaluate's exit codes (evaluator.evaluation.evaluate) as run states
+STATES = {0: "done", 1: "error", 2: "refused", 3: "failed", 130: "interrupted"}
+# what a served run's evaluate child is told about its server (runfolder.serving reads them): set by the
+# unit for served runs, never inherited from the sweep's own environment
+SERVING_ENV = (
+    "DOCCOUNT_SERVED_MODEL",
+    "DOCCOUNT_MODEL_REVISION",
+    "DOCCOUNT_MODEL_COMMIT",
+    "DOCCOUNT_VLLM_ARGS",
+    "DOCCOUNT_GPUS",
+    "DOCCOUNT_IMAGE_VLLM",
+)
+# variables a child must not inherit: the unit sets the key and passes the URL and folder itself
+CHILD_DROPS = ("MODEL_API_KEY", "MODEL_API_BASE_URL", "RUN_NAME", LAUNCH_ENV, *SERVING_ENV)
+
+
+class UnitTask(msgspec.Struct, frozen=True, kw_only=True):
+    """One run to serve and evaluate. Picklable and JSON-able; never holds a secret."""
+
+    run: str
+    """The run's name (its folder's)."""
+    evaluate_args: list[str]
+    """evaluate's arguments, --run-root included; a served run's --base-url is added by the unit."""
+    evaluate_log: str
+    """`runs/<sweep>/logs/<run>.log`: evaluate's stderr, redacted."""
+    server: ServerSpec | None = None
+    """What to serve; None for a run against an existing endpoint."""
+    server_log: str | None = None
+    """`runs/<sweep>/logs/<run>.server.log` (a served run)."""
+    gpus: int = 0
+    """GPUs the server needs (what an executor allots; the unit reads the ids from CUDA_VISIBLE_DEVICES)."""
+    api_key_env: str | None = None
+    """The NAME of the variable holding this run's key; its value goes to evaluate as MODEL_API_KEY."""
+    drop_env: list[str] = msgspec.field(default_factory=list)
+    """Variables no child may inherit (the other runs' key variables)."""
+    python: str = sys.executable
+    tries: int = 3
+    """Starts of a server that exits before it is ready."""
+    ready_timeout_s: float = 1800.0
+    """How long one start may take to be ready (download and load included)."""
+    grace_s: float = 10.0
+    """Between SIGTERM and SIGKILL when stopping a server."""
+    watch_s: float = 1.0
+    """How often a running server is checked."""
+
+
+class UnitResult(msgspec.Struct, kw_only=True):
+    state: str
+    """done, failed, error, refused, interrupted (evaluate's exit code as a state), or not-started."""
+    exit_code: int | None = None
+    """evaluate's exit code (None when it did not run)."""
+    message: str | None = None
+    """The last error line: evaluate's, or the server's (redacted)."""
+    launch: Launch | None = None
+
+
+class UnitStatus(msgspec.Struct, kw_only=True):
+    phase: str
+    """queued, starting server, evaluating, stopping server, finished"""
+    detail: str = ""
+    result: UnitResult | None = None
+    """Set once the unit has finished."""
+
+
+Report = Callable[[UnitStatus], None]
+
+
+def visible_gpus(env: Mapping[str, str]) -> list[str]:
+    return [g.strip() for g in env.get("CUDA_VISIBLE_DEVICES", "").split(",") if g.strip()]
+
+
+def serve_and_evaluate(
+    task: UnitTask,
+    env: Mapping[str, str] | None = None,
+    report: Report | None = None,
+    stop: threading.Event | None = None,
+) -> UnitResult:
+    """Serve (when the run is served), evaluate, stop the server: the run's result. `stop` ends it early
+    (the evaluate child saves its rows and exits 130; the server is stopped)."""
+    env = dict(os.environ if env is None else env)
+    report = report or (lambda _s: None)
+    stop = stop or threading.Event()
+    if task.server is None:
+        return _evaluate(task, env, [], report, stop, None, None)
+    started = _start_server(task, env, report, stop)
+    if isinstance(started, UnitResult):
+        return started
+    server, launch = started
+    try:
+        return _evaluate(task, env, ["--base-url", server.base_url], report, stop, server, launch)
+    finally:
+        report(UnitStatus(phase="stopping server"))
+        server.stop()
+
+
+def _start_server(
+    task: UnitTask, env: dict[str, str], report: Report, stop: threading.Event
+) -> tuple[Server, Launch] | UnitResult:
+    """A ready server that serves the run's name, or the result of a run whose server never was."""
+    assert task.server is not None and task.server_log is not None
+    missing = missing_program(task.server)
+    if missing:
+        key = "image's runtime" if task.server.launcher == "container" else "command"
+        return UnitResult(
+            state="failed", message=f"server: {missing} is not found on this host ([serve] {key})"
+        )
+    gpus = visible_gpus(env)
+    server_env = {
+        k: v for k, v in env.items() if k not in (*CHILD_DROPS, *task.drop_env, task.api_key_env or "")
+    }
+    message = "not started"
+    for attempt in range(1, task.tries + 1):
+        if stop.is_set():
+            return UnitResult(state="interrupted", message="stopped while the server was starting")
+        server = Server(task.server, task.run, gpus, Path(task.server_log), server_env)
+        report(
+            UnitStatus(
+                phase="starting server", detail=f"try {attempt}/{task.tries} on GPUs {','.join(gpus) or '-'}"
+            )
+        )
+        server.start(attempt, task.grace_s)
+        try:
+            server.wait_ready(task.ready_timeout_s, stop)
+        except Stopped:
+            server.stop()
+            return UnitResult(state="interrupted", message="stopped while the server was starting")
+        except ServerFailure as exc:
+            server.stop()
+            message = f"server: {exc.message} (log: {task.server_log})"
+            if not exc.retry:
+                return UnitResult(state="failed", message=message)
+            continue
+        return server, _launch(task.server, server, gpus, attempt)
+    return UnitResult(state="failed", message=f"{message}; gave up after {task.tries} tries")
+
+
+def _launch(spec: ServerSpec, server: Server, gpus: list[str], tries: int) -> Launch:
+    return Launch(
+        launcher=spec.launcher,
+        command=server.argv,
+        gpus=gpus,
+        image=spec.image if spec.launcher == "container" else None,
+        tries=tries,
+        host=socket.gethostname(),
+        job_id=os.environ.get("SLURM_JOB_ID"),  # set when the unit runs in a Slurm job
+        partition=os.environ.get("SLURM_JOB_PARTITION"),
+    )
+
+
+def serving_env(spec: ServerSpec, gpus: list[str]) -> dict[str, str]:
+    """What evaluate records in run_config.json `serving` (runfolder.serving): the weights, the args, and
+    the GPUs as nvidia-smi names them (none when there is no nvidia-smi)."""
+    env = {
+        "DOCCOUNT_SERVED_MODEL": spec.model,
+        "DOCCOUNT_VLLM_ARGS": json.dumps(list(spec.args)),
+        **({"DOCCOUNT_MODEL_REVISION": spec.revision} if spec.revision else {}),
+    }
+    described = _nvidia_smi_gpus(gpus)
+    if described:
+        env["DOCCOUNT_GPUS"] = described
+    return env
+
+
+def _nvidia_smi_gpus(gpus: list[str]) -> str | None:
+    if not gpus:
+        return None
+    query = ["nvidia-smi", "--query-gpu=name,memory.total,driver_version", "--format=csv,noheader"]
+    try:
+        out = subprocess.run([*query, f"--id={','.join(gpus)}"], capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout if out.returncode == 0 and out.stdout.strip() else None
+
+
+def _child_env(task: UnitTask, env: Mapping[str, str], launch: Launch | None) -> dict[str, str]:
+    out = {k: v for k, v in env.items() if k not in (*CHILD_DROPS, *task.drop_env, task.api_key_env or "")}
+    if task.api_key_env and env.get(task.api_key_env, "").strip():
+        out["MODEL_API_KEY"] = env[task.api_key_env].strip()
+    out[PARENT_PID_ENV] = str(os.getpid())  # the child stops if this process dies (evaluation.orphan)
+    if launch is not None and task.server is not None:
+        out[LAUNCH_ENV] = msgspec.json.encode(launch).decode()
+        out.update(serving_env(task.server, launch.gpus))
+    return out
+
+
+def _evaluate(
+    task: UnitTask,
+    env: dict[str, str],
+    extra: list[str],
+    report: Report,
+    stop: threading.Event,
+    server: Server | None,
+    launch: Launch | None,
+) -> UnitResult:
+    """evaluate as a child, its stderr to the log (redacted) and the status; the server watched meanwhile."""
+    redact = Redactor(env.get(task.api_key_env or "") or None)
+    cmd = [task.python, "-m", "evaluator.cli", "evaluate", *task.evaluate_args, *extra]
+    report(UnitStatus(phase="evaluating", detail="starting"))
+    child = subprocess.Popen(
+        cmd, env=_child_env(task, env, launch), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )  # fmt: skip
+    died: list[str] = []
+    done = threading.Event()
+    watcher = threading.Thread(target=_watch, args=(child, server, stop, done, died, task), daemon=True)
+    watcher.start()
+    last_error = _follow(child, task.evaluate_log, redact, report)
+    code = child.wait()
+    done.set()
+    watcher.join()
+    if not died and code != 0 and server is not None and not stop.is_set() and _exits_soon(server):
+        died.append(_death_message(server, task))  # evaluate saw the refused connections first
+    if died:
+        return UnitResult(state="failed", exit_code=code, message=died[0], launch=launch)
+    if code != 0 and last_error is None:
+        last_error = f"evaluate exited {code}; see {task.evaluate_log}"
+    return UnitResult(
+        state=STATES.get(code, "error"), exit_code=code, message=last_error if code else None, launch=launch
+    )
+
+
+def _follow(child: subprocess.Popen[bytes], log_path: str, redact: Redactor, report: Report) -> str | None:
+    last_error = None
+    assert child.stderr is not None
+    with open(log_path, "ab") as log:
+        for raw in child.stderr:
+            for piece in raw.decode("utf-8", "replace").replace("\r", "\n").split("\n"):
+                line = redact(piece.strip())
+                if not line:
+                    continue
+                log.write(line.encode("utf-8") + b"\n")
+                log.flush()
+                if line.startswith("error:"):
+                    last_error = line
+                report(UnitStatus(phase="evaluating", detail=line))
+    return last_error
+
+
+def _watch(
+    child: subprocess.Popen[bytes],
+    server: Server | None,
+    stop: threading.Event,
+    done: threading.Event,
+    died: list[str],
+    task: UnitTask,
+) -> None:
+    """Stop the evaluate child (as Ctrl-C does: rows kept) when the sweep stops or the server dies."""
+    while not done.wait(task.watch_s):
+        if stop.is_set() or (server is not None and not server.alive()):
+            if server is not None and not server.alive() and not stop.is_set():
+                why = last_error_line(server.log) or "no output"
+                died.append(
+                    f"server: exited mid-run ({server.proc.returncode}): {why} (log: {task.server_log})"
+                )
+            if child.poll() is None:
+                child.send_signal(signal.SIGTERM)
+            return
+
+
+def _exits_soon(server: Server, within_s: float = 3.0) -> bool:
+    """Whether the server's guard has exited or does within a few seconds (it notices a dead server)."""
+    assert server.proc is not None
+    try:
+        server.proc.wait(within_s)
+    except subprocess.TimeoutExpired:
+        return False
+    return True
+
+
+def _death_message(server: Server, task: UnitTask) -> str:
+    code = server.proc.returncode if server.proc else None
+    why = last_error_line(server.log) or "no output"
+    return f"server: exited mid-run ({code}): {why} (log: {task.server_log})"

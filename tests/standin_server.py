@@ -1,0 +1,102 @@
+"""A fast stand-in for `vllm serve`, plugged into a sweep through `[serve] command`.
+
+    python tests/standin_server.py MODEL --host H --port P --served-model-name NAME [--revision REV]
+        [--config C.json] [--startup-s S] [--fail-starts N --state DIR] [--serve-as OTHER]
+        [--die-after N] [--ignore-term] [--record FILE] [--hold-s S]
+
+It takes the contract's arguments (the sweep's process launcher passes them) and serves the test server
+(openai_test_server) with /v1/models listing NAME. The rest tells it how to misbehave:
+--fail-starts N   the first N starts print a vLLM-like error and exit 1 (counted in --state DIR);
+--serve-as OTHER  list another model in /v1/models (another server on the port, the wrong weights);
+--die-after N     exit abruptly (code 1) once N chat requests have arrived;
+--ignore-term     ignore SIGTERM (the SIGKILL path of a stop);
+--record FILE     append {"name","gpus","pid","start","end"} JSON lines: once listening, and at exit;
+--hold-s S        sleep S seconds before answering each request (a run that takes time);
+--request-log F   append each chat request to F (openai_test_server's request log).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from openai_test_server import TestServer  # noqa: E402
+
+
+def parse(argv: list[str]) -> argparse.Namespace:
+    p = argparse.ArgumentParser()
+    p.add_argument("model")
+    p.add_argument("--host", required=True)
+    p.add_argument("--port", type=int, required=True)
+    p.add_argument("--served-model-name", required=True)
+    p.add_argument("--revision")
+    p.add_argument("--config")
+    p.add_argument("--startup-s", type=float, default=0.0)
+    p.add_argument("--fail-starts", type=int, default=0)
+    p.add_argument("--state")
+    p.add_argument("--serve-as")
+    p.add_argument("--die-after", type=int, default=0)
+    p.add_argument("--ignore-term", action="store_true")
+    p.add_argument("--record")
+    p.add_argument("--hold-s", type=float, default=0.0)
+    p.add_argument("--request-log")
+    return p.parse_args(argv)
+
+
+def record(path: str | None, **fields: object) -> None:
+    if path:
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(json.dumps(fields) + "\n")
+
+
+def failed_start(ns: argparse.Namespace) -> bool:
+    """This start is one of the first --fail-starts (the count kept in --state)."""
+    if not ns.fail_starts:
+        return False
+    counter = Path(ns.state) / f"{ns.served_model_name.replace('/', '_')}.starts"
+    n = int(counter.read_text()) if counter.exists() else 0
+    counter.write_text(str(n + 1))
+    return n < ns.fail_starts
+
+
+def main(argv: list[str] | None = None) -> int:
+    ns = parse(sys.argv[1:] if argv is None else argv)
+    print(f"INFO standin: serving {ns.model} as {ns.served_model_name} revision={ns.revision}", flush=True)
+    time.sleep(ns.startup_s)
+    if failed_start(ns):
+        print("ValueError: torch.OutOfMemoryError: CUDA out of memory (stand-in)", flush=True)
+        return 1
+    config = json.loads(Path(ns.config).read_text()) if ns.config else {}
+    config["served_model"] = ns.serve_as or ns.served_model_name
+    if ns.hold_s:
+        config["latency_s"] = ns.hold_s
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, signal.SIG_IGN if ns.ignore_term else (lambda *_: stop.set()))
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    gpus = os.environ.get("CUDA_VISIBLE_DEVICES", "")
+    with TestServer(config, host=ns.host, port=ns.port, request_log=ns.request_log) as srv:
+        start = time.time()
+        record(ns.record, name=ns.served_model_name, gpus=gpus, pid=os.getpid(), start=start, end=None)
+        try:
+            while not stop.wait(0.05):
+                chats = [r for r in srv.requests() if r["path"].endswith("/chat/completions")]
+                if ns.die_after and len(chats) >= ns.die_after:
+                    print("RuntimeError: EngineCore died unexpectedly (stand-in)", flush=True)
+                    os._exit(1)
+        finally:
+            record(
+                ns.record, name=ns.served_model_name, gpus=gpus, pid=os.getpid(), start=start, end=time.time()
+            )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
