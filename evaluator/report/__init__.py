@@ -5,7 +5,8 @@ Self-contained means the page makes no network request: the stylesheet, the scri
 (`default-src 'none'`) makes the browser refuse anything else. It opens from the run folder or from an
 archive.
 
-* `write_report(run_root, data_files=None, images=True)` writes one run's page (the scorer calls it);
+* `write_report(run_root, data_files=None, images=True)` writes one run's page and scores/per_question.csv
+  (the scorer calls it; `write_per_question` alone with `doccount score --no-report`);
 * `write_compare_report(run_a, run_b, output)` writes a side-by-side page for two runs, rows where they
   disagree first.
 
@@ -21,9 +22,11 @@ May import: core, data, request, runfolder, scoring.
 from evaluator.report.base import REPORT_FILE, ReportError, clip_text
 from evaluator.report.compare_page import render_compare, write_compare_report
 from evaluator.report.pagedata import load_page_data, thumbnail_data_url
+from evaluator.report.per_question import PER_QUESTION_FILE, write_per_question
 from evaluator.report.run_page import render_report, write_report
 
 __all__ = [
+    "PER_QUESTION_FILE",
     "REPORT_FILE",
     "ReportError",
     "clip_text",
@@ -32,5 +35,6 @@ __all__ = [
     "render_report",
     "thumbnail_data_url",
     "write_compare_report",
+    "write_per_question",
     "write_report",
 ]

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import html
 import re
-import sys
 from collections.abc import Callable, Iterable
 from datetime import datetime, timezone
 from importlib import resources
 from typing import Any
 
+from evaluator.core.output import say
 from evaluator.core.values import is_int
 from evaluator.data.benchmarks.base import Benchmark
 from evaluator.scoring import group_keys, group_value_key, outcome_of
@@ -64,15 +63,12 @@ class ReportError(Exception):
     """The report cannot be written (bad arguments, unwritable output). Image problems never raise this."""
 
 
-def _stderr(message: str) -> None:
-    print(f"report: {message}", file=sys.stderr, flush=True)
+def log_to_stderr(message: str) -> None:
+    """A note about the page (an image that could not be read...), shown on stderr by the cli."""
+    say(f"report: {message}")
 
 
-def _e(value: Any) -> str:
-    return html.escape("" if value is None else str(value), quote=True)
-
-
-def _asset(name: str) -> str:
+def asset(name: str) -> str:
     try:
         return resources.files("evaluator.report").joinpath("assets", name).read_text(encoding="utf-8")
     except OSError:
@@ -82,7 +78,7 @@ def _asset(name: str) -> str:
         ) from None
 
 
-def _version() -> str:
+def version() -> str:
     try:
         from importlib.metadata import version
 
@@ -91,24 +87,24 @@ def _version() -> str:
         return "unknown"
 
 
-def _now() -> str:
+def now() -> str:
     return datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
 
 
-def _pct(x: Any, digits: int = 1) -> str:
+def pct(x: Any, digits: int = 1) -> str:
     return pct_text(x, digits)
 
 
-def _ci(ci: Any) -> str:
-    return ci_text(ci, dash="–")
+def ci(interval: Any) -> str:
+    return ci_text(interval, dash="–")
 
 
-def _key(value: Any) -> str:
+def group_key(value: Any) -> str:
     """A subgroup value as shown and filtered (scoring's group_value_key), with no '|' (the filter separator)."""
     return group_value_key(value).replace("|", "¦")
 
 
-def _group_values(groups: dict[str, Any], name: str) -> list[str]:
+def group_values(groups: dict[str, Any], name: str) -> list[str]:
     return [k.replace("|", "¦") for k in group_keys(groups, name)]
 
 
@@ -118,11 +114,11 @@ def outcome(row: dict[str, Any]) -> str:
     return got if got in STATUS_LABELS else outcome_of(row)
 
 
-def _attr_name(name: str) -> str:
+def attr_name(name: str) -> str:
     return re.sub(r"[^a-z0-9_-]+", "-", name.lower())
 
 
-def _members(values: Iterable[str]) -> str:
+def members(values: Iterable[str]) -> str:
     return "|" + "|".join(values) + "|"
 
 

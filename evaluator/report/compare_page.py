@@ -1,4 +1,4 @@
-"""Two runs side by side (write_compare_report), the questions they disagree on first."""
+"""Two runs side by side (write_compare_report, templates/compare.html), the questions they disagree on first."""
 
 from __future__ import annotations
 
@@ -8,54 +8,30 @@ from typing import Any
 
 from evaluator.core.keys import record_key
 from evaluator.data.benchmarks.base import Benchmark
+from evaluator.report import pieces
 from evaluator.report.base import (
     IMAGE_PX,
-    STATUS_LABELS,
     TITLES,
     VERDICT_RANK,
     VERDICTS,
     Log,
     ReportError,
-    _ci,
-    _e,
-    _members,
-    _pct,
-    _stderr,
     answer_of,
+    ci,
     error_of,
+    log_to_stderr,
+    members,
     outcome,
+    pct,
 )
-from evaluator.report.pagedata import (
-    PageData,
-    load_page_data,
-)
-from evaluator.report.pieces import (
-    _answer_cell,
-    _controls,
-    _counts,
-    _error_cell,
-    _footer,
-    _group_attrs,
-    _group_filters,
-    _group_header,
-    _group_text,
-    _notes,
-    _reasoning_block,
-    _select,
-    _status_cell,
-    _text_block,
-    _thumb,
-    _usage,
-)
-from evaluator.report.pieces import page as page_html
-from evaluator.report.run_facts import _data_html, _dates, _sampling_text
-from evaluator.report.run_page import (
-    _question_html,
-    _write_atomic,
-)
+from evaluator.report.pagedata import PageData, load_page_data
+from evaluator.report.pieces import Parts, QuestionRow, Select
+from evaluator.report.run_facts import data_parts, dates_text, sampling_text
+from evaluator.report.run_page import write_page
+from evaluator.report.templates import render
 from evaluator.scoring import MergedRun, merge_run
 
-# ----------------------------------------------------------------------------- two runs
+Pair = tuple[str, "dict[str, Any] | None", "dict[str, Any] | None"]
 
 
 def verdict_of(a: dict[str, Any] | None, b: dict[str, Any] | None) -> str:
@@ -72,23 +48,6 @@ def verdict_of(a: dict[str, Any] | None, b: dict[str, Any] | None) -> str:
     return "both_wrong_same" if same else "both_wrong_diff"
 
 
-def _side_cell(row: dict[str, Any] | None, benchmark: Benchmark) -> str:
-    if row is None:
-        return '<span class="badge st-absent">not in this run</span>'
-    return (
-        f"{_answer_cell(row, benchmark)}<div>{_error_cell(row)}</div>{_status_cell(row)}"
-        f'<div class="detail">{_usage(row)[0]}</div>'
-    )
-
-
-def _side_text(row: dict[str, Any] | None) -> str:
-    if row is None:
-        return ""
-    return _text_block(row.get("response_text"), "resp", "no visible response") + _reasoning_block(
-        row.get("reasoning_text")
-    )
-
-
 def render_compare(ma: MergedRun, mb: MergedRun, page: PageData, names: tuple[str, str]) -> str:
     bench = ma.benchmark
     title = TITLES.get(bench.name, bench.name)
@@ -96,81 +55,75 @@ def render_compare(ma: MergedRun, mb: MergedRun, page: PageData, names: tuple[st
     a_rows = {record_key(r): r for r in ma.rows}
     b_rows = {record_key(r): r for r in mb.rows}
     order = list(a_rows) + [k for k in b_rows if k not in a_rows]
-    pairs = [(k[0], a_rows.get(k), b_rows.get(k)) for k in order]
+    pairs: list[Pair] = [(k[0], a_rows.get(k), b_rows.get(k)) for k in order]
     verdicts = Counter(verdict_of(a, b) for _, a, b in pairs)
     na, nb = names
-    body = ['<header class="top">', f"<h1>{_e(title)} · A: {_e(na)} vs B: {_e(nb)}</h1>"]
-    body.append(_summary_table(ma, mb, pairs))
-    body += [_group_compare(name, ma.summary, mb.summary) for name in bench.group_fields]
-    body.append(
-        '<h2>Agreement</h2><div class="pills">'
-        + "".join(
-            f'<span class="pill"><span class="agree-{k}">{_e(v)}</span> {verdicts.get(k, 0)}</span>'
-            for k, v in VERDICTS.items()
-        )
-        + "</div>"
+    return render(
+        "compare.html",
+        f"{title} comparison: {na} vs {nb}",
+        page.images,
+        bench_title=title,
+        names=names,
+        summary_rows=_summary_rows(ma, mb, pairs),
+        group_tables=[_group_compare(name, ma.summary, mb.summary) for name in bench.group_fields],
+        verdict_pills=[(k, v, verdicts.get(k, 0)) for k, v in VERDICTS.items()],
+        notes=_compare_notes(ma, mb, page),
+        controls=_compare_controls(bench, ma.summary, pairs, verdicts),
+        group_header=pieces.group_header(bench),
+        rows=[_compare_row(i, sid, a, b, page, bench) for i, (sid, a, b) in enumerate(pairs)],
     )
-    body.append(_notes(_compare_notes(ma, mb, page)))
-    body.append("</header>")
-    body.append(_compare_controls(bench, ma.summary, pairs, verdicts))
-    body += _compare_table(pairs, page, bench, names)
-    return page_html(f"{title} comparison: {na} vs {nb}", body, page.images, _footer())
 
 
 def _primary(m: MergedRun) -> dict[str, Any]:
     return m.summary.get("primary") if isinstance(m.summary.get("primary"), dict) else {}
 
 
-def _summary_table(ma: MergedRun, mb: MergedRun, pairs: list) -> str:
+def _accuracy_parts(p: dict[str, Any]) -> Parts:
+    correct, questions = p.get("correct"), p.get("questions")
+    return [
+        ("b", pct(p.get("accuracy"))),
+        ("", f" ({'' if correct is None else correct} / {'' if questions is None else questions})"),
+    ]
+
+
+def _summary_rows(ma: MergedRun, mb: MergedRun, pairs: list[Pair]) -> list[tuple[str, Parts, Parts]]:
     pa_, pb_ = _primary(ma), _primary(mb)
     paired = [(a, b) for _, a, b in pairs if a is not None and b is not None]
     acc_a = sum(1 for a, _ in paired if a.get("correct"))
     acc_b = sum(1 for _, b in paired if b.get("correct"))
-    da, qa = _data_html(ma.run_config, ma.summary)
-    db, qb = _data_html(mb.run_config, mb.summary)
-    out = [
-        '<table class="stats" id="compare-summary"><thead><tr><th></th><th>A</th><th>B</th></tr></thead><tbody>'
-    ]
-    for label, va, vb in [
-        ("model", _e(ma.run_config.model), _e(mb.run_config.model)),
-        ("run", _e(ma.run_root.resolve().name), _e(mb.run_root.resolve().name)),
+    da, qa = data_parts(ma.run_config, ma.summary)
+    db, qb = data_parts(mb.run_config, mb.summary)
+
+    def text(x: Any) -> Parts:
+        return [("", "" if x is None else str(x))]
+
+    return [
+        ("model", text(ma.run_config.model), text(mb.run_config.model)),
+        ("run", text(ma.run_root.resolve().name), text(mb.run_root.resolve().name)),
         ("data", da, db),
         ("question set", qa, qb),
-        ("sampling", _sampling_text(ma.run_config), _sampling_text(mb.run_config)),
-        ("run dates", _dates(ma.run_config), _dates(mb.run_config)),
-        (
-            "exact-count accuracy",
-            f"<b>{_pct(pa_.get('accuracy'))}</b> ({_e(pa_.get('correct'))} / {_e(pa_.get('questions'))})",
-            f"<b>{_pct(pb_.get('accuracy'))}</b> ({_e(pb_.get('correct'))} / {_e(pb_.get('questions'))})",
-        ),
-        ("95% Wilson interval", _ci(pa_.get("ci95")), _ci(pb_.get("ci95"))),
-        (f"correct on the {len(paired)} shared questions", str(acc_a), str(acc_b)),
-    ]:
-        out.append(
-            f'<tr><td>{_e(label)}</td><td style="text-align:left">{va}</td><td style="text-align:left">{vb}</td></tr>'
-        )
-    out.append("</tbody></table>")
-    return "\n".join(out)
+        ("sampling", text(sampling_text(ma.run_config)), text(sampling_text(mb.run_config))),
+        ("run dates", text(dates_text(ma.run_config)), text(dates_text(mb.run_config))),
+        ("exact-count accuracy", _accuracy_parts(pa_), _accuracy_parts(pb_)),
+        ("95% Wilson interval", text(ci(pa_.get("ci95"))), text(ci(pb_.get("ci95")))),
+        (f"correct on the {len(paired)} shared questions", text(acc_a), text(acc_b)),
+    ]
 
 
-def _group_compare(name: str, sa: dict[str, Any], sb: dict[str, Any]) -> str:
+def _group_compare(name: str, sa: dict[str, Any], sb: dict[str, Any]) -> dict[str, Any]:
     ga, gb = sa.get("groups") or {}, sb.get("groups") or {}
     va_, vb_ = (ga.get(name) or {}).get("values") or {}, (gb.get(name) or {}).get("values") or {}
     keys = list((ga.get(name) or {}).get("order") or va_) + [k for k in vb_ if k not in va_]
     label = "class" if name == "target_class" else name
-    out = [
-        f'<h2>Accuracy by {_e(label)}</h2><table class="stats"><thead><tr><th>{_e(label)}</th><th>questions A</th>'
-        "<th>A</th><th>A 95% CI</th><th>questions B</th><th>B</th><th>B 95% CI</th></tr></thead><tbody>"
-    ]
+    rows = []
     for k in keys:
         x, y = va_.get(k) or {}, vb_.get(k) or {}
-        out.append(
-            f"<tr><td>{_e(k)}</td><td>{_e(x.get('questions'))}</td><td>{_pct(x.get('accuracy'))}</td>"
-            f"<td>{_ci(x.get('ci95'))}</td><td>{_e(y.get('questions'))}</td><td>{_pct(y.get('accuracy'))}</td>"
-            f"<td>{_ci(y.get('ci95'))}</td></tr>"
+        rows.append(
+            [k, x.get("questions"), pct(x.get("accuracy")), ci(x.get("ci95"))]
+            + [y.get("questions"), pct(y.get("accuracy")), ci(y.get("ci95"))]
         )
-    out.append("</tbody></table>")
-    return "\n".join(out)
+    heads = [label, "questions A", "A", "A 95% CI", "questions B", "B", "B 95% CI"]
+    return {"label": label, "heads": heads, "rows": rows}
 
 
 def _compare_notes(ma: MergedRun, mb: MergedRun, page: PageData) -> list[str]:
@@ -184,74 +137,62 @@ def _compare_notes(ma: MergedRun, mb: MergedRun, page: PageData) -> list[str]:
     return notes
 
 
-def _status_select(attr: str, label: str, rows: list[dict[str, Any]]) -> str:
-    counts = _counts(rows, outcome)
-    return _select(
-        attr,
-        label,
-        [("", "all")] + [(k, f"{v} ({counts[k]})") for k, v in STATUS_LABELS.items() if counts[k]],
-    )
-
-
-def _compare_controls(bench: Benchmark, summary: dict[str, Any], pairs: list, verdicts: Counter) -> str:
-    selects = _group_filters(bench, summary, [(a or b or {}).get("groups") or {} for _, a, b in pairs])
+def _compare_controls(
+    bench: Benchmark, summary: dict[str, Any], pairs: list[Pair], verdicts: Counter
+) -> pieces.Controls:
+    selects = pieces.group_filters(bench, summary, [(a or b or {}).get("groups") or {} for _, a, b in pairs])
     disagree = sum(verdicts[k] for k in ("only_a", "only_b", "both_wrong_diff"))
     selects.append(
-        _select(
+        Select(
             "verdict",
             "verdict",
             [("", "all"), ("disagree", f"disagree ({disagree})")]
             + [(k, f"{v} ({verdicts[k]})") for k, v in VERDICTS.items() if verdicts[k]],
         )
     )
-    selects.append(_status_select("status-a", "A status", [a for _, a, _ in pairs if a]))
-    selects.append(_status_select("status-b", "B status", [b for _, _, b in pairs if b]))
+    selects.append(pieces.status_select("status-a", "A status", [a for _, a, _ in pairs if a]))
+    selects.append(pieces.status_select("status-b", "B status", [b for _, _, b in pairs if b]))
     sort_options = [
         ("rank:asc", "disagreements first"),
         ("order:asc", "question order"),
         ("gap:desc", "error gap |A|−|B|, largest first"),
     ]
-    return _controls(selects, sort_options, "either response text")
+    return pieces.controls(selects, sort_options, "either response text")
 
 
-def _compare_table(pairs: list, page: PageData, bench: Benchmark, names: tuple[str, str]) -> list[str]:
-    na, nb = names
-    out = [
-        '<section><table class="rows" id="rows"><colgroup><col class="c-n"><col class="c-img"><col class="c-q">'
-        '<col class="c-num"><col class="c-st"><col class="c-st"><col class="c-agree"><col><col></colgroup>'
-        f"<thead><tr><th>#</th><th>image</th><th>{_e(_group_header(bench))}</th><th>truth</th><th>A: {_e(na)}</th>"
-        f"<th>B: {_e(nb)}</th><th>verdict</th><th>A response</th><th>B response</th></tr></thead><tbody>"
-    ]
-    out += [_compare_row(i, sid, a, b, page, bench) for i, (sid, a, b) in enumerate(pairs)]
-    out.append("</tbody></table></section>\n")
-    return out
-
-
-def _compare_row(i: int, sid: str, a: Any, b: Any, page: PageData, bench: Benchmark) -> str:
+def _compare_row(i: int, sid: str, a: Any, b: Any, page: PageData, bench: Benchmark) -> QuestionRow:
     any_row = a or b or {}
     groups = any_row.get("groups") or {}
     v = verdict_of(a, b)
     ea, eb = (error_of(a) if a else None), (error_of(b) if b else None)
     gap = abs(abs(ea) - abs(eb)) if ea is not None and eb is not None else None
-    members = [v] + (["disagree"] if v in ("only_a", "only_b", "both_wrong_diff") else [])
-    correct = bool(a and a.get("correct")) and bool(b and b.get("correct"))
-    caption = f"{sid} · truth {any_row.get('ground_truth')}"
-    truth = any_row.get("ground_truth") if any_row.get("ground_truth") is not None else "–"
+    verdict_members = [v] + (["disagree"] if v in ("only_a", "only_b", "both_wrong_diff") else [])
     repeat = any_row.get("repeat")
     anchor, shown = (sid, sid) if repeat is None else (f"{sid}-r{repeat}", f"{sid} · repeat {repeat}")
-    return (
-        f'<tr class="q {"right" if correct else "wrong"}" id="q-{_e(anchor)}" data-sid="{_e(sid)}"'
-        f' data-f-verdict="{_e(_members(members))}"'
-        f' data-f-status-a="|{outcome(a) if a else "absent"}|" data-f-status-b="|{outcome(b) if b else "absent"}|"'
-        f"{_group_attrs(bench, groups)}"
-        f' data-s-order="{i}" data-s-rank="{VERDICT_RANK[v]}" data-s-gap="{"" if gap is None else gap}">'
-        f'<td class="idx">{i + 1}</td><td>{_thumb(page, sid, caption)}</td>'
-        f'<td><div class="cls">{_group_text(bench, groups)}</div>{_question_html(page, sid)}'
-        f'<div class="sid mono">{_e(shown)}</div></td>'
-        f'<td class="num">{_e(truth)}</td>'
-        f"<td>{_side_cell(a, bench)}</td><td>{_side_cell(b, bench)}</td>"
-        f'<td><span class="agree-{v}">{_e(VERDICTS[v])}</span></td>'
-        f"<td>{_side_text(a)}</td><td>{_side_text(b)}</td></tr>"
+    attrs = [
+        ("data-f-verdict", members(verdict_members)),
+        ("data-f-status-a", f"|{outcome(a) if a else 'absent'}|"),
+        ("data-f-status-b", f"|{outcome(b) if b else 'absent'}|"),
+        *pieces.group_attrs(bench, groups),
+        ("data-s-order", str(i)),
+        ("data-s-rank", str(VERDICT_RANK[v])),
+        ("data-s-gap", "" if gap is None else str(gap)),
+    ]
+    return QuestionRow(
+        number=i + 1,
+        sid=sid,
+        anchor=anchor,
+        shown=shown,
+        right=bool(a and a.get("correct")) and bool(b and b.get("correct")),
+        attrs=attrs,
+        thumb=pieces.thumb(page, sid, f"{sid} · truth {any_row.get('ground_truth')}"),
+        group_text=pieces.group_text(bench, groups),
+        question=page.questions.get(sid),
+        truth=any_row.get("ground_truth") if any_row.get("ground_truth") is not None else "–",
+        a=pieces.side(a, bench) if a else None,
+        b=pieces.side(b, bench) if b else None,
+        verdict=v,
+        verdict_label=VERDICTS[v],
     )
 
 
@@ -272,7 +213,7 @@ def write_compare_report(
     data_files: str | None = None,
     images: bool = True,
     image_px: int = IMAGE_PX,
-    log: Log | None = _stderr,
+    log: Log | None = log_to_stderr,
 ) -> Path:
     """Write a side-by-side page for two runs of one benchmark (rows where they disagree first).
 
@@ -297,7 +238,7 @@ def write_compare_report(
     target = Path(output)
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
-        _write_atomic(target, render_compare(ma, mb, page, _run_labels(ma, mb)))
+        write_page(target, render_compare(ma, mb, page, _run_labels(ma, mb)))
     except OSError as exc:
         raise ReportError(
             f"cannot write the comparison {target} ({exc.strerror}); choose another path"

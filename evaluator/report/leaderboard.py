@@ -4,7 +4,8 @@
 summary), takes each run's state and the pricing table from the sweep's `sweep.json` when there is one,
 builds the numbers with `evaluator.scoring.leaderboard` and writes the three files atomically. The
 page is one self-contained file (the report's stylesheet inline, no script, nothing loaded from the
-network); each run links to its own scores/report.html.
+network); each run links to its own scores/report.html. A run the sweep file gives a `published` result
+(kept in sweep.json) is shown beside it (evaluator.scoring.published).
 """
 
 from __future__ import annotations
@@ -24,7 +25,6 @@ from evaluator.scoring.leaderboard import BoardRun, build_leaderboard
 SWEEP_STATE = "sweep.json"
 BOARD_DIR = "leaderboard"
 RUN_CONFIG = "run_config.json"
-FILES = ("index.html", "leaderboard.md", "leaderboard.json")
 
 
 def find_runs(dirs: list[Path]) -> tuple[list[tuple[str, Path]], dict[str, Any]]:
@@ -73,7 +73,10 @@ def board_runs(found: list[tuple[str, Path]], state: dict[str, Any], out_dir: Pa
         report = folder / "scores" / "report.html"
         link = Path(os.path.relpath(report, out_dir)).as_posix() if report.is_file() else None
         run_state = (states.get(name) or {}).get("state") if states else None
-        runs.append(BoardRun(name, merged, link, run_state))
+        published = (
+            (state.get("published") or {}).get(name) if isinstance(state.get("published"), dict) else None
+        )
+        runs.append(BoardRun(name, merged, link, run_state, published))
     return runs
 
 

@@ -17,6 +17,27 @@ def usd(x: Any) -> str:
     return "" if x is None else f"{x:.4f}" if x < 1 else f"{x:.2f}"
 
 
+def cost_cell(e: dict[str, Any]) -> str:
+    """The cost, marked for a batch run with the rate it was costed at (a default said as such)."""
+    if not e.get("batch"):
+        return usd(e["cost_usd"])
+    price = e.get("price") or {}
+    rate = "batch price, default half online" if price.get("batch_default") else "batch price"
+    return f"{usd(e['cost_usd'])} ({rate})" if e["cost_usd"] is not None else "batch"
+
+
+def latency(e: dict[str, Any]) -> str:
+    """Median / p95 seconds per response."""
+    lat = e.get("latency_s") or {}
+    if lat.get("median") is None:
+        return ""
+    return f"{_seconds(lat['median'])} / {_seconds(lat['p95'])}"
+
+
+def _seconds(x: float) -> str:
+    return f"{x:.2f}" if x < 10 else f"{x:.1f}" if x < 100 else f"{x:.0f}"
+
+
 def column_label(board: dict[str, Any], col: dict[str, str]) -> str:
     fields = {c["field"] for c in board["columns"]}
     return col["value"] if len(fields) == 1 else f"{col['field']}={col['value']}"
@@ -40,7 +61,7 @@ def board_headers(board: dict[str, Any]) -> list[str]:
         "Missing",
         "Tokens prompt / completion / reasoning",
     ]
-    return head + ["Cost USD", "Complete", "Report"]
+    return head + ["Cost USD", "Latency s median / p95", "Complete", "Report"]
 
 
 def run_cells(board: dict[str, Any], e: dict[str, Any], link: bool = True) -> list[str]:
@@ -48,7 +69,8 @@ def run_cells(board: dict[str, Any], e: dict[str, Any], link: bool = True) -> li
     repeats = any("repeats" in x for x in board["runs"])
     o, t = e["outcomes"], e["tokens"]
     denom = e.get("responses", e["questions"])
-    cells = [str(e["rank"]), e["name"], str(e["model"]), e["provider"], f"{e['correct']} / {denom}"]
+    name = f"{e['name']} (batch)" if e.get("batch") else e["name"]
+    cells = [str(e["rank"]), name, str(e["model"]), e["provider"], f"{e['correct']} / {denom}"]
     cells.append(f"{pct(e['accuracy'])} {ci(e['ci95'])}".strip())
     cells += [pct((e.get("extra_metrics") or {}).get(k)) for k in extra_metric_names(board)]
     if repeats:
@@ -58,7 +80,8 @@ def run_cells(board: dict[str, Any], e: dict[str, Any], link: bool = True) -> li
     cells += [pct(e["per_group"][c["field"]][c["value"]]["accuracy"]) for c in board["columns"]]
     cells += [str(o["parse_failure"]), str(o["cut_off"]), str(o["request_error"]), str(o["missing"])]
     cells.append(f"{t['prompt']:,} / {t['completion']:,} / {t['reasoning']:,}")
-    cells.append(usd(e["cost_usd"]))
+    cells.append(cost_cell(e))
+    cells.append(latency(e))
     cells.append("yes" if e["complete"] else f"no ({e['state']})" if e.get("state") else "no")
     cells.append(f"[report]({e['report']})" if e["report"] and link else e["report"] or "")
     return cells
@@ -95,6 +118,7 @@ def leaderboard_markdown(board: dict[str, Any]) -> str:
     ]
     out += [_md_row(run_cells(board, e)) for e in board["runs"]]
     out.append("")
+    out += published_markdown(board)
     if board["pairwise"]:
         out += [
             "## Pairwise",
@@ -113,3 +137,65 @@ def leaderboard_markdown(board: dict[str, Any]) -> str:
 
 def _md_row(cells: list[str]) -> str:
     return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
+
+
+PUBLISHED_HEADERS = [
+    "Run",
+    "Source",
+    "Published % (correct / questions)",
+    "Reproduced %",
+    "Reproduced - published, points [95% CI]",
+    "p",
+    "Verdict",
+]
+
+
+def _verdict(block: dict[str, Any]) -> str:
+    c = block.get("consistent")
+    return "n/a" if c is None else "consistent" if c else "differs"
+
+
+def _difference(block: dict[str, Any]) -> str:
+    d, c = block.get("difference"), block.get("difference_ci95")
+    if d is None:
+        return ""
+    return f"{100 * d:+.2f}" + (f" [{100 * c[0]:+.1f}, {100 * c[1]:+.1f}]" if c else "")
+
+
+def _published_line(name: str, source: str, b: dict[str, Any]) -> list[str]:
+    p = "" if b.get("p_value") is None else f"{b['p_value']:.3g}"
+    return [
+        name,
+        source,
+        f"{pct(b['accuracy'])} ({b['correct']} / {b['questions']})",
+        f"{pct(b['reproduced_accuracy'])} ({b['reproduced_correct']} / {b['reproduced_questions']})",
+        _difference(b),
+        p,
+        _verdict(b),
+    ]
+
+
+def published_markdown(board: dict[str, Any]) -> list[str]:
+    """Published beside reproduced, per run (and per class where the sweep file gives class counts)."""
+    runs = [e for e in board["runs"] if e.get("published")]
+    if not runs:
+        return []
+    out = [
+        "## Published and reproduced",
+        "",
+        f"Difference: reproduced minus published, with the {board['methods']['published_interval']}; "
+        f"p: {board['methods']['published_test']}; consistent when p >= 0.05. Per class, the data's class "
+        "sizes are compared with the published denominators (a mismatch: another release of the data).",
+        "",
+        _md_row(PUBLISHED_HEADERS),
+        _md_row(["---", "---", "---:", "---:", "---:", "---:", "---"]),
+    ]
+    notes = []
+    for e in runs:
+        pub = e["published"]
+        out.append(_md_row(_published_line(e["name"], pub.get("source") or "", pub)))
+        for cls, b in (pub.get("per_class") or {}).items():
+            out.append(_md_row(_published_line(f"{e['name']} · {cls}", "", b)))
+        notes += [f"- {e['name']}: class sizes differ ({m})" for m in pub.get("class_size_mismatches") or []]
+        notes += [f"- {e['name']}: {pub['note']}"] if pub.get("note") else []
+    return [*out, "", *notes, *([""] if notes else [])]

@@ -1,93 +1,100 @@
-"""The leaderboard page (index.html): the runs in rank order, then the pairwise matrix.
+"""The leaderboard page (index.html, templates/leaderboard.html): the runs in rank order in a table that
+fits a 1280-pixel screen (rank, run, accuracy with interval, per group, cost, latency, complete), every
+other column one click away, the forest plot, published against reproduced, then the pairwise matrix.
 
-Built in the report's page frame (evaluator.report.pieces.page: its stylesheet inline, its
-Content-Security-Policy that forbids any network request); the only links are to each run's own
-report, relative to the page.
+Built in the report's page frame (its stylesheet inline, its Content-Security-Policy that forbids any
+network request); the only links are to each run's own report, relative to the page.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
-from evaluator.report.base import _e, _now, _version
-from evaluator.report.leaderboard_markdown import ci, column_label, extra_metric_names, pct, usd
-from evaluator.report.pieces import page
+from markupsafe import Markup
 
-STYLE = """<style>
-table.board td.num, table.board th.num { text-align: right; font-variant-numeric: tabular-nums; }
-table.board td { white-space: nowrap; }
-table.board th { white-space: normal; vertical-align: bottom; max-width: 8em; }
-table.board { font-size: 0.9em; }
-table.board th, table.board td { padding: 4px 7px; }
-table.board td .sub { display: block; font-size: 0.85em; color: var(--muted); }
-table.board td.txt, table.board th.txt { text-align: left; }
-table.board tr.incomplete td:nth-child(2)::after { content: " (incomplete)"; font-size: 0.85em; }
-table.board tr.incomplete td { color: var(--warn); }
-table.board td.best { font-weight: 700; }
-table.matrix td { text-align: center; font-variant-numeric: tabular-nums; min-width: 9em; }
-table.matrix td.sig { background: #e6f4ea; }
-table.matrix td.na { color: var(--muted); background: var(--panel); }
-table.matrix td .p { display: block; color: var(--muted); font-size: 0.85em; }
-.scroll { overflow-x: auto; }
-</style>"""
+from evaluator.report.base import asset
+from evaluator.report.leaderboard_forest import forest
+from evaluator.report.leaderboard_markdown import (
+    ci,
+    column_label,
+    cost_cell,
+    extra_metric_names,
+    latency,
+    pct,
+)
+from evaluator.report.templates import render
+
+Cell = dict[str, Any]  # text, sub, title, href; value: the number that can be "best" (bold)
+Column = tuple[str, str, Callable[[dict[str, Any]], Cell]]  # header, css class, cell(entry)
 
 
-def render_page(board: dict[str, Any]) -> str:
+def cell(
+    text: Any, value: float | None = None, sub: str = "", title: str = "", href: str = "", note: str = ""
+) -> Cell:
+    return {"text": text, "value": value, "sub": sub, "title": title, "href": href, "note": note}
+
+
+def render_page(board: dict[str, Any], stamp: tuple[str, str] | None = None) -> str:
     title = f"Leaderboard: {board['title']}"
-    body = [
-        STYLE,
-        '<header class="top">',
-        f"<h1>{_e(title)}</h1>",
-        f'<p class="sub">{_e(board["benchmark"])}, {len(board["runs"])} runs, ranked by exact-count accuracy over '
-        "every question of each run (missing, unparsed and failed answers count as wrong).</p>",
-        "</header>",
-        "<section>",
-        "<h2>Runs</h2>",
-        '<div class="scroll">',
-        runs_table(board),
-        "</div>",
-        "<p>Accuracy: 95% Wilson interval (with repeats, question-cluster bootstrap); group columns are "
-        "accuracies in %. Cut off: no parsable answer because the output limit was reached, counted apart "
-        "from parse (format) failures. Tokens and cost count every recorded attempt, failed ones included; "
-        "the cost is blank without a price for the model.</p>",
-        "</section>",
-        "<section>",
-        "<h2>Pairwise differences</h2>",
-        '<div class="scroll">',
-        matrix(board),
-        "</div>",
-        f"<p>Cell: accuracy of the row's run minus the column's, in points, with a paired bootstrap 95% interval "
-        f"({board['methods']['bootstrap_resamples']} resamples, seed {board['methods']['bootstrap_seed']}); p: "
-        "exact two-sided McNemar (runs with repeats: a paired sign-flip test on per-question means), "
-        "Holm-adjusted across the pairs (shaded below 0.05). Runs over different question sets are not "
-        "compared.</p>",
-        "</section>",
-    ]
-    footer = (
-        f"Written by doccount-eval {_e(_version())} on {_e(_now())}. Self-contained page: nothing is loaded "
-        "from the network; the numbers are in leaderboard.json next to it."
+    main, full = main_columns(board), columns(board)
+    return render(
+        "leaderboard.html",
+        title,
+        stamp=stamp,
+        board_css=Markup(asset("leaderboard.css")),
+        board=board,
+        main_heads=[(head, cls) for head, cls, _ in main],
+        main_rows=board_rows(board, main),
+        heads=[(head, cls) for head, cls, _ in full],
+        rows=board_rows(board, full),
+        forest=forest(board),
+        published=published_rows(board),
+        names=[e["name"] for e in board["runs"]],
+        matrix=matrix(board),
     )
-    return page(title, body, {}, footer)
 
 
-Column = tuple[str, str, Any]  # header, css class, cell(entry) -> (html, number or None for "best")
+def main_columns(board: dict[str, Any]) -> list[Column]:
+    """What a reader compares, narrow enough for 1280 pixels: the rest is in columns()."""
+    cols: list[Column] = [
+        ("Rank", "txt", lambda e: cell(e["rank"])),
+        ("Run / model", "txt", _run_cell),
+        ("Accuracy % [95% CI]", "num", _accuracy_cell),
+    ]
+    cols += [
+        (f"{k.replace('_', ' ').capitalize()} %", "num", _extra_cell(k)) for k in extra_metric_names(board)
+    ]
+    cols += [(column_label(board, c), "num", _group_cell(c["field"], c["value"])) for c in board["columns"]]
+    cols += [
+        ("Cost USD", "num", lambda e: cell(cost_cell(e))),
+        ("Latency s median / p95", "num", lambda e: cell(latency(e))),
+        ("Complete", "txt", _complete_cell),
+    ]
+    return cols
+
+
+def _run_cell(e: dict[str, Any]) -> Cell:
+    return cell(e["name"], href=e["report"] or "", sub=f"{e['model']} · {e['provider']}")
+
+
+def _accuracy_cell(e: dict[str, Any]) -> Cell:
+    pub = e.get("published")
+    note = f"published {pct(pub['accuracy'])}" if pub else ""
+    return cell(pct(e["accuracy"]), e["accuracy"], sub=ci(e["ci95"]), note=note)
 
 
 def columns(board: dict[str, Any]) -> list[Column]:
-    """The page's columns: narrower than the Markdown table (model and host in one cell, short numbers)."""
+    """Every column (the "all columns" table, as leaderboard.md has them)."""
     cols: list[Column] = [
-        ("Rank", "txt", lambda e: (str(e["rank"]), None)),
-        ("Run", "txt", lambda e: (_e(e["name"]), None)),
-        (
-            "Model / provider",
-            "txt",
-            lambda e: (f'{_e(e["model"])}<br><span class="sub">{_e(e["provider"])}</span>', None),
-        ),
-        ("Correct", "num", lambda e: (f"{e['correct']} / {e.get('responses', e['questions'])}", None)),
+        ("Rank", "txt", lambda e: cell(e["rank"])),
+        ("Run", "txt", lambda e: cell(e["name"])),
+        ("Model / provider", "txt", lambda e: cell(e["model"], sub=e["provider"])),
+        ("Correct", "num", lambda e: cell(f"{e['correct']} / {e.get('responses', e['questions'])}")),
         (
             "Accuracy % [95% CI]",
             "num",
-            lambda e: (f'{pct(e["accuracy"])} <span class="sub">{_e(ci(e["ci95"]))}</span>', e["accuracy"]),
+            lambda e: cell(pct(e["accuracy"]), e["accuracy"], sub=ci(e["ci95"])),
         ),
     ]
     for k in extra_metric_names(board):
@@ -102,107 +109,143 @@ def columns(board: dict[str, Any]) -> list[Column]:
         ("Request errors", "request_error"),
         ("Missing", "missing"),
     ):
-        cols.append((head, "num", lambda e, key=key: (str(e["outcomes"][key]), None)))
+        cols.append((head, "num", lambda e, key=key: cell(e["outcomes"][key])))
     cols += [
         ("Tokens prompt / completion / reasoning", "num", _tokens_cell),
-        ("Cost USD", "num", lambda e: (_e(usd(e["cost_usd"])), None)),
-        (
-            "Complete",
-            "txt",
-            lambda e: (
-                "yes" if e["complete"] else _e(f"no ({e['state']})" if e.get("state") else "no"),
-                None,
-            ),
-        ),
-        ("Report", "txt", lambda e: (f'<a href="{_e(e["report"])}">report</a>' if e["report"] else "", None)),
+        ("Cost USD", "num", lambda e: cell(cost_cell(e))),
+        ("Latency s median / p95", "num", lambda e: cell(latency(e))),
+        ("Complete", "txt", _complete_cell),
+        ("Report", "txt", lambda e: cell("report", href=e["report"]) if e["report"] else cell("")),
     ]
     return cols
 
 
-def _repeats_cell(e: dict[str, Any]) -> tuple[str, None]:
+def _complete_cell(e: dict[str, Any]) -> Cell:
+    return cell("yes" if e["complete"] else f"no ({e['state']})" if e.get("state") else "no")
+
+
+def _repeats_cell(e: dict[str, Any]) -> Cell:
     r = e.get("repeats")
     if not r:
-        return "", None
+        return cell("")
     sd = "" if r["sd"] is None else f" ± {100 * r['sd']:.2f}"
-    return _e(f"{pct(r['mean'])}{sd} (K={r['k']})"), None
+    return cell(f"{pct(r['mean'])}{sd} (K={r['k']})")
 
 
-def _extra_cell(key: str) -> Any:
-    def cell(e: dict[str, Any]) -> tuple[str, float | None]:
+def _extra_cell(key: str) -> Callable[[dict[str, Any]], Cell]:
+    def one(e: dict[str, Any]) -> Cell:
         value = (e.get("extra_metrics") or {}).get(key)
-        return pct(value), value
+        return cell(pct(value), value)
 
-    return cell
+    return one
 
 
-def _group_cell(field: str, value: str) -> Any:
-    def cell(e: dict[str, Any]) -> tuple[str, float | None]:
+def _group_cell(field: str, value: str) -> Callable[[dict[str, Any]], Cell]:
+    def one(e: dict[str, Any]) -> Cell:
         block = e["per_group"][field][value]
-        return f'<span title="{_e(ci(block["ci95"]))}">{pct(block["accuracy"])}</span>', block["accuracy"]
+        return cell(pct(block["accuracy"]), block["accuracy"], title=ci(block["ci95"]))
 
-    return cell
+    return one
 
 
-def _tokens_cell(e: dict[str, Any]) -> tuple[str, None]:
+def _tokens_cell(e: dict[str, Any]) -> Cell:
     t = e["tokens"]
     full = f"prompt {t['prompt']:,}, completion {t['completion']:,}, reasoning {t['reasoning']:,}"
     full += f", cached {t['cached']:,}, of failed attempts {t['failed_attempts']:,}"
-    short = " / ".join(_short(t[k]) for k in ("prompt", "completion", "reasoning"))
-    return f'<span title="{_e(full)}">{short}</span>', None
+    return cell(" / ".join(_short(t[k]) for k in ("prompt", "completion", "reasoning")), title=full)
 
 
 def _short(n: int) -> str:
     return f"{n:,}" if n < 10_000 else f"{n / 1000:.1f}k" if n < 1_000_000 else f"{n / 1e6:.2f}M"
 
 
-def runs_table(board: dict[str, Any]) -> str:
-    cols = columns(board)
-    cells = [[cell(e) for _, _, cell in cols] for e in board["runs"]]
-    best = []  # the best value of each accuracy column, bold as in the paper's Table 5
+def board_rows(board: dict[str, Any], cols: list[Column]) -> list[dict[str, Any]]:
+    """Each run's cells, the best value of each accuracy column marked (bold, as in the paper's Table 5)."""
+    cells = [[{**one(e), "cls": cls} for _, cls, one in cols] for e in board["runs"]]
     for j in range(len(cols)):
-        values = [row[j][1] for row in cells if row[j][1] is not None]
-        best.append(max(values) if len(values) > 1 else None)
-    out = ['<table class="stats board" id="board">', "<thead><tr>"]
-    out += [f'<th class="{cls}">{_e(head)}</th>' for head, cls, _ in cols]
-    out.append("</tr></thead><tbody>")
-    for e, row in zip(board["runs"], cells, strict=True):
-        tds = [
-            f'<td class="{cls}{" best" if best[j] is not None and v == best[j] else ""}">{html}</td>'
-            for j, ((_, cls, _), (html, v)) in enumerate(zip(cols, row, strict=True))
+        values = [row[j]["value"] for row in cells if row[j]["value"] is not None]
+        best = max(values) if len(values) > 1 else None
+        for row in cells:
+            row[j]["best"] = best is not None and row[j]["value"] == best
+    return [
+        {"name": e["name"], "complete": e["complete"], "cells": row}
+        for e, row in zip(board["runs"], cells, strict=True)
+    ]
+
+
+def _points(x: Any) -> str:
+    return "" if x is None else f"{100 * x:+.1f}"
+
+
+def _interval(c: Any) -> str:
+    return "" if not c else f"[{100 * c[0]:+.1f}, {100 * c[1]:+.1f}]"
+
+
+def _verdict(block: dict[str, Any]) -> str:
+    c = block.get("consistent")
+    return "n/a" if c is None else "consistent" if c else "differs"
+
+
+def published_rows(board: dict[str, Any]) -> list[dict[str, Any]]:
+    """The runs that carry a published result: both side by side, the difference, p, the verdict."""
+    out = []
+    for e in board["runs"]:
+        pub = e.get("published")
+        if not pub:
+            continue
+        classes = [
+            {
+                "name": name,
+                "published": f"{pct(b['accuracy'])} ({b['correct']} / {b['questions']})",
+                "reproduced": pct(b["reproduced_accuracy"]),
+                "difference": _points(b["difference"]),
+                "interval": _interval(b["difference_ci95"]),
+                "verdict": _verdict(b),
+                "size": f"{b['reproduced_questions']} here, {b['questions']} published",
+                "size_matches": b["size_matches"],
+            }
+            for name, b in (pub.get("per_class") or {}).items()
         ]
-        row_cls = "" if e["complete"] else ' class="incomplete"'
-        out.append(f'<tr data-run="{_e(e["name"])}"{row_cls}>' + "".join(tds) + "</tr>")
-    out.append("</tbody></table>")
-    return "\n".join(out)
+        out.append(
+            {
+                "name": e["name"],
+                "source": pub.get("source") or "",
+                "note": pub.get("note") or "",
+                "published": f"{pct(pub['accuracy'])} ({pub['correct']} / {pub['questions']})",
+                "reproduced": f"{pct(e['accuracy'])} ({e['correct']} / {e.get('responses', e['questions'])})",
+                "difference": _points(pub["difference"]),
+                "interval": _interval(pub["difference_ci95"]),
+                "p": "" if pub["p_value"] is None else f"{pub['p_value']:.3g}",
+                "verdict": _verdict(pub),
+                "mismatches": pub.get("class_size_mismatches") or [],
+                "classes": classes,
+            }
+        )
+    return out
 
 
-def matrix(board: dict[str, Any]) -> str:
+def matrix(board: dict[str, Any]) -> list[tuple[str, list[dict[str, Any] | None]]]:
     """Rows and columns in rank order; the upper triangle holds each pair (row = A, the better run)."""
     names = [e["name"] for e in board["runs"]]
     pairs = {(p["a"], p["b"]): p for p in board["pairwise"]}
-    out = ['<table class="stats matrix" id="pairwise"><thead><tr><th>A \\ B</th>']
-    out += [f"<th>{_e(n)}</th>" for n in names[1:]]
-    out.append("</tr></thead><tbody>")
-    for i, a in enumerate(names[:-1]):
-        cells = [f"<th>{_e(a)}</th>"]
-        for j, b in enumerate(names[1:], start=1):
-            cells.append(_matrix_cell(pairs.get((a, b))) if j > i else '<td class="na"></td>')
-        out.append("<tr>" + "".join(cells) + "</tr>")
-    out.append("</tbody></table>")
-    return "\n".join(out)
+    return [
+        (a, [_matrix_cell(pairs.get((a, b))) if j > i else None for j, b in enumerate(names[1:], start=1)])
+        for i, a in enumerate(names[:-1])
+    ]
 
 
-def _matrix_cell(p: dict[str, Any] | None) -> str:
-    if p is None:
-        return '<td class="na"></td>'
-    if not p["comparable"]:
-        return f'<td class="na" title="{_e(p["reason"])}">not comparable</td>'
+def _matrix_cell(p: dict[str, Any] | None) -> dict[str, Any] | None:
+    if p is None or not p["comparable"]:
+        return p and {"comparable": False, "reason": p["reason"]}
     lo, hi = p["difference_ci95"] or (0.0, 0.0)
     holm = p["p_holm"]
     test = " (sign-flip)" if p.get("p_test") == "sign_flip" else ""
-    ptext = "p n/a" if p["p_value"] is None else f"p {p['p_value']:.3g}{test}, Holm {holm:.3g}"
-    cls = ' class="sig"' if holm is not None and holm < 0.05 else ""
-    return (
-        f'<td{cls} data-a="{_e(p["a"])}" data-b="{_e(p["b"])}">{100 * p["difference"]:+.1f} '
-        f'<span class="sub">[{100 * lo:+.1f}, {100 * hi:+.1f}]</span><span class="p">{_e(ptext)}</span></td>'
-    )
+    return {
+        "comparable": True,
+        "a": p["a"],
+        "b": p["b"],
+        "diff": f"{100 * p['difference']:+.1f}",
+        "ci": f"[{100 * lo:+.1f}, {100 * hi:+.1f}]",
+        "ptext": "p n/a" if p["p_value"] is None else f"p {p['p_value']:.3g}{test}, Holm {holm:.3g}",
+        "sig": holm is not None and holm < 0.05,
+    }

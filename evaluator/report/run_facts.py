@@ -1,5 +1,5 @@
 """What the pages say about a run's settings (data source, question set, sampling, dates), read from
-its typed RunConfig (evaluator.runfolder.runconfig)."""
+its typed RunConfig (evaluator.runfolder.runconfig). Text with code spans comes as (kind, text) parts."""
 
 from __future__ import annotations
 
@@ -7,48 +7,57 @@ import json
 from typing import Any
 
 from evaluator.core.values import is_int
-from evaluator.report.base import _e
 from evaluator.runfolder.runconfig import RunConfig
 
+Parts = list[tuple[str, str]]
 
-def _data_html(config: RunConfig, summary: dict[str, Any]) -> tuple[str, str]:
+
+def data_parts(config: RunConfig, summary: dict[str, Any]) -> tuple[Parts, Parts]:
     """(source/revision, question set) descriptions."""
     data = config.data
+    text: Parts
     if data.get("source") == "hub":
         rev = data.get("revision")
         asked = data.get("requested_revision")
-        text = f"Hugging Face <code>{_e(data.get('dataset'))}</code> revision <code>{_e(rev)}</code>"
+        text = [("", "Hugging Face "), ("code", data.get("dataset")), ("", " revision "), ("code", rev)]
         if asked and asked != rev:
-            text += f" (requested <code>{_e(asked)}</code>)"
+            text += [("", " (requested "), ("code", asked), ("", ")")]
     elif data.get("source") == "local":
-        text = f"local files <code>{_e(data.get('pattern'))}</code>"
+        text = [("", "local files "), ("code", data.get("pattern"))]
     else:
-        text = '<span class="none">not recorded</span>'
+        text = [("none", "not recorded")]
     files = data.get("files") if isinstance(data.get("files"), list) else []
     if files:
-        text += (
-            "; "
-            + ", ".join(
-                f"<code>{_e(f.get('name'))}</code> (sha256 <code>{_e(str(f.get('sha256'))[:12])}</code>…)"
-                for f in files[:6]
-                if isinstance(f, dict)
-            )
-            + (f" and {len(files) - 6} more" if len(files) > 6 else "")
-        )
+        text.append(("", "; "))
+        for j, f in enumerate(f for f in files[:6] if isinstance(f, dict)):
+            text += [("", ", " if j else ""), ("code", f.get("name")), ("", " (sha256 ")]
+            text += [("code", str(f.get("sha256"))[:12]), ("", "…)")]
+        if len(files) > 6:
+            text.append(("", f" and {len(files) - 6} more"))
+    return text, _question_set(config, summary)
+
+
+def _question_set(config: RunConfig, summary: dict[str, Any]) -> Parts:
     sdata = summary.get("data") if isinstance(summary.get("data"), dict) else {}
     digest = sdata.get("manifest_sha256")
-    verified = sdata.get("manifest_verified")
-    qs = f"{_e(sdata.get('questions'))} questions"
+    qs: Parts = [("", f"{'' if sdata.get('questions') is None else sdata.get('questions')} questions")]
     if digest:
-        qs += f", manifest sha256 <code>{_e(str(digest)[:16])}</code>…"
-        qs += " (verified against run_config.json)" if verified else " (not verified)"
-    total = data.get("questions")
+        qs += [("", ", manifest sha256 "), ("code", str(digest)[:16]), ("", "…")]
+        qs.append(
+            (
+                "",
+                " (verified against run_config.json)"
+                if sdata.get("manifest_verified")
+                else " (not verified)",
+            )
+        )
+    total = config.data.get("questions")
     if is_int(total) and is_int(sdata.get("questions")) and total != sdata.get("questions"):
-        qs += f"; a selection of the {total} questions in the data"
-    return text, qs
+        qs.append(("", f"; a selection of the {total} questions in the data"))
+    return qs
 
 
-def _sampling_text(config: RunConfig) -> str:
+def sampling_text(config: RunConfig) -> str:
     s = config.sampling
     parts = [
         f"{k} {'not sent' if s[k] is None else s[k]}"
@@ -62,11 +71,11 @@ def _sampling_text(config: RunConfig) -> str:
     rpf = config.retry_parse_failures
     if rpf:
         parts.append(f"retry parse failures {rpf}")
-    return _e(", ".join(parts) or "not recorded")
+    return ", ".join(parts) or "not recorded"
 
 
-def _dates(config: RunConfig) -> str:
+def dates_text(config: RunConfig) -> str:
     a, b = config.created_at, config.updated_at
     if a and b and a != b:
-        return f"{_e(a)} → {_e(b)}"
-    return _e(a or b or "not recorded")
+        return f"{a} → {b}"
+    return a or b or "not recorded"

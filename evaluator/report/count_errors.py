@@ -1,0 +1,144 @@
+"""Where a model over- or under-counts, for the run page: a confusion matrix of true against parsed counts
+(per class, with the number of questions in each cell), and per-class absolute errors.
+
+A single absurd answer (a 30-digit integer from a broken or hostile model) makes a mean absolute error
+meaningless, so the median is shown beside it and such answers are counted: an answer is absurd when it
+is more than ABSURD_FACTOR times the largest true count of the run. In the matrix they get one column.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections import Counter
+from typing import Any
+
+from evaluator.core.values import is_int
+from evaluator.data.benchmarks.base import Benchmark
+from evaluator.report.base import answer_of
+from evaluator.scoring import group_keys
+
+ABSURD_FACTOR = 10
+MAX_COLUMNS = 30  # more distinct counts than this: equal-width ranges instead (the table stays readable)
+ABSURD, NO_ANSWER = "absurd", "no answer"
+
+
+def absurd_limit(rows: list[dict[str, Any]]) -> int | None:
+    """Answers above this are absurd: ABSURD_FACTOR times the largest true count (None: no true count)."""
+    truths = [t for r in rows if is_int(t := r.get("ground_truth"))]
+    return ABSURD_FACTOR * max(truths) if truths else None
+
+
+def _pairs(rows: list[dict[str, Any]]) -> list[tuple[int, int | None]]:
+    """(true count, parsed answer or None) of every response with a known true count."""
+    return [(r["ground_truth"], answer_of(r)) for r in rows if is_int(r.get("ground_truth"))]
+
+
+def error_stats(rows: list[dict[str, Any]], limit: int | None) -> dict[str, Any]:
+    """Mean and median absolute error over parsed answers, and the count of absurd answers."""
+    pairs = [(t, a) for t, a in _pairs(rows) if a is not None]
+    errors = [abs(a - t) for t, a in pairs]
+    return {
+        "parsed": len(errors),
+        "mean_absolute_error": sum(errors) / len(errors) if errors else None,
+        "median_absolute_error": statistics.median(errors) if errors else None,
+        "absurd": sum(1 for _, a in pairs if limit is not None and a > limit),
+    }
+
+
+def group_error_stats(
+    benchmark: Benchmark, rows: list[dict[str, Any]], limit: int | None
+) -> dict[str, dict[str, dict[str, Any]]]:
+    """error_stats per subgroup value, keyed as the summary's groups are (field -> value key -> stats)."""
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    for name in benchmark.group_fields:
+        members: dict[str, list[dict[str, Any]]] = {}
+        for r in rows:
+            for key in group_keys(r.get("groups") or {}, name):
+                members.setdefault(key, []).append(r)
+        out[name] = {key: error_stats(sub, limit) for key, sub in members.items()}
+    return out
+
+
+def _bins(values: list[int]) -> list[tuple[int, int]]:
+    """Each distinct count its own bin, or equal-width ranges when there are more than MAX_COLUMNS."""
+    distinct = sorted(set(values))
+    if len(distinct) <= MAX_COLUMNS:
+        return [(v, v) for v in distinct]
+    lo, hi = distinct[0], distinct[-1]
+    width = math.ceil((hi - lo + 1) / MAX_COLUMNS)
+    starts = sorted({lo + (v - lo) // width * width for v in distinct})
+    return [(s, s + width - 1) for s in starts]
+
+
+def _bin_of(bins: list[tuple[int, int]], value: int) -> int:
+    return next(i for i, (lo, hi) in enumerate(bins) if lo <= value <= hi)
+
+
+def _label(b: tuple[int, int]) -> str:
+    return str(b[0]) if b[0] == b[1] else f"{b[0]}–{b[1]}"
+
+
+def confusion(rows: list[dict[str, Any]], limit: int | None, label: str) -> dict[str, Any] | None:
+    """Rows: true counts; columns: parsed answers (absurd ones, then unanswered, in a column each)."""
+    pairs = _pairs(rows)
+    if not pairs:
+        return None
+
+    def column(t: int, a: int | None) -> Any:
+        if a is None:
+            return NO_ANSWER
+        return ABSURD if limit is not None and a > limit else a
+
+    cols = [column(t, a) for t, a in pairs]
+    bins = _bins([t for t, _ in pairs] + [c for c in cols if isinstance(c, int)])
+    cells = Counter(
+        (_bin_of(bins, t), c if isinstance(c, str) else _bin_of(bins, c))
+        for (t, _), c in zip(pairs, cols, strict=True)
+    )
+    extra = [c for c in (ABSURD, NO_ANSWER) if c in cols]
+    top = max(cells.values())
+    row_bins = sorted({_bin_of(bins, t) for t, _ in pairs})
+    table = []
+    for i in row_bins:
+        line = []
+        for j in [*range(len(bins)), *extra]:
+            n = cells.get((i, j), 0)
+            kind = (
+                "none"
+                if j == NO_ANSWER
+                else "over"
+                if j == ABSURD or j > i
+                else "under"
+                if j < i
+                else "exact"
+            )
+            line.append({"n": n, "kind": kind, "alpha": f"{0.15 + 0.85 * n / top:.2f}"})
+        table.append((_label(bins[i]), line))
+    stats = error_stats(rows, limit)
+    return {
+        "label": label,
+        "n": len(pairs),
+        "columns": [_label(b) for b in bins] + extra,
+        "rows": table,
+        **stats,
+    }
+
+
+def confusion_tables(
+    benchmark: Benchmark, summary: dict[str, Any], rows: list[dict[str, Any]], limit: int | None
+) -> list[dict[str, Any]]:
+    """The whole run, then one matrix per value of the benchmark's first subgroup field (DocCount: class),
+    in the summary's order."""
+    out = [confusion(rows, limit, "all questions")]
+    if benchmark.group_fields:
+        name = benchmark.group_fields[0]
+        members: dict[str, list[dict[str, Any]]] = {}
+        for r in rows:
+            for key in group_keys(r.get("groups") or {}, name):
+                members.setdefault(key, []).append(r)
+        field = "" if name == "target_class" else f"{name} = "
+        order = ((summary.get("groups") or {}).get(name) or {}).get("order") or []
+        keys = [k for k in order if k in members] + [k for k in members if k not in order]
+        out += [confusion(members[key], limit, f"{field}{key}") for key in keys]
+    return [t for t in out if t is not None]

@@ -1,0 +1,71 @@
+"""scores/per_question.csv: one line per question (per response with --repeats), for a spreadsheet or pandas.
+
+Columns: sample_id, repeat (with --repeats), the benchmark's subgroup fields (DocCount: target_class;
+a list field's values joined with "; "), question (from the data; blank when the data was not found),
+ground_truth, parsed_answer, parse_status, outcome, correct, latency_s, and the token counts. Every
+question of the run is a line, missing ones included (outcome `missing`), as in the report.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from pathlib import Path
+from typing import Any
+
+from evaluator.core.atomic import write_atomic
+from evaluator.data.benchmarks.base import Benchmark
+from evaluator.report.base import SCORES_DIR, outcome
+from evaluator.report.pieces import repeats_of
+from evaluator.scoring import MergedRun
+
+PER_QUESTION_FILE = "per_question.csv"
+TOKEN_KEYS = ("prompt_tokens", "completion_tokens", "reasoning_tokens", "total_tokens")
+
+
+def _cell(value: Any) -> Any:
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list):
+        return "; ".join(str(_cell(v)) for v in value)
+    return value
+
+
+def per_question_header(benchmark: Benchmark, repeats: bool) -> list[str]:
+    head = ["sample_id", *(["repeat"] if repeats else []), *benchmark.group_fields, "question"]
+    head += ["ground_truth", "parsed_answer", "parse_status", "outcome", "correct", "latency_s"]
+    return head + list(TOKEN_KEYS)
+
+
+def per_question_line(
+    row: dict[str, Any], benchmark: Benchmark, question: str | None, repeats: bool
+) -> list[Any]:
+    groups = row.get("groups") or {}
+    usage = row.get("usage") if isinstance(row.get("usage"), dict) else {}
+    state = outcome(row)
+    line = [row.get("sample_id"), *([row.get("repeat")] if repeats else [])]
+    line += [groups.get(name) for name in benchmark.group_fields]
+    line += [question, row.get("ground_truth"), row.get("parsed_answer") if state == "ok" else None]
+    line += [row.get("parse_status") if state in ("ok", "parse_failure") else None, state]
+    line += [bool(row.get("correct")), row.get("latency_s")]
+    return [_cell(v) for v in line + [usage.get(k) for k in TOKEN_KEYS]]
+
+
+def per_question_csv(merged: MergedRun, questions: dict[str, str]) -> str:
+    repeats = repeats_of(merged.summary) > 1
+    out = io.StringIO()
+    writer = csv.writer(out)
+    writer.writerow(per_question_header(merged.benchmark, repeats))
+    for row in merged.rows:
+        question = questions.get(str(row.get("sample_id")))
+        writer.writerow(per_question_line(row, merged.benchmark, question, repeats))
+    return out.getvalue()
+
+
+def write_per_question(merged: MergedRun, questions: dict[str, str]) -> Path:
+    target = merged.run_root / SCORES_DIR / PER_QUESTION_FILE
+    target.parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(target, per_question_csv(merged, questions).encode("utf-8"))
+    return target
