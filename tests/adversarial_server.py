@@ -72,7 +72,7 @@ ERROR_FIELDS = (
     "error.billing_402",
 )
 FIELDS = tuple(REPLY_FIELDS) + ERROR_FIELDS
-ENCODINGS = ("plain", "json_u", "url", "basic")
+ENCODINGS = ("plain", "json_u", "url", "basic", "u_all", "uu_all", "pct_all")
 
 
 @dataclass(frozen=True)
@@ -89,6 +89,12 @@ def hostile_text(key: str, p: Placement) -> str:
     secret = key[p.piece[0] : p.piece[1]] if p.piece else key
     if p.encoding == "url":
         secret = quote(secret, safe="")
+    elif p.encoding == "u_all":  # \u escapes as text: in a JSON string they are escaped twice
+        secret = "".join(f"\\u{ord(ch):04x}" for ch in secret)
+    elif p.encoding == "uu_all":
+        secret = "".join(f"\\\\u{ord(ch):04x}" for ch in secret)
+    elif p.encoding == "pct_all":  # every character percent-encoded, not only the reserved ones
+        secret = "".join(f"%{b:02X}" for b in secret.encode())
     elif p.encoding == "basic":
         secret = "Basic " + base64.b64encode(f"user:{secret}".encode()).decode()
     return "p" * max(0, p.clip + p.shift) + secret + " (end)"
@@ -174,6 +180,7 @@ class AdversarialServer:
     def __init__(self) -> None:
         self.placements: dict[str, Placement] = {}
         self.default: Placement | None = None
+        self.models_encoding = "plain"
         self.served: dict[str, int] = {}
         self.auth_seen: set[str] = set()
         self._first: set[str] = set()
@@ -185,9 +192,15 @@ class AdversarialServer:
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.port}/v1"
 
-    def place(self, placements: dict[str, Placement], default: Placement | None = None) -> None:
-        """Which field each image's request carries the key in (the others: `default`, or none)."""
-        self.placements, self.default = dict(placements), default
+    def place(
+        self,
+        placements: dict[str, Placement],
+        default: Placement | None = None,
+        models_encoding: str = "plain",
+    ) -> None:
+        """Which field each image's request carries the key in (the others: `default`, or none), and how
+        /v1/models carries it."""
+        self.placements, self.default, self.models_encoding = dict(placements), default, models_encoding
         self.served, self.auth_seen, self._first = {}, set(), set()
 
     def _key(self, request: web.Request) -> str:
@@ -226,7 +239,7 @@ class AdversarialServer:
 
     async def models(self, request: web.Request) -> web.Response:
         key = self._key(request)
-        p = Placement("models", 300, -12)
+        p = Placement("models", 300, -12, self.models_encoding)
         data = [{"id": "test-model"}, {"id": MARK}, {"id": {"x": MARK}}]
         return web.Response(
             text=json_with({"object": "list", "data": data}, key, p), content_type="application/json"

@@ -33,7 +33,13 @@ Test hooks (not OpenAI's): config ``hold`` keeps every batch in_progress without
 ``release()``; ``expire`` lists batch ordinals (1 = the first batch created) that expire after answering
 ``expire_after`` lines; ``error_lines`` maps a custom_id substring to an `error` object for that line;
 ``validation_error`` fails every batch's validation with that message; ``echo_key`` puts the request's
-Authorization header into every error text (a hostile or debugging proxy).
+Authorization header into every error text (a hostile or debugging proxy); ``batch_fields`` is merged into
+every batch object the API returns (create, retrieve, list, cancel), with ``{key}`` in any string replaced by
+the caller's API key: a hostile server's wrong types, ids and escape sequences; ``status_suffix`` maps a
+status to text appended to it in those objects (escape sequences in a live batch's status);
+``duplicate_lines`` maps a custom_id substring to ``"error"`` (an error-file line for that request besides its
+answer) or ``"answer"`` (a second, different 200 line in the output file): files a broken or hostile provider
+writes.
 """
 
 from __future__ import annotations
@@ -75,7 +81,22 @@ DEFAULT_CONFIG: dict[str, Any] = {
     "max_file_bytes": MAX_FILE_BYTES,
     "max_lines": MAX_LINES,
     "line_concurrency": 8,
+    "batch_fields": {},
+    "status_suffix": {},
+    "duplicate_lines": {},
 }
+
+
+def hostile_obj(state: EmulatorState, obj: dict[str, Any], request: web.Request) -> dict[str, Any]:
+    """A batch object with the test's `batch_fields` merged in, `{key}` replaced by the caller's key."""
+    fields = state.config["batch_fields"]
+    suffix = state.config["status_suffix"].get(obj.get("status"), "")
+    obj = {**obj, "status": obj.get("status", "") + suffix} if suffix else obj
+    if not fields:
+        return obj
+    key = request.headers.get("Authorization", "").removeprefix("Bearer ")
+    text = json.dumps(fields).replace("{key}", json.dumps(key)[1:-1])
+    return {**obj, **json.loads(text)}
 
 
 def _error(status: int, message: str, param: str | None = None, code: str | None = None) -> web.Response:
@@ -347,12 +368,38 @@ async def _finish(
     ordered = [batch.results[n] for n in sorted(batch.results)]
     ok = [r for r in ordered if _succeeded(r)]
     failed = [r for r in ordered if not _succeeded(r)]
+    ok, failed = _with_duplicates(state, ok, failed)
     if ok:
         batch.output_file_id = state.store(f"{batch.id}_output.jsonl", "batch_output", _jsonl(ok)).id
     if failed:
         batch.error_file_id = state.store(f"{batch.id}_error.jsonl", "batch_output", _jsonl(failed)).id
     batch.status = status
     batch.times[status] = int(time.time())
+
+
+def _with_duplicates(
+    state: EmulatorState, ok: list[dict[str, Any]], failed: list[dict[str, Any]]
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The test hook `duplicate_lines`: a second line for a request that was answered."""
+    for needle, kind in (state.config["duplicate_lines"] or {}).items():
+        for line in [x for x in ok if needle in str(x.get("custom_id"))]:
+            if kind == "error":
+                err = {"code": "server_error", "message": "duplicate failure"}
+                failed.append(
+                    {
+                        "id": line["id"] + "_dup",
+                        "custom_id": line["custom_id"],
+                        "response": None,
+                        "error": err,
+                    }
+                )
+            else:
+                twin = copy.deepcopy(line)
+                twin["response"]["body"]["choices"][0]["message"]["content"] = (
+                    "a second answer <answer>99</answer>"
+                )
+                ok.append(twin)
+    return ok, failed
 
 
 def build_app(state: EmulatorState) -> web.Application:
@@ -447,7 +494,7 @@ def _create(state: EmulatorState) -> Any:
         task = asyncio.create_task(run_batch(state, batch))
         state.tasks.add(task)
         task.add_done_callback(state.tasks.discard)
-        return web.json_response(batch.obj())
+        return web.json_response(hostile_obj(state, batch.obj(), request))
 
     return handler
 
@@ -455,7 +502,9 @@ def _create(state: EmulatorState) -> Any:
 def _list(state: EmulatorState) -> Any:
     async def handler(request: web.Request) -> web.Response:
         state.counts["lists"] += 1
-        data = [b.obj() for b in reversed(state.batches.values())]  # newest first, as OpenAI lists
+        data = [
+            hostile_obj(state, b.obj(), request) for b in reversed(state.batches.values())
+        ]  # newest first, as OpenAI lists
         return web.json_response({"object": "list", "data": data, "has_more": False})
 
     return handler
@@ -466,7 +515,7 @@ def _retrieve(state: EmulatorState) -> Any:
         batch = state.batches.get(request.match_info["id"])
         if batch is None:
             return _error(404, f"No batch found with id '{request.match_info['id']}'.", param="id")
-        return web.json_response(batch.obj())
+        return web.json_response(hostile_obj(state, batch.obj(), request))
 
     return handler
 
@@ -481,7 +530,7 @@ def _cancel(state: EmulatorState) -> Any:
             batch.status = "cancelling"
             batch.times["cancelling"] = int(time.time())
             batch.cancel.set()
-        return web.json_response(batch.obj())
+        return web.json_response(hostile_obj(state, batch.obj(), request))
 
     return handler
 

@@ -1,4 +1,5 @@
-"""A loopback stand-in for the few Hugging Face hub HTTP calls the evaluator's data path makes.
+"""A loopback stand-in for the few Hugging Face hub HTTP calls the evaluator makes: a benchmark's
+dataset (`doccount data`) and a model's weights (`doccount model`).
 
 The real `huggingface_hub` client (the version installed in the venv) talks to it through
 `HF_ENDPOINT=http://127.0.0.1:PORT`; nothing here imitates the client. What the server answers,
@@ -9,7 +10,8 @@ installed package):
   `{endpoint}/api/datasets/{repo_id}/revision/{quote(revision, safe='')}` (with no revision:
   `{endpoint}/api/datasets/{repo_id}`, the default branch) and reads `sha` (the
   commit) from the JSON body (`DatasetInfo.__init__`). `HfApi.resolve_revision` and
-  `snapshot_download` (_snapshot_download.py) call it through `repo_info`.
+  `snapshot_download` (_snapshot_download.py) call it through `repo_info`. A model repo is the same
+  under `/api/models/{repo_id}` (`HfApi.model_info`, read by `ModelInfo.__init__`).
 * file listing: `HfApi._iter_repo_tree_pages` (hf_api.py) GETs
   `{endpoint}/api/datasets/{repo_id}/tree/{revision}?recursive=True&expand=False` and builds a
   `RepoFile` from `type`, `path`, `size`, `oid` and optional `lfs` {`oid`, `size`, `pointerSize`}
@@ -17,7 +19,8 @@ installed package):
   (utils/_pagination.py), one page is enough here.
 * file metadata: `get_hf_file_metadata` (file_download.py) sends `HEAD
   {endpoint}/datasets/{repo_id}/resolve/{revision}/{path}` (`hf_hub_url` with
-  `constants.HUGGINGFACE_CO_URL_TEMPLATE`) and needs `X-Repo-Commit` (else FileMetadataError
+  `constants.HUGGINGFACE_CO_URL_TEMPLATE`; a model's URL has no type prefix:
+  `{endpoint}/{repo_id}/resolve/...`, constants.REPO_TYPES_URL_PREFIXES) and needs `X-Repo-Commit` (else FileMetadataError
   "does not seem to be served by a Hugging Face Hub endpoint"), `X-Linked-Etag` or `ETag` (the
   blob name in the cache, quotes stripped by `_normalize_etag`), and `X-Linked-Size` or
   `Content-Length`. For an LFS file the hub answers with a redirect to its CDN, a different host;
@@ -33,22 +36,29 @@ installed package):
 The "CDN" is the same app bound on a second loopback address (127.0.0.2), so the redirect leaves
 the hub's host as on the real hub. Where 127.0.0.2 cannot be bound, LFS files are served directly
 with the X-Linked-* headers.
+
+Run as a program it serves folders as model or dataset repos (one commit each, `main` pointing to
+it; no CDN), e.g. for a container on a podman network:
+    python tests/hub_test_server.py --host 0.0.0.0 --port 8000 --model org/name=DIR --dataset org/data=DIR
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import hashlib
 import json
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import TracebackType
 from typing import Any
 
 from aiohttp import web
 
-LFS_SUFFIXES = (".parquet",)  # the hub stores these through LFS (.gitattributes of dataset repos)
+# The hub stores these through LFS (the default .gitattributes of dataset and model repos).
+LFS_SUFFIXES = (".parquet", ".safetensors", ".bin", ".pt")
 POINTER_SIZE = 134  # typical size of a git-lfs pointer file
 
 
@@ -59,11 +69,12 @@ def git_blob_id(data: bytes) -> str:
 
 @dataclass
 class HubRepo:
-    """A dataset repository: commits (commit sha -> {path: bytes}) and refs (branch or tag -> sha)."""
+    """A repository: commits (commit sha -> {path: bytes}) and refs (branch or tag -> sha)."""
 
     repo_id: str
     commits: dict[str, dict[str, bytes]]
     refs: dict[str, str]
+    repo_type: str = "dataset"  # or "model"
 
     def commit_of(self, revision: str) -> str | None:
         if revision in self.commits:
@@ -73,7 +84,7 @@ class HubRepo:
 
 @dataclass
 class HubState:
-    repos: dict[str, HubRepo]
+    repos: dict[tuple[str, str], HubRepo]  # (repo type, repo id) -> repo
     requests: list[tuple[str, str]] = field(default_factory=list)
     cdn_base: str | None = None  # set once the CDN address is bound
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -89,7 +100,8 @@ def _error(status: int, code: str, message: str) -> web.Response:
 
 def _lookup(state: HubState, request: web.Request) -> tuple[HubRepo, str] | web.Response:
     repo_id = f"{request.match_info['owner']}/{request.match_info['name']}"
-    repo = state.repos.get(repo_id)
+    repo_type = "dataset" if request.path.startswith(("/api/datasets/", "/datasets/")) else "model"
+    repo = state.repos.get((repo_type, repo_id))
     if repo is None:
         return _error(404, "RepoNotFound", "Repository not found")
     rev = request.match_info.get("rev", "main")  # /api/datasets/{repo} (no revision): the default branch
@@ -198,7 +210,13 @@ def build_app(state: HubState) -> web.Application:
     app.router.add_get(f"/api/datasets{repo}/tree/{{rev}}/{{path:.*}}", tree)
     app.router.add_route("HEAD", f"/datasets{repo}/resolve/{{rev}}/{{path:.*}}", resolve)
     app.router.add_get(f"/datasets{repo}/resolve/{{rev}}/{{path:.*}}", resolve, allow_head=False)
+    app.router.add_get(f"/api/models{repo}", revision_info)
+    app.router.add_get(f"/api/models{repo}/revision/{{rev}}", revision_info)
+    app.router.add_get(f"/api/models{repo}/tree/{{rev}}", tree)
+    app.router.add_get(f"/api/models{repo}/tree/{{rev}}/{{path:.*}}", tree)
     app.router.add_get("/cdn/{digest}", cdn)
+    app.router.add_route("HEAD", f"{repo}/resolve/{{rev}}/{{path:.*}}", resolve)
+    app.router.add_get(f"{repo}/resolve/{{rev}}/{{path:.*}}", resolve, allow_head=False)
     return app
 
 
@@ -208,7 +226,7 @@ class HubTestServer:
     __test__ = False
 
     def __init__(self, repos: list[HubRepo]) -> None:
-        self.state = HubState({r.repo_id: r for r in repos})
+        self.state = HubState({(r.repo_type, r.repo_id): r for r in repos})
         self.url = ""
         self._loop = asyncio.new_event_loop()
         self._runner: web.AppRunner | None = None
@@ -264,3 +282,39 @@ class HubTestServer:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.stop()
+
+
+def repo_from_folder(repo_id: str, folder: Path, repo_type: str = "model") -> HubRepo:
+    """A folder's files (dot files left out) as one commit, named by a hash of their paths and bytes."""
+    files = {
+        p.relative_to(folder).as_posix(): p.read_bytes()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file() and not any(part.startswith(".") for part in p.relative_to(folder).parts)
+    }
+    digest = hashlib.sha1()
+    for path, data in sorted(files.items()):
+        digest.update(path.encode() + b"\0" + hashlib.sha256(data).digest())
+    commit = digest.hexdigest()
+    return HubRepo(repo_id, {commit: files}, {"main": commit}, repo_type)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description="Serve folders as Hugging Face model repos (loopback tests)."
+    )
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument("--model", action="append", default=[], metavar="ORG/NAME=DIR")
+    parser.add_argument("--dataset", action="append", default=[], metavar="ORG/NAME=DIR")
+    args = parser.parse_args()
+    specs = [(s, "model") for s in args.model] + [(s, "dataset") for s in args.dataset]
+    repos = [repo_from_folder(s.split("=", 1)[0], Path(s.split("=", 1)[1]), kind) for s, kind in specs]
+    for repo in repos:
+        print(f"{repo.repo_id} main = {repo.refs['main']}", flush=True)
+    web.run_app(
+        build_app(HubState({(r.repo_type, r.repo_id): r for r in repos})), host=args.host, port=args.port
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -37,7 +37,7 @@ def made(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimpleNamespace]:
     rows = doccount_rows(N)
     write_doccount(base / "data" / "test-00000-of-00001.parquet", rows)
     data = str(base / "data" / "test-*.parquet")
-    bundle = base / "bundle"  # Dockerfile.vllm and Makefile are absent on purpose
+    bundle = base / "bundle"  # Dockerfile.vllm(-cpu) and Makefile are absent on purpose
     bundle.mkdir()
     files = {
         "Dockerfile.eval": b"FROM scratch\n",
@@ -125,7 +125,7 @@ def test_layout_contents_and_no_secret(made) -> None:
     assert all(sha(rel[n]) == h for n, h in sums.items())
     index = json.loads(rel["ARCHIVE.json"])
     assert index["run_name"] == "orig" and index["format"] == "doccount-archive"
-    assert set(index["missing"]) == {"Dockerfile.vllm", "Makefile"}
+    assert set(index["missing"]) == {"Dockerfile.vllm", "Dockerfile.vllm-cpu", "Makefile"}
     assert "recorded_in" in index["entries"]["Dockerfile.eval"]
     dataset = json.loads(rel["dataset.json"])
     assert [s["sample_id"] for s in dataset["samples"]] == [r["sample_id"] for r in made.rows]

@@ -59,16 +59,30 @@ def test_one_request_with_concurrency_one_and_the_top_p_hint(tmp_path, server) -
     assert len(server.requests()) == 1 and len(records(tmp_path / "r")) == 1
 
 
-def test_a_404_names_the_url_and_suggests_v1(tmp_path, server) -> None:
-    data, _ = _data(tmp_path, 30)
-    res = _evaluate(f"{server.url}/api", data, tmp_path / "r", "--concurrency", "3")
-    assert res.returncode == 3
+def test_a_wrong_path_is_a_configuration_error_naming_a_checked_base_url(tmp_path, server) -> None:
+    """--base-url .../api/v1 where the server serves /v1: exit 2, the URL that answered 404, and only a
+    base URL that was checked to answer (never .../api, which is wrong too)."""
+    data, rows = _data(tmp_path, 30)
+    res = _evaluate(f"{server.url}/api/v1", data, tmp_path / "r", "--concurrency", "3")
+    assert res.returncode == 2, res.stderr
     [line] = _error_lines(res.stderr)
-    assert (
-        f"{server.url}/api/chat/completions" in line
-        and f"did you mean --base-url {server.url}/api/v1" in line
-    )
-    assert len(server.requests()) <= 3
+    assert f"404 Not Found for {server.url}/api/v1/chat/completions" in line
+    assert f"--base-url {server.url}/v1 answers" in line and f"{server.url}/api " not in line
+    assert len([r for r in server.requests() if r["path"].endswith("/chat/completions")]) <= 3
+    # the suggestion works
+    server.update_config(answers=doccount_reply(rows))
+    res = _evaluate(f"{server.url}/v1", data, tmp_path / "r2")
+    assert res.returncode == 0, res.stderr
+
+
+def test_a_path_below_v1_gets_the_checked_v1(tmp_path, server) -> None:
+    data, _ = _data(tmp_path, 6)
+    server.update_config(chat_paths=["/v1/chat/completions"])
+    res = _evaluate(f"{server.url}/v1/api", data, tmp_path / "r", "--concurrency", "2")
+    assert res.returncode == 2, res.stderr
+    [line] = _error_lines(res.stderr)
+    # /v1 answers /models here, so it is the one suggested; nothing unchecked is
+    assert f"--base-url {server.url}/v1 answers" in line
 
 
 def test_an_unknown_model_404_points_at_the_model_not_the_url(tmp_path, server) -> None:
@@ -142,3 +156,30 @@ def test_breaker_waits_for_the_rows_in_flight_and_a_success_lifts_the_stop() -> 
         assert info.value.status == 400 and "hint" in str(info.value)
 
     asyncio.run(scenario())
+
+
+def test_nothing_listening_stops_at_once_naming_host_and_port(tmp_path) -> None:
+    """A closed port: one error line naming host and port, exit 3 (a re-run continues), nothing recorded;
+    the same command once the server is up just works."""
+    import socket
+    import time
+
+    from openai_test_server import TestServer
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    data, rows = _data(tmp_path, 8)
+    url = f"http://127.0.0.1:{port}/v1"
+    t0 = time.monotonic()
+    res = _evaluate(url, data, tmp_path / "r", "--max-retries", "4")
+    assert res.returncode == 3, res.stderr
+    assert time.monotonic() - t0 < 30  # not 8 rows x 5 attempts of backoff
+    [line] = _error_lines(res.stderr)
+    assert f"127.0.0.1:{port}" in line and "is the server running?" in line and "make serve" in line
+    assert not (tmp_path / "r" / "responses.partial.jsonl").exists() or records(tmp_path / "r") == []
+    with TestServer(port=port) as server:
+        server.set_config({"answers": doccount_reply(rows)})
+        res = _evaluate(url, data, tmp_path / "r")
+    assert res.returncode == 0, res.stderr
+    assert sorted(r["status"] for r in records(tmp_path / "r")) == ["ok"] * 8

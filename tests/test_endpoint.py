@@ -5,6 +5,7 @@ from conftest import eval_args, run_cli
 
 from evaluator.request.endpoint import (
     EndpointError,
+    base_url_candidates,
     normalize_base_url,
     not_found_hint,
     server_root,
@@ -69,14 +70,21 @@ def test_server_root_and_query() -> None:
     assert split_query("https://h/p?a=1&b=") == ("https://h/p", {"a": "1", "b": ""})
 
 
-def test_not_found_hint_names_the_url_and_the_fix() -> None:
-    hint = not_found_hint("http://h:8000/api")
-    assert (
-        "http://h:8000/api/chat/completions" in hint
-        and "did you mean --base-url http://h:8000/api/v1" in hint
-    )
-    assert "did you mean" not in not_found_hint("http://h:8000/v1")
-    assert "did you mean --base-url https://h/v1beta/openai ?" in not_found_hint("https://h/v1beta/openai/v1")
+def test_not_found_hint_names_the_url_and_suggests_only_a_checked_one() -> None:
+    hint = not_found_hint("http://h:8000/api/v1", ["http://h:8000/v1"])
+    assert "http://h:8000/api/v1/chat/completions" in hint and "--base-url http://h:8000/v1 answers" in hint
+    unchecked = not_found_hint("http://h:8000/api/v1")
+    assert "--base-url" not in unchecked and "http://h:8000/api/v1/chat/completions" in unchecked
+
+
+def test_base_url_candidates_are_nearby_urls_closest_first() -> None:
+    assert base_url_candidates("http://h:8000/api/v1") == [
+        "http://h:8000/api/v1/v1",
+        "http://h:8000/api",
+        "http://h:8000/v1",
+        "http://h:8000",
+    ]
+    assert base_url_candidates("http://h:8000?x=1") == ["http://h:8000/v1?x=1"]
 
 
 @pytest.mark.parametrize(

@@ -68,12 +68,20 @@ def closed_port_url() -> str:
 
 
 def hf(
-    cmd: list[str], endpoint: str, cache: Path, offline: bool | None = False
+    cmd: list[str],
+    endpoint: str,
+    cache: Path,
+    offline: bool | None = False,
+    extra_env: dict[str, str] | None = None,
 ) -> subprocess.CompletedProcess[str]:
     """Run a command with the hub settings given here and no others of this machine (offline None: unset)."""
     env = {
-        k: v for k, v in os.environ.items() if not k.startswith(("HF_", "HUGGING", "MODEL_API", "RUN_NAME"))
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("HF_", "HUGGING", "MODEL_API", "RUN_NAME", "DOCCOUNT_IMAGE", "DOCCOUNT_MODEL"))
+        and k not in ("DOCCOUNT_SERVED_MODEL", "DOCCOUNT_VLLM_ARGS", "DOCCOUNT_GPUS")
     }
+    env.update(extra_env or {})
     env.update(
         HF_ENDPOINT=endpoint,
         HF_HOME=str(cache.parent / "hf-home"),  # no token or settings of this machine

@@ -1,8 +1,8 @@
 """The fast paths added for performance give exactly what the plain code gives.
 
 * request_bytes (the image spliced into the canonical body) == canonical_json(build_body(...));
-* done_sample_ids' column-wise read == the line-by-line read, on clean and damaged record files;
-* last_integer_fallback (reversed search) == the last match of ANY_INTEGER;
+* done_keys' column-wise read == the line-by-line read, on clean and damaged record files;
+* last_integer_fallback (reversed search) == the last match of -?[0-9]+;
 * scoring: responses.jsonl written in chunks by a writer thread == encoding all rows at once, each line
   the merged row in compact sorted-key form (read back, it is the row); the one-pass record selection and summary statistics == the plain multi-pass code they replaced (kept
   below as references), on clean and damaged record files.
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -27,9 +28,10 @@ from evaluator.core.records import Sampling
 from evaluator.data.benchmarks import get_benchmark
 from evaluator.data.benchmarks.base import ManifestEntry, Sample
 from evaluator.data.parquet import manifest_digest
-from evaluator.data.parsing import ANY_INTEGER, MAX_ANSWER_DIGITS, last_integer_fallback
+from evaluator.data.parsing import MAX_ANSWER_DIGITS, last_integer_fallback
 from evaluator.request.body import _URL_SLOT, build_body, canonical_json, request_bytes
-from evaluator.runfolder.files import MERGED, PARTIAL, done_sample_ids, read_jsonl
+from evaluator.runfolder import files as run_files
+from evaluator.runfolder.files import MERGED, PARTIAL, read_jsonl
 from evaluator.runfolder.runconfig import RunConfig
 from evaluator.runfolder.selection import done_keys, record_key, record_problem
 from evaluator.scoring import select as scoring_select
@@ -146,7 +148,7 @@ ODD_LINES = st.sampled_from(
     trailing_newline=st.booleans(),
     cut=st.none() | st.integers(min_value=0, max_value=400),
 )
-def test_done_sample_ids_fast_path_agrees_with_the_line_by_line_read(
+def test_done_keys_fast_path_agrees_with_the_line_by_line_read(
     records, ascii_only, odd, trailing_newline, cut
 ) -> None:
     lines = [json.dumps(r, ensure_ascii=ascii_only, sort_keys=True).encode() for r in records]
@@ -158,22 +160,45 @@ def test_done_sample_ids_fast_path_agrees_with_the_line_by_line_read(
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         (root / PARTIAL).write_bytes(data)
-        done, report = done_sample_ids(root)
+        keys, report = run_files.done_keys(root)
+        done = {sid for sid, repeat in keys if repeat == 0}
         slow = read_jsonl(root / PARTIAL)
         assert done == _slow_done(root / PARTIAL)
         assert report.torn_tail == slow.torn_tail
         assert report.bad_lines == slow.bad_lines
 
 
-def test_done_sample_ids_without_a_records_file(tmp_path: Path) -> None:
-    done, report = done_sample_ids(tmp_path)
+HAND_MADE = [  # (record, why), with the done set worked out by hand from the selection rule
+    ({"sample_id": "a", "status": "ok", "parsed_answer": 3}, "done, until the next line"),
+    ({"sample_id": "b", "status": "ok", "parsed_answer": None}, "a parse failure: not done"),
+    ({"sample_id": "c", "status": "request_error"}, "not done"),
+    ({"sample_id": "a", "status": "request_error"}, "the latest valid record of a: a is not done"),
+    ({"sample_id": "d", "status": "ok", "parsed_answer": 1, "repeat": 1}, "(d, 1) done, (d, 0) not"),
+    ({"sample_id": "e", "status": "weird", "parsed_answer": 2}, "not a valid record: ignored"),
+    ({"sample_id": "f", "status": "ok", "parsed_answer": 2}, "done"),
+    ({"sample_id": "f", "status": "bogus"}, "invalid, so it does not replace f's answer"),
+]
+
+
+@pytest.mark.parametrize("torn", [False, True])  # clean: the column-wise read; torn: the line-by-line one
+def test_done_keys_on_a_hand_made_file(tmp_path: Path, torn: bool) -> None:
+    lines = "".join(json.dumps(r) + "\n" for r, _ in HAND_MADE) + ('{"sample_id": "g", "sta' if torn else "")
+    (tmp_path / PARTIAL).write_text(lines)
+    done, report = run_files.done_keys(tmp_path)
+    assert done == {("d", 1), ("f", 0)}
+    assert report.torn_tail is torn
+    assert bool(report.records) is torn  # the clean file went the column-wise way (no record built)
+
+
+def test_done_keys_without_a_records_file(tmp_path: Path) -> None:
+    done, report = run_files.done_keys(tmp_path)
     assert done == set() and not report.torn_tail and not report.bad_lines
 
 
 def _last_integer_reference(text: str | None) -> int | None:
     if not text:
         return None
-    found = ANY_INTEGER.findall(text)
+    found = re.findall(r"-?[0-9]+", text)
     return int(found[-1]) if found and len(found[-1]) <= MAX_ANSWER_DIGITS else None
 
 
@@ -204,7 +229,7 @@ def test_last_integer_fallback_edges(text: str) -> None:
 def _plain_select(
     records: list[dict], manifest: list[ManifestEntry], config: dict
 ) -> tuple[dict, dict, list]:
-    """The multi-pass _select_records this replaced (warnings and the error text, not just the result)."""
+    """The multi-pass select_records this replaced (warnings and the error text, not just the result)."""
     warnings: list[str] = []
     by_id = {e.sample_id: e for e in manifest}
     valid = [r for r in records if not record_problem(r)]
@@ -375,9 +400,9 @@ def test_scoring_fast_paths_agree_with_the_plain_code(benchmark, entries, record
         plain_latest, plain_counts, plain_warnings = _plain_select(report.records, manifest, config)
         if "foreign" in plain_counts or "none_belongs" in plain_counts:
             with pytest.raises(scoring.ScoreError):
-                scoring_select._select_records(report, manifest, RunConfig.from_dict(config), warnings)
+                scoring_select.select_records(report, manifest, RunConfig.from_dict(config), warnings)
             return
-        latest, counts = scoring_select._select_records(
+        latest, counts = scoring_select.select_records(
             report, manifest, RunConfig.from_dict(config), warnings
         )
         assert list(latest.items()) == list(plain_latest.items())

@@ -195,7 +195,7 @@ def test_read_jsonl_torn_at_any_offset_reads_the_complete_prefix(records: list[R
         _write_with_writer(root, records)
         path = root / PARTIAL
         blob = path.read_bytes()
-        lines = [(r.to_json() + "\n").encode() for r in records]
+        lines = [r.to_line() for r in records]
         assert blob == b"".join(lines)  # the writer wrote exactly one line per record, in order
         cut = data.draw(st.integers(min_value=0, max_value=len(blob)), label="cut")
         with open(path, "r+b") as f:
@@ -229,7 +229,7 @@ def test_resumed_writer_appends_after_a_torn_line(
         before = read_jsonl(path)
         _write_with_writer(root, more)  # a resumed run: repairs the tail, then appends
         after = read_jsonl(path)
-        assert after.records == before.records + [json.loads(r.to_json()) for r in more]
+        assert after.records == before.records + [json.loads(r.to_line()) for r in more]
         assert not after.torn_tail
         # The torn fragment survives as one visible bad line, never glued to a new record.
         assert len(after.bad_lines) == (1 if before.torn_tail else 0)

@@ -9,7 +9,8 @@ import pytest
 from scipy import stats as sps
 
 from evaluator.scoring.identity import first_difference, response_identity, tokens
-from evaluator.scoring.repeats import cluster_bootstrap_mean, repeat_accuracy_block, repeat_metrics
+from evaluator.scoring.repeats import repeat_accuracy_block, repeat_metrics
+from evaluator.scoring.stats import bootstrap_mean_interval
 
 
 def _matrix(seed: int, n: int, k: int) -> np.ndarray:
@@ -45,15 +46,15 @@ def test_repeat_metrics_match_a_plain_computation(n: int, k: int) -> None:
     assert block["questions"] == n and block["responses"] == n * k and block["correct"] == sum(per)
 
 
-def test_cluster_bootstrap_agrees_with_scipy_and_widens_with_noise() -> None:
+def test_question_bootstrap_agrees_with_scipy_and_widens_with_noise() -> None:
     m = _matrix(3, 400, 4)
     q = m.mean(axis=1)
-    ours = cluster_bootstrap_mean(q)
+    ours = bootstrap_mean_interval(q)
     ref = sps.bootstrap((q,), np.mean, n_resamples=10_000, method="percentile", rng=np.random.default_rng(1))
     assert ours[0] == pytest.approx(ref.confidence_interval.low, abs=0.01)
     assert ours[1] == pytest.approx(ref.confidence_interval.high, abs=0.01)
     assert ours[0] < q.mean() < ours[1]
-    assert cluster_bootstrap_mean([]) is None
+    assert bootstrap_mean_interval([]) is None
 
 
 def test_tokens_and_first_difference() -> None:

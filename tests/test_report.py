@@ -20,6 +20,7 @@ from datagen import doccount_rows, image_bytes, sha, write_doccount
 from openai_test_server import TestServer
 from PIL import Image
 
+from evaluator.cli.base import show_output
 from evaluator.report import clip_text, thumbnail_data_url, write_compare_report, write_report
 
 NEEDLE = "needle-phrase"
@@ -257,6 +258,7 @@ def test_hub_source_unavailable_offline(tmp_path, runs, monkeypatch, capsys) -> 
     config_path.write_text(json.dumps(config))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    show_output()  # the library's notes reach stderr as on the command line (it is quiet otherwise)
     path = write_report(run)
     err = capsys.readouterr().err
     assert "nobody/no-such-dataset" in err
@@ -317,9 +319,11 @@ def test_long_texts_keep_head_and_tail() -> None:
 
 
 def test_assets_are_declared_as_package_data() -> None:
-    """The stylesheet and script are files; a non-editable install needs them listed as package data."""
+    """The stylesheet, script and page templates are files; a non-editable install needs them listed as
+    package data."""
     import tomllib
 
     data = tomllib.loads((REPO / "pyproject.toml").read_text())
     patterns = data["tool"]["setuptools"].get("package-data", {}).get("evaluator.report", [])
     assert any(p.startswith("assets/") for p in patterns), patterns
+    assert any(p.startswith("templates/") for p in patterns), patterns

@@ -6,6 +6,7 @@ import hashlib
 import json
 from pathlib import Path
 
+import msgspec
 import pytest
 from conftest import eval_args, run_cli
 from conftest import read_records as records
@@ -53,7 +54,7 @@ def test_default_record_bytes_are_unchanged() -> None:
     assert (
         hashlib.sha256(line).hexdigest() == "019bc1297b239055f7a201933f5f171603d2a9d40bbb483e676d9f88551e625b"
     )
-    assert ResponseRecord.from_dict(json.loads(line)).to_line() == line
+    assert msgspec.convert(json.loads(line), ResponseRecord).to_line() == line
 
 
 @pytest.mark.parametrize(

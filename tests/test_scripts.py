@@ -87,7 +87,8 @@ def run_launcher(tmp_path, **env: str) -> subprocess.CompletedProcess[str]:
     fake = tmp_path / "vllm"
     fake.write_text('#!/bin/sh\nfor a in "$@"; do printf "%s\\n" "$a"; done\n')
     fake.chmod(0o755)
-    clean = {k: v for k, v in os.environ.items() if k not in ("MODEL", "REASONING_PARSER", "VLLM_API_KEY")}
+    drop = ("MODEL", "MODEL_REVISION", "REASONING_PARSER", "VLLM_API_KEY")
+    clean = {k: v for k, v in os.environ.items() if k not in drop}
     clean.update({"VLLM_ENTRYPOINT": "cli", "VLLM_BIN": str(fake), "MODEL": "org/model", **env})
     return subprocess.run(
         ["bash", str(REPO / "scripts" / "serve_vllm.sh"), "--max-model-len", "4096"],
@@ -110,6 +111,21 @@ def test_launcher_passes_the_reasoning_parser_only_when_set(tmp_path) -> None:
     assert "--reasoning-parser qwen3" in res.stderr  # the printed command shows it
     bad = run_launcher(tmp_path, REASONING_PARSER="qwen3 --api-key x")
     assert bad.returncode == 2 and "REASONING_PARSER must be a vLLM parser name" in bad.stderr
+
+
+def test_launcher_pins_the_weights_revision_only_when_set(tmp_path) -> None:
+    """MODEL_REVISION (make serve MODEL_REVISION=...) becomes vLLM's --revision and --tokenizer-revision."""
+    plain = run_launcher(tmp_path)
+    assert plain.returncode == 0 and "--revision" not in plain.stdout.split("\n"), plain.stderr
+    commit = "0123456789abcdef0123456789abcdef01234567"
+    res = run_launcher(tmp_path, MODEL_REVISION=commit)
+    assert res.returncode == 0, res.stderr
+    args = res.stdout.split("\n")
+    i = args.index("--revision")
+    assert args[i : i + 4] == ["--revision", commit, "--tokenizer-revision", commit]
+    assert args[:2] == ["serve", "org/model"] and args.index("--max-model-len") > i  # user arguments last
+    bad = run_launcher(tmp_path, MODEL_REVISION="main --trust-remote-code")
+    assert bad.returncode == 2 and "MODEL_REVISION must be a branch, tag or commit id" in bad.stderr
 
 
 def test_serve_script_passes_batch_invariance_through(tmp_path) -> None:

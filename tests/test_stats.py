@@ -121,7 +121,20 @@ def test_sign_flip_on_mean_correctness_exact_and_sampled() -> None:
     assert exact == pytest.approx(hits / 2 ** len(nonzero))
     many = diffs * 3  # 3x the non-zero differences: past the exact limit, seeded Monte Carlo
     p1, p2 = stats.sign_flip_p(many, resamples=20_000), stats.sign_flip_p(many, resamples=20_000)
-    assert p1 == p2 and 0 < p1 < exact  # repeatable, and more data of the same lean is more significant
+    assert p1 == p2  # repeatable (seeded)
+    # the exact p of the 2**n flips, counted by convolution over half-unit sums (every difference is k/2)
+    halves = [round(2 * abs(d)) for d in many if d]
+    counts = {0: 1}
+    for h in halves:
+        nxt: dict[int, int] = {}
+        for total, c in counts.items():
+            for step in (h, -h):
+                nxt[total + step] = nxt.get(total + step, 0) + c
+        counts = nxt
+    observed = abs(sum(round(2 * d) for d in many if d))
+    exact_many = sum(c for total, c in counts.items() if abs(total) >= observed) / 2 ** len(halves)
+    assert exact_many < exact  # more data of the same lean is more significant
+    assert p1 == pytest.approx(exact_many, abs=4 * (exact_many * (1 - exact_many) / 20_000) ** 0.5 + 1e-4)
 
 
 def test_sign_flip_of_no_difference_is_one() -> None:

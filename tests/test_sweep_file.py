@@ -1,4 +1,4 @@
-"""The sweep file (evaluator.evaluation.sweep_file): read, checked against evaluate's own options, and
+"""The sweep file (evaluator.study.sweep_file): read, checked against evaluate's own options, and
 refused by line before anything is sent. Pure: no server, no process."""
 
 from __future__ import annotations
@@ -12,14 +12,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from evaluator.evaluation.sweep_file import (
+from evaluator.study.secrets import looks_like_secret
+from evaluator.study.sweep_file import (
     SweepFileError,
     check_key_variables,
     load_sweep,
     run_args,
     select_runs,
 )
-from evaluator.evaluation.sweep_secrets import looks_like_secret
 
 REPO = Path(__file__).resolve().parent.parent
 SECRET = "sk-proj-" + "Ab3dE6gH9jK2mN5pQ8rS1tU4"
@@ -28,7 +28,7 @@ SECRET = "sk-proj-" + "Ab3dE6gH9jK2mN5pQ8rS1tU4"
 @pytest.fixture(scope="module")
 def specs():
     from evaluator.cli.main import evaluate_cmd
-    from evaluator.evaluation.sweep_file import option_specs
+    from evaluator.study.sweep_file import option_specs
 
     return option_specs(evaluate_cmd.params)
 
@@ -205,3 +205,87 @@ def test_random_tokens_without_a_prefix_mostly_do() -> None:
     hexes = sum(looks_like_secret(secrets.token_hex(32)) for _ in range(200))
     zhipu = sum(looks_like_secret(f"{secrets.token_hex(16)}.{secrets.token_urlsafe(12)}") for _ in range(200))
     assert hexes == 200 and zhipu >= 195
+
+
+def test_a_misspelt_key_gets_the_closest_valid_one_with_file_and_line(tmp_path: Path, specs) -> None:
+    text = BASE + "concurency = 2\n"
+    msg = refused(tmp_path, specs, text)
+    assert (
+        f"s.toml:{line_of(text, 'concurency')}: unknown key `concurency` in run #2: did you mean `concurrency`?"
+        in msg
+    )
+    valid = msg[msg.index("valid keys: ") :]
+    for key in ("name", "api_key_env", "extra_body", "published", "concurrency", "model", "base_url"):
+        assert re.search(rf"\b{key}\b", valid), key
+    top = refused(tmp_path, specs, BASE.replace('benchmark = "doccount"', 'benchmrk = "doccount"'))
+    assert "s.toml:2: unknown key `benchmrk` in a sweep file's top level: did you mean `benchmark`?" in top
+
+
+def test_a_typo_through_the_command_line_is_one_line_exit_2(tmp_path: Path) -> None:
+    from conftest import run_cli
+
+    text = BASE + "concurency = 2\n"
+    res = run_cli("sweep", str(write(tmp_path, text)), "--run-root", str(tmp_path / "runs"))
+    assert res.returncode == 2, res.stderr
+    [line] = res.stderr.strip().splitlines()
+    assert line.startswith(f"error: {tmp_path / 's.toml'}:{line_of(text, 'concurency')}: unknown key")
+    assert "did you mean `concurrency`?" in line and not (tmp_path / "runs").exists()
+
+
+PUB = (
+    'published = { correct = 322, questions = 442, source = "README", per_class = { "Table" = [44, 75] } }\n'
+)
+
+
+def test_a_published_result_is_read_and_checked(tmp_path: Path, specs) -> None:
+    sweep = load_sweep(write(tmp_path, BASE + PUB), specs)
+    assert sweep.runs[1].published == {
+        "correct": 322,
+        "questions": 442,
+        "source": "README",
+        "per_class": {"Table": [44, 75]},
+    }
+    assert sweep.runs[0].published is None
+    assert (
+        "--published" not in run_args(sweep.runs[1], specs, tmp_path)
+        and "published" not in sweep.runs[1].options
+    )
+    for bad, message in [
+        ("published = { correct = 500, questions = 442 }\n", "0 <= correct <= questions"),
+        ("published = { correct = 3, questions = 4, sourse = 'x' }\n", "unknown key `sourse`"),
+        ("published = { correct = 3, questions = 4, per_class = { T = [5, 4] } }\n", 'per_class."T"'),
+        ("published = 322\n", "must be a table"),
+    ]:
+        text = BASE + bad
+        msg = refused(tmp_path, specs, text)
+        assert f"s.toml:{line_of(text, 'published')}: run b: `published`" in msg and message in msg, msg
+
+
+def test_the_shipped_files_carry_the_published_numbers(specs) -> None:
+    readme = {r.name: r.published for r in load_sweep(REPO / "sweeps" / "doccount-readme.toml", specs).runs}
+    assert sorted(p["correct"] for p in readme.values()) == [269, 285, 293, 301, 304, 313, 319, 322]
+    assert all(p["questions"] == 442 for p in readme.values())
+    assert (
+        "304 / 442" in readme["qwen3.6-35b-a3b"]["note"]
+        and "293 / 442" in readme["claude-sonnet-4.5"]["note"]
+    )
+    table5 = {
+        r.name: r.published for r in load_sweep(REPO / "sweeps" / "doccount-paper-table5.toml", specs).runs
+    }
+    assert len(table5) == 11 and {"gpt-5.2", "claude-sonnet-4.5", "gemini-2.5-pro", "mimo-vl-7b"} <= set(
+        table5
+    )
+    paper = {  # Table 5 as printed: Brand Logo, Photograph, Table, Chart / Graph, Acc. (%)
+        "kimi-k2.5": (63.80, 87.78, 58.67, 66.67, 72.85),
+        "qwen3.6-35b-a3b": (55.83, 85.00, 56.00, 75.00, 68.78),
+        "cosmos3-super-64b": (28.22, 52.22, 16.00, 58.33, 37.56),
+        "gemini-2.5-pro": (50.92, 80.56, 42.67, 66.67, 62.44),
+    }
+    for name, pub in table5.items():
+        pairs = list(pub["per_class"].values())
+        assert [n for _, n in pairs] == [163, 180, 75, 24]
+        assert sum(c for c, _ in pairs) == pub["correct"] and pub["questions"] == 442
+        if name in paper:
+            got = [round(100 * c / n, 2) for c, n in pairs] + [round(100 * pub["correct"] / 442, 2)]
+            assert got == list(paper[name]), name
+    assert "319 / 442" in table5["qwen3.6-35b-a3b"]["note"] and table5["qwen3.6-35b-a3b"]["correct"] == 304

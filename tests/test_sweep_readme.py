@@ -116,6 +116,16 @@ def test_the_readme_recipes_run_against_their_emulators(readme_sweep) -> None:
     assert len(board["pairwise"]) == 28
     md = (folder / "leaderboard" / "leaderboard.md").read_text()
     assert md.count("\n| ") >= 8 + 28
+    # the README's results ride along as `published`: side by side, with the data's size against theirs
+    pub = by["kimi-k2.5"]["published"]
+    assert (pub["correct"], pub["questions"], pub["source"]) == (322, 442, "DocCount README, Results")
+    assert pub["reproduced_questions"] == len(ROWS) and pub["p_value"] is not None
+    assert pub["class_size_mismatches"] == [f"all: {len(ROWS)} questions here, 442 published"]
+    assert "304 / 442" in by["qwen3.6-35b-a3b"]["published"]["note"]
+    assert (
+        "## Published and reproduced" in md
+        and "| kimi-k2.5 | DocCount README, Results | 72.85 (322 / 442) |" in md
+    )
     for reqs in requests:  # every chat request carried a key, and never another provider's
         assert len({r["headers"]["authorization_sha256"] for r in reqs if r.get("body")}) == 1
 
@@ -130,7 +140,7 @@ def test_the_leaderboard_page_in_chromium(readme_sweep, tmp_path: Path) -> None:
     board = json.loads((folder / "leaderboard" / "leaderboard.json").read_text())
 
     async def scenario(b: Browser) -> dict[str, Any]:
-        await b.open(url, width=1700, height=1100)
+        await b.open(url, width=1280, height=1100)
         out = {
             "runs": await b.js(
                 "Array.from(document.querySelectorAll('#board tbody tr')).map(r => r.dataset.run)"
@@ -140,8 +150,20 @@ def test_the_leaderboard_page_in_chromium(readme_sweep, tmp_path: Path) -> None:
             ),
             "links": await b.js("Array.from(document.querySelectorAll('#board a')).map(a => a.href)"),
             "cells": await b.js("document.querySelectorAll('#pairwise td[data-a]').length"),
-            "width": await b.js("document.querySelector('#board').getBoundingClientRect().width"),
+            "width": await b.js("document.querySelector('#board').getBoundingClientRect().right"),
+            "box": await b.js("document.querySelector('#board').parentElement.getBoundingClientRect().right"),
+            "page_width": await b.js("document.documentElement.scrollWidth"),
+            "all_visible": await b.js("document.querySelector('#board-all').checkVisibility()"),
+            "all_columns": await b.js("document.querySelectorAll('#board-all thead th').length"),
+            "main_columns": await b.js("document.querySelectorAll('#board thead th').length"),
+            "forest": await b.js(FOREST),
+            "published": await b.js(
+                "Array.from(document.querySelectorAll('#published tbody tr')).map(r => r.dataset.run)"
+            ),
+            "diamonds": await b.js("document.querySelectorAll('#forest path.pub').length"),
         }
+        await b.js("document.querySelector('#all-columns > summary').click()")
+        out["all_shown"] = await b.js("document.querySelector('#board-all').checkVisibility()")
         shot = tmp_path / "leaderboard.png"
         await b.screenshot(shot, full_page=True)
         out["shot"] = str(shot)
@@ -157,3 +179,23 @@ def test_the_leaderboard_page_in_chromium(readme_sweep, tmp_path: Path) -> None:
     assert out["cells"] == 28
     assert out["requests"] == [] and out["violations"] == [] and out["errors"] == []
     assert Path(out["shot"]).stat().st_size > 20_000
+    # at 1280 pixels the main table fits its box without a horizontal scroll; the rest is one click away
+    assert out["width"] <= out["box"] and out["page_width"] <= 1280, out
+    assert out["main_columns"] < out["all_columns"] and not out["all_visible"] and out["all_shown"]
+    # the forest plot: one row per run in rank order, each point inside its interval, ordered on the axis
+    forest = out["forest"]
+    assert [f["label"] for f in forest] == [f"{e['rank']}. {e['name']}" for e in board["runs"]]
+    for f, e in zip(forest, board["runs"], strict=True):
+        assert f["lo"] <= f["x"] <= f["hi"] and f["lo"] < f["hi"], f
+        assert f["title"].startswith(f"{e['name']}: {100 * e['accuracy']:.1f}%")
+    assert out["published"] == [e["name"] for e in board["runs"]] and out["diamonds"] == 8
+    xs = [f["x"] for f in forest]
+    assert xs == sorted(xs, reverse=True)  # rank order is accuracy order: the points step left
+
+
+FOREST = """Array.from(document.querySelectorAll('#forest g.run')).map(g => {
+  const c = g.querySelector('circle.point'), l = g.querySelector('line.ci');
+  const box = c.getBoundingClientRect(), lb = l.getBoundingClientRect();
+  return {label: g.querySelector('text.label').textContent, x: box.x + box.width / 2, lo: lb.left, hi: lb.right,
+          title: c.querySelector('title').textContent};
+})"""

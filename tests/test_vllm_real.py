@@ -681,7 +681,10 @@ def test_server_killed_mid_run_then_resume(stack: VllmStack, data_glob: str) -> 
 
     config = json.loads((run_root / "run_config.json").read_text())
     assert config["invocations"] == 2
-    assert config["server"] == {"models": [SERVED_NAME], "version": {"version": version}}
+    # /v1/models `root`: the folder the server loaded under the served name; recorded as the weights.
+    roots = {SERVED_NAME: str(stack.model)}
+    assert config["server"] == {"models": [SERVED_NAME], "roots": roots, "version": {"version": version}}
+    assert config["serving"] == {"model": str(stack.model), "server_version": version}
 
     with stack.timings.phase("score (resumed run)"):
         summary = score(run_root, CRASH_ROWS)

@@ -111,7 +111,7 @@ def installed(tmp_path_factory) -> dict[str, object]:
     work.mkdir()
     env["PATH"] = f"{bin_dir}{os.pathsep}{env.get('PATH', '')}"
     env["VIRTUAL_ENV"] = str(venv)
-    return {"bin": bin_dir, "env": env, "work": work, "venv": venv}
+    return {"bin": bin_dir, "env": env, "work": work, "venv": venv, "wheel": wheel}
 
 
 def test_the_installed_package_is_the_wheel_not_the_checkout(installed):
@@ -140,28 +140,68 @@ def test_the_installed_package_is_the_wheel_not_the_checkout(installed):
 
 
 def test_the_demo_runs_from_the_wheel(installed):
-    work = installed["work"]
+    """`doccount demo --run-root demo` writes everything under demo/ (the sample pages included)."""
+    work = Path(installed["work"]) / "demo-cwd"
+    work.mkdir()
     res = _run(
-        [
-            str(installed["bin"] / "doccount"),
-            "demo",
-            "--pages",
-            "4",
-            "--run-root",
-            "demo",
-            "--data-root",
-            "demo-data",
-        ],
+        [str(installed["bin"] / "doccount"), "demo", "--pages", "4", "--run-root", "demo"],
         work,
         installed["env"],
     )
     assert res.returncode == 0, res.stderr[-3000:]
+    assert sorted(p.name for p in work.iterdir()) == ["demo"]
+    assert (work / "demo" / "demo-data" / "data").is_dir()
     summary = json.loads((work / "demo" / "scores" / "summary.json").read_text())
     assert summary["primary"]["questions"] == 4
     assert summary["outcomes"]["ok"] == 4
     config = json.loads((work / "demo" / "run_config.json").read_text())
     expected = hashlib.sha256((PROMPTS / "counting_protocol.md").read_bytes()).hexdigest()
     assert config["prompts"] == {"counting_protocol.md": expected}
+
+
+DEMO_ONLY = ("rapid_layout", "onnxruntime", "skimage", "scikit_image")  # the demo extra's own packages
+
+
+def test_the_demo_without_the_demo_extra_says_which_extra(installed, tmp_path):
+    """A fresh venv with the wheel and the base install's packages but not the demo extra's: one line."""
+    deps = tmp_path / "deps"  # the test interpreter's packages, the demo extra's left out
+    deps.mkdir()
+    for entry in Path(sysconfig.get_paths()["purelib"]).iterdir():
+        if not entry.name.lower().startswith(DEMO_ONLY) and entry.suffix != ".pth":
+            (deps / entry.name).symlink_to(entry)
+    venv = tmp_path / "venv"
+    env = dict(installed["env"])
+    assert _run([sys.executable, "-m", "venv", "--without-pip", str(venv)], tmp_path, env).returncode == 0
+    py = venv / "bin" / "python"
+    pip = _run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "--python",
+            str(py),
+            "install",
+            "--no-deps",
+            "--no-index",
+            str(installed["wheel"]),
+        ],
+        tmp_path,
+        env,
+    )
+    assert pip.returncode == 0, pip.stderr[-3000:]
+    purelib = _run(
+        [str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], tmp_path, env
+    )
+    (Path(purelib.stdout.strip()) / "test-deps.pth").write_text(f"{deps}\n")
+    env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"
+    for command in (["demo", "--pages", "4"], ["serve-reference", "--port", "0"]):
+        res = _run([str(venv / "bin" / "doccount"), *command], tmp_path, env, timeout=120)
+        assert res.returncode == 2, res.stderr[-3000:]
+        assert "Traceback" not in res.stderr
+        [line] = res.stderr.strip().splitlines()
+        assert line.startswith("error: ") and "doccount-eval[demo]" in line
+        assert "rapid-layout" in line and "onnxruntime" in line
+    assert not (tmp_path / "runs").exists()  # nothing was written
 
 
 def test_a_countqa_evaluation_runs_from_the_wheel(installed, tmp_path):

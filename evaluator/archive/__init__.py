@@ -16,7 +16,7 @@ The layout mirrors the repository, so inside the extracted folder `doccount scor
 rewrites the archived scores. Archives are byte-for-byte deterministic: entries sorted, mtime 0,
 uid/gid 0, empty user/group names, mode 0644, PAX tar, gzip with mtime 0 and no file name.
 
-May import: core, data, request, runfolder, scoring, report, evaluation.
+May import: core, data, request, runfolder, scoring, report, evaluation, study.
 """
 
 from evaluator.archive.base import (  # noqa: F401  (the package's face)

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import evaluator
+from evaluator.core.boundary import KeyFilter
 from evaluator.core.jsonl import utf8_json
 from evaluator.runfolder.files import CONFIG, LOCK, MANIFEST, MERGED, PARTIAL
 
@@ -29,6 +30,7 @@ TOP_SUFFIX = ".archive"
 BUNDLE_FILES: dict[str, str | None] = {
     "Dockerfile.eval": "DOCCOUNT_DOCKERFILE_EVAL_SHA256",
     "Dockerfile.vllm": "DOCCOUNT_DOCKERFILE_VLLM_SHA256",
+    "Dockerfile.vllm-cpu": "DOCCOUNT_DOCKERFILE_VLLM_CPU_SHA256",
     "compose.yaml": "DOCCOUNT_COMPOSE_SHA256",
     "Makefile": None,
     "requirements.lock": "DOCCOUNT_LOCK_SHA256",
@@ -36,7 +38,7 @@ BUNDLE_FILES: dict[str, str | None] = {
 RUN_FILES = (CONFIG, MANIFEST, PARTIAL, MERGED)
 MAX_IN_MEMORY = 256 * 1024 * 1024  # the decompressed tar spills to disk above this
 # summary.json keys that depend on the plotting step or the written files, not on the records
-_PLOT_KEYS = ("plots", "outputs", "warnings")
+PLOT_KEYS = ("plots", "outputs", "warnings")
 
 
 class ArchiveError(Exception):
@@ -119,7 +121,7 @@ def default_bundle_root() -> Path:
     return repo if (repo / "pyproject.toml").exists() else Path.cwd()
 
 
-def _read_json_bytes(data: bytes, what: str) -> dict[str, Any]:
+def read_json_bytes(data: bytes, what: str) -> dict[str, Any]:
     try:
         obj = json.loads(data)
     except ValueError as exc:
@@ -129,7 +131,7 @@ def _read_json_bytes(data: bytes, what: str) -> dict[str, Any]:
     return obj
 
 
-def _check_not_in_use(root: Path) -> None:
+def check_not_in_use(root: Path) -> None:
     """Refuse a run folder an evaluator is writing to (without writing anything ourselves)."""
     lock = root / LOCK
     if not lock.exists():
@@ -149,13 +151,14 @@ def _check_not_in_use(root: Path) -> None:
         os.close(fd)
 
 
-def _mismatched_keys(a: dict[str, Any], b: dict[str, Any], ignore: tuple[str, ...] = ()) -> list[str]:
+def mismatched_keys(a: dict[str, Any], b: dict[str, Any], ignore: tuple[str, ...] = ()) -> list[str]:
     return sorted(k for k in set(a) | set(b) if k not in ignore and a.get(k) != b.get(k))
 
 
 def secret_hits(entries: dict[str, bytes], secret: str | None) -> list[str]:
-    """Entries that contain the secret, raw or JSON-escaped."""
-    if not secret:
+    """Entries that contain the secret in any form the boundary's filter knows (verbatim, JSON-escaped,
+    URL-encoded, base64, and behind \\u escapes, percent-encoding, HTML references or double escaping)."""
+    if not secret or not secret.strip():
         return []
-    needles = {secret.encode("utf-8"), json.dumps(secret)[1:-1].encode("utf-8")}
-    return sorted(name for name, data in entries.items() if any(n in data for n in needles))
+    keys = KeyFilter(secret)
+    return sorted(n for n, data in entries.items() if keys.found_in(data.decode("utf-8", "replace"), False))

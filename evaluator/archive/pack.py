@@ -11,13 +11,13 @@ from typing import Any
 
 import evaluator
 from evaluator.archive.base import (
-    _PLOT_KEYS,
     BUNDLE_FILES,
     DATASET,
     ENVIRONMENT,
     FORMAT,
     FORMAT_VERSION,
     INDEX,
+    PLOT_KEYS,
     PROMPTS,
     REPRODUCE,
     RUN_FILES,
@@ -26,11 +26,11 @@ from evaluator.archive.base import (
     TOP_SUFFIX,
     ArchiveError,
     ArchiveInfo,
-    _check_not_in_use,
-    _mismatched_keys,
-    _read_json_bytes,
+    check_not_in_use,
     default_bundle_root,
     json_bytes,
+    mismatched_keys,
+    read_json_bytes,
     secret_hits,
     sha256_hex,
 )
@@ -76,7 +76,7 @@ def _collect_run(root: Path, run_dir: str, entries: dict[str, bytes], output: Pa
 
 
 def _check_scores_current(root: Path, run_dir: str, entries: dict[str, bytes]) -> dict[str, Any]:
-    summary = _read_json_bytes(
+    summary = read_json_bytes(
         entries[f"{run_dir}/{SCORES_DIR}/{SUMMARY_JSON}"], f"{root}/{SCORES_DIR}/{SUMMARY_JSON}"
     )
     stale = "the scores are older than the records; run `doccount score --run-root {}` and archive again"
@@ -95,7 +95,7 @@ def _check_scores_current(root: Path, run_dir: str, entries: dict[str, bytes]) -
         raise ArchiveError(
             f"the run cannot be re-scored, so an archive of it would not verify: {exc}"
         ) from None
-    diff = _mismatched_keys(fresh, summary, ignore=_PLOT_KEYS)
+    diff = mismatched_keys(fresh, summary, ignore=PLOT_KEYS)
     if diff:
         raise ArchiveError(
             f"{SCORES_DIR}/{SUMMARY_JSON} does not match a re-score of the records (differs in {', '.join(diff)}); "
@@ -236,7 +236,7 @@ def _check_paths(root: Path, output: Path) -> None:
         )
     if not output.parent.resolve().is_dir():
         raise ArchiveError(f"the folder of --output {output} does not exist")
-    _check_not_in_use(root)
+    check_not_in_use(root)
 
 
 def _index(
@@ -294,7 +294,7 @@ def create_archive(
 
     entries: dict[str, bytes] = {}
     _collect_run(root, run_dir, entries, output)
-    raw = _read_json_bytes(entries[f"{run_dir}/{CONFIG}"], f"{root}/{CONFIG}")
+    raw = read_json_bytes(entries[f"{run_dir}/{CONFIG}"], f"{root}/{CONFIG}")
     config = _typed(raw, root)
     summary = _check_scores_current(root, run_dir, entries)
     recorded: dict[str, str] = {}

@@ -11,6 +11,15 @@ from typing import Any
 from evaluator.archive.base import TOP_SUFFIX
 from evaluator.request.shape import shape_flags
 from evaluator.runfolder.runconfig import RunConfig
+from evaluator.runfolder.serving import is_repo_id
+
+# vLLM flags that compose.yaml sets from make variables (the rest go through VLLM_EXTRA_ARGS).
+PARALLEL_VARS = {
+    "--tensor-parallel-size": "TENSOR_PARALLEL_SIZE",
+    "--pipeline-parallel-size": "PIPELINE_PARALLEL_SIZE",
+    "--data-parallel-size": "DATA_PARALLEL_SIZE",
+}
+REVISION_FLAGS = ("--revision", "--tokenizer-revision")  # the launcher adds them from MODEL_REVISION
 
 
 def data_args_for(config: dict[str, Any], data_files: str | None = None) -> list[str]:
@@ -81,6 +90,34 @@ def _limit_args(data: dict[str, Any]) -> list[str]:
 
 def format_command(words: list[str]) -> str:
     return " ".join(shlex.quote(w) for w in words)
+
+
+def serve_commands(config: dict[str, Any]) -> list[str]:
+    """The make lines that put the recorded weights into the HF cache and serve them as the run was served
+    (compose.yaml's vllm service): the commit, the served name and the recorded server arguments. Empty
+    when the run records no self-hosted model."""
+    c = RunConfig.from_dict(config)
+    s = c.serving
+    if s is None or not s.model:
+        return []
+    pin = s.commit or s.revision
+    words = ["make", "serve", f"MODEL={s.model}"] + ([f"MODEL_REVISION={pin}"] if pin else [])
+    if c.model != s.model:
+        words.append(f"SERVED_MODEL_NAME={c.model}")
+    rest: list[str] = []
+    args = iter(s.args)
+    for arg in args:
+        flag, eq, value = arg.partition("=")
+        if flag in PARALLEL_VARS or flag in REVISION_FLAGS:
+            value = value if eq else next(args, "")
+            if flag in PARALLEL_VARS:
+                words.append(f"{PARALLEL_VARS[flag]}={value}")
+            continue
+        rest.append(arg)
+    if rest:
+        words.append("VLLM_EXTRA_ARGS=" + shlex.join(rest))
+    fetch = ["make", "model", f"MODEL={s.model}"] + ([f"MODEL_REVISION={pin}"] if pin else [])
+    return ([format_command(fetch)] if is_repo_id(s.model) else []) + [format_command(words)]
 
 
 def reproduce_md(
@@ -164,10 +201,24 @@ def _md_rerun(config: dict[str, Any], run_name: str) -> list[str]:
     repro = ["doccount", "reproduce", "ARCHIVE.tar.gz", "--base-url", "URL"]
     if (config.get("data") or {}).get("source") != "hub":
         repro += data_args
+    serve = serve_commands(config)
     return [
         "",
         "## 3. Re-run and compare",
         "",
+        *(
+            [
+                "Serve the same weights first (on a GPU host with this bundle; the run recorded them in "
+                "run_config.json `serving`), then use `--base-url http://127.0.0.1:8000/v1`:",
+                "",
+                "```sh",
+                *serve,
+                "```",
+                "",
+            ]
+            if serve
+            else []
+        ),
         "```sh",
         format_command(repro),
         "```",

@@ -8,8 +8,6 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-import click
-
 from evaluator.archive.base import (
     RUNS,
     Archive,
@@ -17,10 +15,10 @@ from evaluator.archive.base import (
     ArchiveInfo,
     Problem,
     VerifyResult,
-    _read_json_bytes,
+    read_json_bytes,
 )
 from evaluator.archive.pack import create_archive
-from evaluator.archive.plan import evaluate_args, format_command
+from evaluator.archive.plan import evaluate_args, format_command, serve_commands
 from evaluator.archive.verify import (
     extract_prompts,
     read_archive,
@@ -28,6 +26,7 @@ from evaluator.archive.verify import (
 )
 from evaluator.core.jsonl import printable
 from evaluator.core.keys import record_key
+from evaluator.core.output import answer, say
 from evaluator.data.benchmarks import get_benchmark
 from evaluator.data.parquet import (
     DataError,
@@ -52,7 +51,7 @@ from evaluator.scoring.stats import mcnemar_exact
 
 
 def config_of(archive: Archive) -> dict[str, Any]:
-    return _read_json_bytes(archive.files[f"{RUNS}/{archive.run_name}/{CONFIG}"], CONFIG)
+    return read_json_bytes(archive.files[f"{RUNS}/{archive.run_name}/{CONFIG}"], CONFIG)
 
 
 def check_reproduction_data(config: dict[str, Any], data_files: str | None) -> tuple[list[str], str]:
@@ -220,8 +219,8 @@ def reproduce(
         result = verify_archive(archive, Path(work))
         if not result.ok or result.run_dir is None:
             for problem in result.problems:
-                click.echo(f"MISMATCH {problem}", err=True)
-            click.echo(f"error: {archive_file} does not verify; refusing to reproduce from it", err=True)
+                say(f"MISMATCH {problem}")
+            say(f"error: {archive_file} does not verify; refusing to reproduce from it")
             return 1
         config = config_of(archive)
         data_args, data_note = check_reproduction_data(config, data_files)
@@ -234,8 +233,10 @@ def reproduce(
         args = evaluate_args(config, data_args, urls, str(new_root), concurrency=concurrency)
         if quiet:
             args.append("--quiet")
-        click.echo(f"[reproduce] {archive_file} verified; data: {data_note}", err=True)
-        click.echo(f"[reproduce] {format_command(['doccount', 'evaluate', *args])}", err=True)
+        say(f"[reproduce] {archive_file} verified; data: {data_note}")
+        for line in serve_commands(config):
+            say(f"[reproduce] serve the run's weights with: {line}")
+        say(f"[reproduce] {format_command(['doccount', 'evaluate', *args])}")
         code = _evaluate_with_prompts(args, extract_prompts(archive, Path(work) / "bundle"))
         if code not in (0, 3):
             return code
@@ -264,11 +265,9 @@ def _print_comparison(original_dir: Path, new_root: Path, name: str | None) -> N
     paired = reproduction_check(read_rows(original_dir / MERGED), read_rows(new_root / MERGED))
     full = True
     try:
-        click.echo(printable(compare_runs([original_dir, new_root]).markdown))
+        answer(printable(compare_runs([original_dir, new_root]).markdown))
     except USER_ERRORS as exc:
-        click.echo(f"warning: the full comparison failed ({exc})", err=True)
+        say(f"warning: the full comparison failed ({exc})")
         full = False
-    click.echo(render_comparison(paired, name or "original", new_root.name, table=not full))
-    click.echo(
-        render_identity(response_identity(read_rows(original_dir / MERGED), read_rows(new_root / MERGED)))
-    )
+    answer(render_comparison(paired, name or "original", new_root.name, table=not full))
+    answer(render_identity(response_identity(read_rows(original_dir / MERGED), read_rows(new_root / MERGED))))

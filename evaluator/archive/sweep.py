@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -39,8 +40,9 @@ from evaluator.archive.base import (
     sha256_hex,
 )
 from evaluator.archive.pack import create_archive, write_tar_gz
-from evaluator.archive.verify import _check_sums, read_archive, verify_archive
+from evaluator.archive.verify import check_sums, read_archive, verify_archive
 from evaluator.core.atomic import atomic_file
+from evaluator.core.boundary import clip
 
 SWEEP_FORMAT = "doccount-sweep-archive"
 SWEEP_FORMAT_VERSION = 1
@@ -109,22 +111,56 @@ def create_sweep_archive(
     return ArchiveInfo(output, sorted(entries), {}, sha256_hex(blob), len(blob))
 
 
+# A sweep's run and sweep names, as the sweep file allows them (study.sweep_file.NAME_RE): one path segment
+# of plain characters, so a name from an archive can never climb out of the folder it is written in.
+SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
+
+
+def sweep_name(archive: Archive) -> str:
+    """The archive's sweep name, checked like its run names (ArchiveError for one a sweep cannot have)."""
+    name = (archive.index or {}).get("sweep", "sweep")
+    if not isinstance(name, str) or not SAFE_NAME.fullmatch(name):
+        raise ArchiveError(_layout_error(archive, [name]))
+    return name
+
+
 def run_archives(archive: Archive) -> dict[str, str]:
-    """run name -> entry of its archive, from the index."""
-    runs = (archive.index or {}).get("runs") or {}
-    return {n: r["archive"] for n, r in sorted(runs.items()) if isinstance(r, dict) and "archive" in r}
+    """run name -> entry of its archive, from the index, every pair checked against the archive's own layout
+    before anything is written: the name is a run name a sweep can have, its entry is `runs/<name>.tar.gz`
+    and is in the archive. ArchiveError naming the offenders otherwise."""
+    runs = (archive.index or {}).get("runs")
+    runs = runs if isinstance(runs, dict) else {}
+    bad = [
+        n
+        for n, r in runs.items()
+        if not SAFE_NAME.fullmatch(n)
+        or not isinstance(r, dict)
+        or r.get("archive") != f"runs/{n}.tar.gz"
+        or r["archive"] not in archive.files
+    ]
+    if bad or not runs:
+        raise ArchiveError(_layout_error(archive, bad))
+    return {n: r["archive"] for n, r in sorted(runs.items())}
+
+
+def _layout_error(archive: Archive, bad: list[Any]) -> str:
+    shown = ", ".join(clip(repr(n), 80) for n in bad[:5]) or "no run"
+    return (
+        f"{archive.source} is not a sweep archive doccount wrote: its {INDEX} names {shown} where a sweep archive "
+        "has run names of letters, digits and ._- each archived as runs/<name>.tar.gz; refusing it (nothing "
+        "was written)"
+    )
 
 
 def verify_sweep(archive: Archive, workdir: Path) -> VerifyResult:
     """Outer checksums, then every run archive verified, then the leaderboard recomputed and compared."""
     problems: list[Problem] = []
     checks: list[str] = []
-    _check_sums(archive, problems, checks)
+    runs = run_archives(archive)  # names checked before anything is written
+    sweep_name(archive)
+    check_sums(archive, problems, checks)
     rescored: dict[str, Path] = {}
-    for name, entry in run_archives(archive).items():
-        if entry not in archive.files:
-            problems.append(Problem(entry, "listed in ARCHIVE.json but missing"))
-            continue
+    for name, entry in runs.items():
         path = workdir / f"{name}.tar.gz"
         path.write_bytes(archive.files[entry])
         try:
@@ -153,8 +189,9 @@ def _check_board(
         return
     state = json.loads(archive.files.get(STATE, b"{}") or b"{}")
     states = state.get("runs") or {}
+    published = state.get("published") or {}
     runs = [
-        BoardRun(n, merge_run(p), None, (states.get(n) or {}).get("state"))
+        BoardRun(n, merge_run(p), None, (states.get(n) or {}).get("state"), published.get(n))
         for n, p in sorted(rescored.items())
     ]
     fresh = build_leaderboard(runs, state.get("pricing") or {})
@@ -167,6 +204,41 @@ def _check_board(
         checks.append(
             f"leaderboard: {len(runs)} runs and {len(fresh['pairwise'])} pairs match the archived records"
         )
+    _check_renderings(archive, archived, problems, checks)
+
+
+def _check_renderings(
+    archive: Archive, board: dict[str, Any], problems: list[Problem], checks: list[str]
+) -> None:
+    """leaderboard.md and index.html rebuilt from the archived leaderboard.json (whose numbers were just
+    checked against the re-scored records) and compared byte for byte: an edited rendering is caught even
+    when SHA256SUMS was recomputed."""
+    from evaluator.report.leaderboard_markdown import leaderboard_markdown
+    from evaluator.report.leaderboard_page import render_page
+
+    # the page's footer says which version wrote it and when: taken from the archived page itself
+    page = archive.files.get(f"{BOARD}/index.html", b"").decode("utf-8", "replace")
+    found = re.search(r"Written by doccount-eval (\S+) on (\d{4}-\d\d-\d\d \d\d:\d\d UTC)\.", page)
+    stamp = (found.group(1), found.group(2)) if found else None
+    rebuilt = {
+        f"{BOARD}/leaderboard.md": lambda: leaderboard_markdown(board).encode("utf-8"),
+        f"{BOARD}/index.html": lambda: render_page(board, stamp).encode("utf-8"),
+    }
+    same = 0
+    for entry, build in rebuilt.items():
+        if entry not in archive.files:
+            continue
+        try:
+            fresh = build()
+        except (KeyError, TypeError, ValueError):  # a leaderboard.json this evaluator cannot render
+            fresh = None
+        if fresh != archive.files[entry]:
+            problems.append(
+                Problem(entry, "does not match the page rebuilt from leaderboard/leaderboard.json")
+            )
+        else:
+            same += 1
+    checks.append(f"leaderboard: {same} rendering(s) match the ones rebuilt from leaderboard.json")
 
 
 def _numbers(board: dict[str, Any]) -> Any:
@@ -184,7 +256,8 @@ def reproduce_sweep(
 ) -> list[tuple[str, int]]:
     """Re-run each selected run with `doccount reproduce` (a child, its own key); (name, exit code) each."""
     env = os.environ if env is None else env
-    runs = run_archives(archive)
+    runs = run_archives(archive)  # names checked before anything is written
+    sweep_name(archive)
     unknown = [n for n in only if n not in runs]
     if unknown:
         raise ArchiveError(

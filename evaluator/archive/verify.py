@@ -24,8 +24,8 @@ from evaluator.archive.base import (
     ArchiveError,
     Problem,
     VerifyResult,
-    _mismatched_keys,
-    _read_json_bytes,
+    mismatched_keys,
+    read_json_bytes,
     sha256_hex,
 )
 from evaluator.archive.pack import (
@@ -116,7 +116,7 @@ def parse_sums(data: bytes) -> tuple[dict[str, str], list[int]]:
     return sums, bad
 
 
-def _check_sums(archive: Archive, problems: list[Problem], checks: list[str]) -> None:
+def check_sums(archive: Archive, problems: list[Problem], checks: list[str]) -> None:
     sums, bad = parse_sums(archive.files[SUMS])
     for n in bad:
         problems.append(Problem(SUMS, f"line {n} is not '<sha256>  <path>'"))
@@ -176,7 +176,7 @@ def _check_dataset(archive: Archive, run_dir: str, config: RunConfig, problems: 
         problems.append(Problem(DATASET, "is not valid JSON (or manifest.jsonl is not)"))
         return
     if archived != expected:
-        keys = _mismatched_keys(archived, expected) if isinstance(archived, dict) else ["(whole file)"]
+        keys = mismatched_keys(archived, expected) if isinstance(archived, dict) else ["(whole file)"]
         problems.append(
             Problem(DATASET, f"does not match {CONFIG} data and {MANIFEST} (differs in {', '.join(keys)})")
         )
@@ -208,7 +208,7 @@ def _rescore(
         return dest
     fresh = json.loads((dest / SCORES_DIR / SUMMARY_JSON).read_bytes())
     if archived != fresh:
-        keys = _mismatched_keys(archived, fresh) if isinstance(archived, dict) else ["(whole file)"]
+        keys = mismatched_keys(archived, fresh) if isinstance(archived, dict) else ["(whole file)"]
         note = ""
         if isinstance(archived, dict) and archived.get("schema_version") != fresh.get("schema_version"):
             note = f"; archived with summary schema {archived.get('schema_version')}, this evaluator writes {fresh.get('schema_version')}"
@@ -234,7 +234,7 @@ def verify_archive(archive: Archive, workdir: Path) -> VerifyResult:
     """Every check of `doccount verify`; the original run is extracted and re-scored under `workdir`."""
     problems: list[Problem] = []
     checks: list[str] = []
-    _check_sums(archive, problems, checks)
+    check_sums(archive, problems, checks)
     index = archive.index
     if index is None or index.get("format") != FORMAT:
         problems.append(Problem(INDEX, f"is not a {FORMAT} index"))
@@ -251,7 +251,7 @@ def verify_archive(archive: Archive, workdir: Path) -> VerifyResult:
     run_dir = f"{RUNS}/{run_name}"
     try:
         config = RunConfig.from_dict(
-            _read_json_bytes(archive.files[f"{run_dir}/{CONFIG}"], f"{run_dir}/{CONFIG}")
+            read_json_bytes(archive.files[f"{run_dir}/{CONFIG}"], f"{run_dir}/{CONFIG}")
         )
     except (ArchiveError, RunConfigError) as exc:
         problems.append(Problem(f"{run_dir}/{CONFIG}", str(exc)))

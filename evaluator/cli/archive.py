@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import os
+import hashlib
 import sys
 from pathlib import Path
 from typing import Any
@@ -10,6 +10,7 @@ from typing import Any
 import click
 
 from evaluator.cli.base import UserError
+from evaluator.core.secrets import api_key_from_env
 from evaluator.evaluation.evaluate import USER_ERRORS
 
 
@@ -36,14 +37,20 @@ def archive_cmd(run_root: Path, output: Path, bundle_root: Path | None) -> None:
         if is_sweep_folder(run_root):  # a sweep: every run's archive, the sweep file, the leaderboard
             info = create_sweep_archive(run_root, output, bundle_root=bundle_root)
         else:
-            info = create_archive(
-                run_root, output, bundle_root=bundle_root, secret=os.environ.get("MODEL_API_KEY")
-            )
+            info = create_archive(run_root, output, bundle_root=bundle_root, secret=api_key_from_env())
     except (*USER_ERRORS, ArchiveError) as exc:
         raise UserError(str(exc)) from None
     for name, why in sorted(info.missing.items()):
         click.echo(f"note: {name} not archived ({why})", err=True)
     click.echo(f"wrote {info.output} ({len(info.entries)} entries, {info.size} bytes, sha256 {info.sha256})")
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 @click.command("verify")
@@ -64,6 +71,11 @@ def verify_cmd(archive_file: Path) -> None:
         raise UserError(str(exc)) from None
     for line in result.checks:
         click.echo(line)
+    # the checksums inside an archive guard against damage; against a deliberate change (SHA256SUMS
+    # recomputed) the anchor is the archive's own SHA-256, published with it
+    click.echo(
+        f"archive SHA-256 {sha256_file(archive_file)}: compare it with the one published with the archive"
+    )
     if result.ok:
         click.echo(f"OK: {archive_file} verified")
         sys.exit(0)
@@ -112,11 +124,12 @@ def reproduce_cmd(only: tuple[str, ...], **opts: Any) -> None:
 def _reproduce_sweep(only: list[str], archive_file: Path, run_root: Path | None, **opts: Any) -> int:
     """Each (or each named) run of a sweep archive re-run by `doccount reproduce`; 0 when all finished."""
     from evaluator.archive import ArchiveError, read_archive
-    from evaluator.archive.sweep import reproduce_sweep, run_archives
+    from evaluator.archive.sweep import reproduce_sweep, run_archives, sweep_name
 
     archive = read_archive(archive_file)
-    name = str((archive.index or {}).get("sweep") or "sweep")
-    selected = only or list(run_archives(archive))
+    runs = run_archives(archive)  # the archive's names checked before any is used in a path
+    name = sweep_name(archive)
+    selected = only or list(runs)
     if opts["base_url"] and len(selected) != 1:
         raise ArchiveError(
             "--base-url applies to one run: name it with --only (each run has its own endpoint)"

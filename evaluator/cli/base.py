@@ -1,13 +1,16 @@
-"""What every command shares: the one-line user error (exit code 2, the API key redacted)."""
+"""What every command shares: the one-line user error (exit code 2, the API key redacted), the streams
+the library's messages and answers go to (evaluator.core.output)."""
 
 from __future__ import annotations
 
-import os
+import logging
+import sys
 from typing import Any
 
 import click
 
-from evaluator.core.secrets import Redactor
+from evaluator.core.output import ANSWERS, MESSAGES
+from evaluator.core.secrets import redactor_from_env
 
 
 class UserError(click.ClickException):
@@ -17,4 +20,55 @@ class UserError(click.ClickException):
 
     def show(self, file: Any = None) -> None:
         # A key pasted into the wrong place (e.g. --base-url) must not be echoed back into logs.
-        click.echo(f"error: {Redactor(os.environ.get('MODEL_API_KEY'))(self.message)}", err=True)
+        click.echo(f"error: {redactor_from_env()(self.message)}", err=True)
+
+
+class GroupedCommand(click.Command):
+    """A command whose --help lists its options under headings (click has no option groups of its own).
+
+    `groups`: (heading, param names) in order; options in no group come last under "Other options".
+    """
+
+    def __init__(self, *args: Any, groups: list[tuple[str, list[str]]] | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.groups = groups or []
+
+    def format_options(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        records = {p.name: p.get_help_record(ctx) for p in self.get_params(ctx)}
+        placed: set[str | None] = set()
+        for heading, names in self.groups:
+            rows = [r for n in names if (r := records.get(n))]
+            placed.update(names)
+            if rows:
+                with formatter.section(heading):
+                    formatter.write_dl(rows)
+        rest = [r for n, r in records.items() if n not in placed and r]
+        if rest:
+            with formatter.section("Other options"):
+                formatter.write_dl(rest)
+
+
+class ConsoleLines(logging.Handler):
+    """Each log record's message as one line on sys.stdout or sys.stderr, looked up when it is written (so
+    that the terminal guard, click's test runner and pytest, which replace the streams, see it), flushed."""
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(logging.INFO)
+        self.stream = stream
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            out = getattr(sys, self.stream)
+            out.write(record.getMessage() + "\n")
+            out.flush()
+        except Exception:  # noqa: BLE001 - logging's rule: a failed write never raises into the caller
+            self.handleError(record)
+
+
+def show_output() -> None:
+    """Show the library's messages on stderr and its answers on stdout (idempotent)."""
+    for logger, stream in ((MESSAGES, "stderr"), (ANSWERS, "stdout")):
+        if not any(isinstance(h, ConsoleLines) for h in logger.handlers):
+            logger.addHandler(ConsoleLines(stream))
+        logger.setLevel(logging.INFO)
+        logger.propagate = False

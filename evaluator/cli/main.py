@@ -11,18 +11,19 @@ from typing import Any
 
 import click
 
+from evaluator.cli import guard
 from evaluator.cli.archive import archive_cmd, reproduce_cmd, verify_cmd
-from evaluator.cli.base import UserError
+from evaluator.cli.base import GroupedCommand, UserError, show_output
 from evaluator.cli.batch import add_batch_commands
 from evaluator.cli.sweep import leaderboard_cmd, sweep_command
 from evaluator.core.jsonl import printable
 from evaluator.data.benchmarks import REGISTRY, get_benchmark
 from evaluator.evaluation.evaluate import USER_ERRORS
-from evaluator.evaluation.options import EvaluateOptions, evaluate_options
-from evaluator.scoring import score_run
+from evaluator.evaluation.options import OPTION_GROUPS, EvaluateOptions, evaluate_options
+from evaluator.scoring import MergedRun, score_run
 
 
-@click.command("evaluate")
+@click.command("evaluate", cls=GroupedCommand, groups=OPTION_GROUPS)
 @evaluate_options
 def evaluate_cmd(**opts: Any) -> None:
     """Evaluate a model on a counting benchmark; resumable; writes runs/<name>/."""
@@ -45,8 +46,9 @@ def _check_endpoint(**opts: Any) -> None:
     sys.exit(code)
 
 
-check_endpoint_cmd = click.Command(
+check_endpoint_cmd = GroupedCommand(
     "check-endpoint",
+    groups=OPTION_GROUPS,
     params=list(evaluate_cmd.params),  # the evaluate options, so that a run's command line can be checked
     callback=_check_endpoint,
     help="Send one real row with the evaluate options and show what came back (status, visible text, "
@@ -63,7 +65,7 @@ check_endpoint_cmd = click.Command(
 def score_cmd(run_root: Path, report: bool, report_images: bool) -> None:
     """Score a run folder over its full question set; writes responses.jsonl and scores/."""
     try:
-        result = score_run(run_root, keep_merged=report)
+        result = score_run(run_root, keep_merged=True)
     except USER_ERRORS as exc:
         raise UserError(str(exc)) from None
     for w in result.warnings:
@@ -77,6 +79,21 @@ def score_cmd(run_root: Path, report: bool, report_images: bool) -> None:
             click.echo(f"report: {path}", err=True)
         except Exception as exc:  # noqa: BLE001
             click.echo(f"warning: the HTML report was not written ({exc})", err=True)
+    else:
+        _write_per_question(result.merged)
+
+
+def _write_per_question(merged: MergedRun | None) -> None:
+    """scores/per_question.csv without the report: question texts from the data when it is found."""
+    from evaluator.report import load_page_data, write_per_question
+
+    if merged is None:
+        return
+    try:
+        page = load_page_data(merged.benchmark, merged.run_config, merged.rows, images=False)
+        write_per_question(merged, page.questions)
+    except Exception as exc:  # noqa: BLE001 - a view of the score: it must never fail the scoring
+        click.echo(f"warning: scores/per_question.csv was not written ({exc})", err=True)
 
 
 @click.group()
@@ -84,6 +101,7 @@ def score_cmd(run_root: Path, report: bool, report_images: bool) -> None:
 def main() -> None:
     """Reproducible semantic-counting evaluation (DocCount, CountQA)."""
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
+    show_output()
 
 
 main.add_command(evaluate_cmd)
@@ -156,7 +174,10 @@ main.add_command(compare_cmd)
 
 
 def run_command(command: click.Command, prog_name: str) -> None:
-    """Run a command with the contract's error style: one `error:` line, no usage dump, no traceback."""
+    """Run a command with the contract's error style: one `error:` line, no usage dump, no traceback; its
+    output through the terminal guard (cli.guard)."""
+    guard.install()
+    show_output()
     try:
         command.main(prog_name=prog_name, standalone_mode=False)
     except click.UsageError as exc:
@@ -235,19 +256,47 @@ main.add_command(verify_cmd)
 main.add_command(reproduce_cmd)
 
 
+# What `doccount demo` and `serve-reference` import beyond the base install (the `demo` extra)
+DEMO_MODULES = {"rapid_layout": "rapid-layout", "onnxruntime": "onnxruntime", "skimage": "scikit-image"}
+
+
+def require_demo_extra(command: str) -> None:
+    """One line naming the extra to install, instead of a ModuleNotFoundError traceback mid-run."""
+    import importlib.util
+
+    missing = [pkg for module, pkg in DEMO_MODULES.items() if importlib.util.find_spec(module) is None]
+    if missing:
+        raise UserError(
+            f"`doccount {command}` needs the demo extra (missing: {', '.join(missing)}); install it with "
+            "pip install 'doccount-eval[demo]' (from a checkout: pip install -e '.[demo]')"
+        )
+
+
 @click.command("demo")
-@click.option("--run-root", type=click.Path(path_type=Path), default=Path("runs/demo"), show_default=True)
 @click.option(
-    "--data-root", type=click.Path(path_type=Path), default=Path("runs/demo-data"), show_default=True
+    "--run-root",
+    type=click.Path(path_type=Path),
+    default=Path("runs/demo"),
+    show_default=True,
+    help="The run folder; the sample pages and the reference server's log go inside it too.",
 )
-@click.option("--pages", type=click.IntRange(4, 2000), default=40, show_default=True)
-@click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--concurrency", type=click.IntRange(1, 64), default=2, show_default=True)
-def demo_cmd(run_root: Path, data_root: Path, pages: int, seed: int, concurrency: int) -> None:
+@click.option(
+    "--data-root",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Where the sample pages go (default: <run-root>/demo-data).",
+)
+@click.option("--pages", type=click.IntRange(4, 2000), default=40, show_default=True, help="Sample pages.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the sample pages.")
+@click.option(
+    "--concurrency", type=click.IntRange(1, 64), default=2, show_default=True, help="Requests in flight."
+)
+def demo_cmd(run_root: Path, data_root: Path | None, pages: int, seed: int, concurrency: int) -> None:
     """Run the whole pipeline on a CPU: sample pages, a reference model on loopback, evaluate, score."""
+    require_demo_extra("demo")
     from evaluator.demo.pipeline import run_demo
 
-    sys.exit(run_demo(run_root, data_root, pages, seed, concurrency))
+    sys.exit(run_demo(run_root, data_root or run_root / "demo-data", pages, seed, concurrency))
 
 
 @click.command("serve-reference")
@@ -256,6 +305,7 @@ def demo_cmd(run_root: Path, data_root: Path, pages: int, seed: int, concurrency
 @click.option("--model-name", default="reference-layout-cdla", show_default=True)
 def serve_reference_cmd(host: str, port: int, model_name: str) -> None:
     """Serve the CPU reference model (a document-layout detector) as an OpenAI-compatible endpoint."""
+    require_demo_extra("serve-reference")
     from evaluator.demo.reference_server import run_reference_server
 
     run_reference_server(host, port, model_name)
@@ -278,9 +328,30 @@ def data_cmd(benchmark: str, dataset: str | None, revision: str | None, local_di
     click.echo("\n".join(fetch_report(snap, bench, local_dir)))
 
 
+@click.command("model")
+@click.argument("model_id")
+@click.option("--revision", default=None, help="Branch, tag or commit to fetch (default: main).")
+@click.option("--include", multiple=True, help="Fetch only files matching this glob (repeatable).")
+@click.option(
+    "--exclude", multiple=True, help="Skip files matching this glob (repeatable), e.g. 'original/*'."
+)
+def model_cmd(
+    model_id: str, revision: str | None, include: tuple[str, ...], exclude: tuple[str, ...]
+) -> None:
+    """Fetch a model's weights at one revision into the HF cache (for vLLM); print the commit."""
+    from evaluator.data.hub_model import HubModelError, fetch_model, model_report
+
+    try:
+        snap = fetch_model(model_id, revision, list(include) or None, list(exclude) or None)
+    except HubModelError as exc:
+        raise UserError(str(exc)) from None
+    click.echo("\n".join(model_report(snap)))
+
+
 main.add_command(demo_cmd)
 main.add_command(serve_reference_cmd)
 main.add_command(data_cmd)
+main.add_command(model_cmd)
 
 
 if __name__ == "__main__":

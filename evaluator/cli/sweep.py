@@ -1,5 +1,5 @@
 """The sweep commands (`doccount sweep`, `doccount leaderboard`): thin adapters over
-evaluator.evaluation.sweep and evaluator.report.leaderboard."""
+evaluator.study.sweep and evaluator.report.leaderboard."""
 
 from __future__ import annotations
 
@@ -26,19 +26,49 @@ def sweep_command(evaluate_cmd: click.Command) -> click.Command:
     )
     @click.option("--only", multiple=True, metavar="NAME", help="Run only this run of the file (repeatable).")
     @click.option(
-        "--parallel", type=click.IntRange(1, 64), default=4, show_default=True, help="Runs evaluated at once."
+        "--parallel",
+        type=click.IntRange(1, 64),
+        default=None,
+        help="Runs evaluated at once [default: 4, or the GPU pool's size when the sweep serves models on more].",
     )
-    def sweep_cmd(sweep_file: Path, run_root: Path, only: tuple[str, ...], parallel: int) -> None:
-        """Evaluate every run of a sweep file (TOML), resumably, then write its leaderboard (docs/sweeps.md)."""
-        from evaluator.evaluation.sweep import run_sweep
-        from evaluator.evaluation.sweep_file import SweepFileError, load_sweep, option_specs
+    @click.option(
+        "--plan",
+        is_flag=True,
+        help="Print each run's endpoint or server, its GPUs and the order servers start; start nothing.",
+    )
+    @click.option(
+        "--detach",
+        is_flag=True,
+        help='executor = "slurm": submit the runs\' jobs, print the queue and exit (the jobs go on).',
+    )
+    @click.option(
+        "--status",
+        is_flag=True,
+        help="Print each run's state (a Slurm job's place in the queue, rows recorded); submit nothing.",
+    )
+    def sweep_cmd(
+        sweep_file: Path,
+        run_root: Path,
+        only: tuple[str, ...],
+        parallel: int | None,
+        plan: bool,
+        detach: bool,
+        status: bool,
+    ) -> None:
+        """Evaluate every run of a sweep file (TOML), resumably, then write its leaderboard (docs/sweeps.md);
+        runs with `serve = {...}` get their own server (docs/serving.md)."""
         from evaluator.runfolder.files import RunFolderError
+        from evaluator.study.executors.base import ExecutorError
+        from evaluator.study.sweep import run_sweep
+        from evaluator.study.sweep_file import SweepFileError, load_sweep, option_specs
 
         specs = option_specs(evaluate_cmd.params)
         try:
             sweep = load_sweep(sweep_file, specs)
-            code = run_sweep(sweep, specs, run_root, list(only), parallel)
-        except (SweepFileError, RunFolderError) as exc:
+            code = run_sweep(
+                sweep, specs, run_root, list(only), parallel, plan=plan, detach=detach, status=status
+            )
+        except (SweepFileError, RunFolderError, ExecutorError) as exc:
             raise UserError(str(exc)) from None
         sys.exit(code)
 

@@ -3,19 +3,20 @@
 A server may be hostile or broken: it can echo the API key in any field, in any type, in any encoding,
 and send counts that are not numbers. So, in this order:
 
-1. `KeyFilter` removes the key from the raw text, in every form it can take there: verbatim,
-   JSON-escaped, URL-encoded (either case of hex), base64 of the key alone or inside `user:key`
-   (Basic auth, whatever the user part), and any piece of 8 or more characters of it (a server that
-   cut its own text mid-key).
-2. The JSON is parsed from that redacted text, and every string kept from it is redacted again (a
-   JSON escape such as \\u0073 hides the key from step 1 until it is decoded).
+1. `KeyFilter` removes the key from text, in every form it can take there: verbatim, JSON-escaped,
+   URL-encoded (either case of hex), base64 of the key alone or inside `user:key` (Basic auth, whatever
+   the user part), and any piece of 8 or more characters of it (a server that cut its own text mid-key);
+   and it looks again at the text with its escapes decoded (`decoded_views`: \\u escapes, percent-encoding,
+   HTML references, repeatedly for double escaping), redacting the span the key came from.
+2. JSON is parsed from the raw text, then every string in it is redacted (redacting raw JSON text could
+   break its syntax; the parser decodes the escapes a key may hide behind).
 3. Fields are typed: counts are non-negative integers (else dropped, and an anomaly is noted);
    `finish_reason`, `id`, `model` and `system_fingerprint` are strings (any other JSON value is kept as
    its redacted JSON text, and noted).
 4. Clipping happens last, through `clip`: a key cut in half by a clip can no longer be recognised.
 
 Public API (the batch path uses it too):
-- `KeyFilter(secret)`: callable on text (`redact_text`), `.json(obj)` on any JSON value;
+- `KeyFilter(secret)`: callable on text, `.json(obj)` on any JSON value;
 - `clip(text, limit)`: the one clipping helper, applied only to redacted text;
 - `body_text(raw, keys)`: a body's bytes as redacted text;
 - `sanitize_completion(payload, keys) -> (SafeCompletion, anomalies)`: a chat.completion object;
@@ -28,6 +29,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -46,6 +48,31 @@ DETAIL_COUNTS = (
 
 class ShapeError(ValueError):
     """The reply is not a chat completion; the message names types only, never server text."""
+
+
+# What a terminal acts on: the escape sequences (CSI ... final byte; OSC, DCS, APC, PM ... BEL or ST; in their
+# 7-bit ESC form and their 8-bit C1 form), any other ESC pair, and every C0 and C1 control character and DEL.
+_SEQUENCE = re.compile(
+    r"(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]"
+    r"|(?:\x1b[\]P^_X]|[\x90\x98\x9d\x9e\x9f]).*?(?:\x07|\x1b\\|\x9c)"
+    r"|\x1b.?",
+    re.DOTALL,
+)
+_CONTROLS = {c: None for c in (*range(0x20), *range(0x7F, 0xA0))}
+
+
+def terminal_text(text: str, keep: str = "\n\t") -> str:
+    """A server's text made harmless for a terminal: escape sequences and control characters removed
+    (those in `keep` stay). Every string a server controls passes this before it is printed."""
+    if text.isprintable():
+        return text
+    table = {c: v for c, v in _CONTROLS.items() if chr(c) not in keep}
+    return _SEQUENCE.sub("", text).translate(table)
+
+
+def one_line(text: str) -> str:
+    """A server's text as one terminal-safe line (ids, statuses, error messages)."""
+    return " ".join(terminal_text(text, keep="\n\t\r").split()) if not text.isprintable() else text
 
 
 def clip(text: str, limit: int) -> str:
@@ -92,34 +119,37 @@ class KeyFilter:
         self.quarters = [s[i : i + 4] for i in range(0, len(s) - 3, 4)] if self.pieces else []
 
     def __call__(self, text: str) -> str:
-        """redact_text: the text without the key, in any of its forms or pieces."""
+        """The text without the key, in any of its forms or pieces, also where escapes hide it."""
         if self.secret is None:
             return text
-        for form in self.forms:
-            if form in text:
-                text = text.replace(form, REDACTED)
-        if any(q in text for q in self.quarters) and any(p in text for p in self.pieces):
-            text = self._without_pieces(text)
-        return text
+        spans = self._spans(text)
+        for view in decoded_views(text):
+            found = self._spans(view.text)
+            if found:
+                spans.extend(view.original(start, end) for start, end in found)
+        return _replaced(text, spans) if spans else text
 
-    def _without_pieces(self, text: str) -> str:
-        """Every run of characters covered by 8-character pieces of the key, replaced."""
-        covered = [False] * len(text)
-        for piece in self.pieces:
-            at = text.find(piece)
+    def found_in(self, text: str, pieces: bool = True) -> bool:
+        """Whether the text holds the key in any form (with `pieces`, an 8-character piece of it too)."""
+        if self.secret is None:
+            return False
+        return any(self._spans(t, pieces) for t in (text, *(v.text for v in decoded_views(text))))
+
+    def _spans(self, text: str, pieces: bool = True) -> list[tuple[int, int]]:
+        """Where the key's forms (and 8-character pieces) sit in the text, as (start, end) spans."""
+        spans = []
+        for form in self.forms:
+            at = text.find(form)
             while at != -1:
-                covered[at : at + PIECE] = [True] * PIECE
-                at = text.find(piece, at + 1)
-        out, i = [], 0
-        while i < len(text):
-            if covered[i]:
-                while i < len(text) and covered[i]:
-                    i += 1
-                out.append(REDACTED)
-            else:
-                out.append(text[i])
-                i += 1
-        return "".join(out)
+                spans.append((at, at + len(form)))
+                at = text.find(form, at + 1)
+        if pieces and any(q in text for q in self.quarters):
+            for piece in self.pieces:
+                at = text.find(piece)
+                while at != -1:
+                    spans.append((at, at + PIECE))
+                    at = text.find(piece, at + 1)
+        return spans
 
     def json(self, obj: Any) -> Any:
         """A JSON value with the key removed from every string in it, object keys included.
@@ -135,8 +165,92 @@ class KeyFilter:
         return obj
 
 
-def redact_text(text: str, keys: KeyFilter) -> str:
-    return keys(text)
+def _replaced(text: str, spans: list[tuple[int, int]]) -> str:
+    """The text with each run of characters the spans cover (overlapping or touching) as one REDACTED."""
+    out, at, run = [], 0, None
+    for start, end in sorted(spans):
+        if run is not None and start <= run[1]:
+            run = (run[0], max(run[1], end))
+            continue
+        if run is not None:
+            out += [text[at : run[0]], REDACTED]
+            at = run[1]
+        run = (start, end)
+    if run is not None:
+        out += [text[at : run[0]], REDACTED]
+        at = run[1]
+    out.append(text[at:])
+    return "".join(out)
+
+
+# The escapes a text can hide the key behind, decoded before matching, repeatedly (a JSON string may hold
+# a \\u escape; a percent sign may itself be percent-encoded): JSON's \\uXXXX, \\\\, \\/ and \\";
+# percent-encoding; HTML's numeric character references.
+_ESCAPE = re.compile(
+    r'\\u([0-9a-fA-F]{4})|\\([\\/"])|%([0-9a-fA-F]{2})|&#([0-9]{1,7});|&#[xX]([0-9a-fA-F]{1,6});'
+)
+_ROUNDS = 4  # "%25252573" is "s" percent-encoded four times
+
+
+def _unescape(m: re.Match[str]) -> str:
+    u, char, pct, dec, hexa = m.groups()
+    if char:
+        return char
+    code = int(dec) if dec else int(u or pct or hexa, 16)
+    return chr(code) if code <= 0x10FFFF else "\ufffd"
+
+
+@dataclass
+class DecodedView:
+    """A text with its escapes decoded `rounds` times; `original` maps a span of it back to the source
+    (so that a key found in the view is redacted where it sits in the source)."""
+
+    text: str
+    source: str
+    rounds: int
+
+    def original(self, start: int, end: int) -> tuple[int, int]:
+        starts, ends = _positions(self.source, self.rounds)
+        return starts[start], ends[end - 1]
+
+
+def _positions(source: str, rounds: int) -> tuple[list[int], list[int]]:
+    """For each character of `source` decoded `rounds` times, the (start, end) of what it came from."""
+    text = source
+    starts, ends = list(range(len(text))), list(range(1, len(text) + 1))
+    for _ in range(rounds):
+        chars: list[str] = []
+        new_s: list[int] = []
+        new_e: list[int] = []
+        at = 0
+        for m in _ESCAPE.finditer(text):
+            chars.append(text[at : m.start()])
+            new_s += starts[at : m.start()]
+            new_e += ends[at : m.start()]
+            chars.append(_unescape(m))
+            new_s.append(starts[m.start()])
+            new_e.append(ends[m.end() - 1])
+            at = m.end()
+        chars.append(text[at:])
+        new_s += starts[at:]
+        new_e += ends[at:]
+        text, starts, ends = "".join(chars), new_s, new_e
+    return starts, ends
+
+
+def decoded_views(text: str) -> list[DecodedView]:
+    """The text decoded once, twice, ... until no escape is left (at most _ROUNDS times); [] without any."""
+    views: list[DecodedView] = []
+    current = text
+    for rounds in range(1, _ROUNDS + 1):
+        if "\\" not in current and "%" not in current and "&#" not in current:
+            break
+        decoded = _ESCAPE.sub(_unescape, current)
+        if decoded == current:
+            break
+        views.append(DecodedView(decoded, text, rounds))
+        current = decoded
+    return views
 
 
 def json_text(value: Any, keys: KeyFilter, limit: int) -> str | None:
@@ -145,7 +259,7 @@ def json_text(value: Any, keys: KeyFilter, limit: int) -> str | None:
         text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=True)
     except (RecursionError, ValueError, TypeError):
         return None
-    return clip(keys(text), limit)
+    return clip(one_line(keys(text)), limit)
 
 
 def body_text(raw: bytes | str, keys: KeyFilter) -> str:
@@ -155,7 +269,9 @@ def body_text(raw: bytes | str, keys: KeyFilter) -> str:
 
 
 def parse_json(raw: bytes | str, keys: KeyFilter) -> Any:
-    """The JSON of a body, parsed from its redacted text. Raises ShapeError (no server text in it)."""
+    """The JSON of a body with the key removed from every string in it. Raises ShapeError (no server text
+    in it). Parsed first, redacted after: redacting the raw text could break its syntax (a key such as
+    `"choices"` is part of every reply's text), and the parser decodes the escapes a key may hide behind."""
     if isinstance(raw, bytes):
         try:
             text = raw.decode("utf-8")
@@ -164,7 +280,7 @@ def parse_json(raw: bytes | str, keys: KeyFilter) -> Any:
     else:
         text = raw
     try:
-        return json.loads(keys(text))
+        return keys.json(json.loads(text))
     except RecursionError:
         raise ShapeError("response JSON is nested too deeply") from None
     except ValueError as exc:
@@ -183,7 +299,7 @@ def safe_string(
     if value is None:
         return None, None
     if isinstance(value, str):
-        return clip(keys(value), limit), None
+        return clip(one_line(keys(value)), limit), None
     text = json_text(value, keys, limit)
     note = f"{name} was {_type(value)}, " + ("kept as JSON text" if text is not None else "dropped")
     return text, note
@@ -293,17 +409,16 @@ def error_text(raw: bytes | str, keys: KeyFilter, limit: int = 500) -> tuple[str
 
     The message is the OpenAI-style `error.message` when it is a string, else the body's JSON text, else
     the body's text (an HTML page, a proxy's plain-text error)."""
-    text = body_text(raw, keys)
-    try:
-        body = json.loads(text)
-        body = keys.json(body)
+    text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
+    try:  # parsed first, then every string redacted (see parse_json)
+        body = keys.json(json.loads(text))
     except (ValueError, RecursionError):
-        return clip(text, limit), None
+        return clip(one_line(keys(text)), limit), None
     err = body[0] if isinstance(body, list) and body and isinstance(body[0], dict) else body
     err = err.get("error", err) if isinstance(err, dict) else err
     if isinstance(err, dict) and isinstance(err.get("message"), str):
-        return clip(err["message"], limit), body
-    return json_text(body, keys, limit) or clip(text, limit), body
+        return clip(one_line(err["message"]), limit), body
+    return json_text(body, keys, limit) or clip(one_line(keys(text)), limit), body
 
 
 def safe_headers(headers: Mapping[str, str] | Iterable[tuple[str, str]], keys: KeyFilter) -> dict[str, str]:

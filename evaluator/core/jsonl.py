@@ -19,6 +19,7 @@ turning them into null or failing. The choice depends only on the row, so re-enc
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -36,12 +37,26 @@ _STRICT_ERRORS = (msgspec.DecodeError, msgspec.ValidationError, RecursionError)
 LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
+def _finite(obj: Any) -> Any:
+    """obj with every non-finite float replaced by None."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: _finite(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_finite(v) for v in obj]
+    return obj
+
+
 def utf8_json(obj: Any, **dumps_options: Any) -> bytes:
     """json.dumps(obj, ensure_ascii=False, ...) as UTF-8, with a lone surrogate kept as its \\uXXXX escape.
 
     Inside JSON a raw surrogate can only stand in a string, where the escape reads back to the same text.
     """
-    text = json.dumps(obj, ensure_ascii=False, **dumps_options)
+    try:
+        text = json.dumps(obj, ensure_ascii=False, allow_nan=False, **dumps_options)
+    except ValueError:  # JSON has no Infinity or NaN: such a number is written as null, never as a token
+        text = json.dumps(_finite(obj), ensure_ascii=False, allow_nan=False, **dumps_options)
     try:
         return text.encode("utf-8")
     except UnicodeEncodeError:

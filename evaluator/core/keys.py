@@ -16,13 +16,13 @@ from collections.abc import Iterable
 from typing import Any
 
 SEED_MODULUS = 2**31  # derived seeds are 0 .. 2**31 - 1 (see the module docstring)
-SEED_DERIVATION = "sha256(f'doccount-seed-v1:{S}:{repeat}:{sample_id}') first 8 bytes, big-endian, mod 2**31"
 
 Key = tuple[str, int]
 
 
 def derive_seed(base: int, sample_id: str, repeat: int = 0) -> int:
-    """The request seed for one question and repeat under `--seed base` (see SEED_DERIVATION)."""
+    """The request seed for one question and repeat under `--seed base`: the first 8 bytes of
+    sha256(f"doccount-seed-v1:{base}:{repeat}:{sample_id}"), big-endian, mod 2**31."""
     digest = hashlib.sha256(f"doccount-seed-v1:{base}:{repeat}:{sample_id}".encode()).digest()
     return int.from_bytes(digest[:8], "big") % SEED_MODULUS
 

@@ -1,74 +1,97 @@
-"""Typed records: one JSON object per line in responses.partial.jsonl / responses.jsonl.
+"""The response record: one JSON object per line in responses.partial.jsonl (and, merged, responses.jsonl).
 
-Field names are part of the outside contract (see README, "Response record").
+One typed, versioned model (msgspec Structs, like evaluator.runfolder.runconfig.RunConfig and inspect_ai's
+log records: a docstring per field). Field names are part of the outside contract (README, "Response
+record"). Written by `ResponseRecord.to_line`, read back by `msgspec.convert(obj, ResponseRecord)`;
+`msgspec.to_builtins` is the one way any part of a record becomes JSON-ready data. Bump RECORD_SCHEMA_VERSION when a field changes
+meaning; a record without the field was written before records carried a version (0).
+
+Which fields a line holds: every field is written, except the ones added with a feature (marked "left out
+at its default" below), which are left out while they hold their default so that records made without
+the feature keep their bytes. msgspec's `omit_defaults` does that for plain defaults; the fields that are
+always written take their default from a factory (`written`), which msgspec never omits.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import json
-from dataclasses import dataclass, field
 from typing import Any, Literal
+
+import msgspec
 
 from evaluator.core.jsonl import utf8_json
 
+RECORD_SCHEMA_VERSION = 1
+
 Status = Literal["ok", "request_error", "data_error", "missing"]
 # "missing" is written only by the scorer, for questions that have no record at all.
-ParseStatus = Literal[
-    "ok", "no_tag", "multiple_tags", "unclosed_tag", "not_final", "not_integer", "no_number", "no_response"
-]
-
-
-# A field with this metadata is left out of the JSON while it holds its default, so records and configs
-# made without the feature keep their bytes (see to_dict).
-OMIT_DEFAULT = {"omit_default": True}
 
 MAX_TOKENS_FIELDS = ("max_tokens", "max_completion_tokens")
+DEFAULT_MAX_TOKENS_FIELD = MAX_TOKENS_FIELDS[0]
 
 
-@dataclass
-class Usage:
-    prompt_tokens: int | None = None
-    completion_tokens: int | None = None
-    total_tokens: int | None = None
-    # usage.completion_tokens_details.reasoning_tokens / usage.prompt_tokens_details.cached_tokens
-    reasoning_tokens: int | None = field(default=None, metadata=OMIT_DEFAULT)
-    cached_tokens: int | None = field(default=None, metadata=OMIT_DEFAULT)
+def written(default: Any) -> Any:
+    """A default that is written like any other value (a factory: omit_defaults leaves it alone)."""
+    if isinstance(default, list):
+        return msgspec.field(default_factory=lambda: [])
+    return msgspec.field(default_factory=lambda: default)
 
 
-@dataclass
-class Sampling:
+class Usage(msgspec.Struct, omit_defaults=True):
+    """Token counts a reply reported (evaluator.core.usage)."""
+
+    prompt_tokens: int | None = written(None)
+    completion_tokens: int | None = written(None)
+    total_tokens: int | None = written(None)
+    reasoning_tokens: int | None = None
+    """usage.completion_tokens_details.reasoning_tokens; left out at its default (not reported)."""
+    cached_tokens: int | None = None
+    """usage.prompt_tokens_details.cached_tokens; left out at its default (not reported)."""
+
+
+class Sampling(msgspec.Struct, omit_defaults=True):
     """The sampling fields of every request. None: the field is left out of the request."""
 
     temperature: float | None
     top_p: float | None
     max_tokens: int | None
-    extra_body: dict[str, Any] = field(default_factory=dict)
-    max_tokens_field: str = field(default="max_tokens", metadata=OMIT_DEFAULT)  # or max_completion_tokens
+    extra_body: dict[str, Any] = msgspec.field(default_factory=lambda: {})
+    """Extra request fields (--extra-body-json)."""
+    max_tokens_field: str = DEFAULT_MAX_TOKENS_FIELD
+    """The name the output limit is sent under (MAX_TOKENS_FIELDS); left out at its default."""
+
+    def __post_init__(self) -> None:
+        # omit_defaults compares a string default by identity: an equal string read from a flag or a
+        # preset must be the default object itself to be left out like it.
+        if self.max_tokens_field == DEFAULT_MAX_TOKENS_FIELD:
+            self.max_tokens_field = DEFAULT_MAX_TOKENS_FIELD
 
 
-@dataclass
-class RetryError:
+class RetryError(msgspec.Struct, omit_defaults=True):
     """One failed HTTP attempt (kept so a record shows every fault it survived)."""
 
     attempt: int
-    kind: (
-        str  # connection, timeout, http_status, malformed_response, empty_content (evaluator.request.client)
-    )
+    """1-based attempt number (0 for a batch line's own failure, the input line number for a failed batch)."""
+    kind: str
+    """connection, timeout, http_status, malformed_response, empty_content, ... (evaluator.request.client)."""
     message: str
-    status_code: int | None = None
-    retry_after_s: float | None = None
-    at: str | None = None
-    endpoint: str | None = None  # set when several endpoints share the run
-    usage: Usage | None = field(default=None, metadata=OMIT_DEFAULT)  # when the failed reply reported it
-    # the pause before the next attempt (for a rate limit: every worker's), and whether the attempt was a
-    # rate-limit refusal with a wait, not charged to the row's --max-retries
-    wait_s: float | None = field(default=None, metadata=OMIT_DEFAULT)
-    paced: bool | None = field(default=None, metadata=OMIT_DEFAULT)
+    """What went wrong, redacted and clipped."""
+    status_code: int | None = written(None)
+    """The HTTP status, when there was one."""
+    retry_after_s: float | None = written(None)
+    """The wait the server asked for (Retry-After and the like)."""
+    at: str | None = written(None)
+    """When the attempt failed (UTC, ISO 8601)."""
+    endpoint: str | None = written(None)
+    """The endpoint, when several share the run."""
+    usage: Usage | None = None
+    """The failed reply's usage, when it reported one; left out at its default."""
+    wait_s: float | None = None
+    """The pause before the next attempt (for a rate limit: every worker's); left out at its default."""
+    paced: bool | None = None
+    """True: a rate-limit refusal with a wait, not charged to --max-retries; left out at its default."""
 
 
-@dataclass
-class ResponseAttempt:
+class ResponseAttempt(msgspec.Struct, omit_defaults=True):
     """An earlier completed response that failed to parse (kept with --retry-parse-failures)."""
 
     response_text: str | None
@@ -79,114 +102,90 @@ class ResponseAttempt:
     usage: Usage
     latency_s: float | None
     attempts: int
-    retry_errors: list[RetryError] = field(default_factory=list)
-    started_at: str | None = None
-    finished_at: str | None = None
+    retry_errors: list[RetryError] = written([])
+    started_at: str | None = written(None)
+    finished_at: str | None = written(None)
 
 
-@dataclass
-class ResponseRecord:
+class ResponseRecord(msgspec.Struct, omit_defaults=True):
+    """One question's (and repeat's) outcome: what was sent, what came back, how it parsed."""
+
     sample_id: str
+    """The question's id (DocCount: the row's sample_id; CountQA: image and question index)."""
     benchmark: str
-    groups: dict[str, Any]  # subgroup fields, e.g. {"target_class": "Table"}
+    """Benchmark name (`doccount`, `countqa`)."""
+    groups: dict[str, Any]
+    """Subgroup fields, e.g. {"target_class": "Table"}; also lifted to the top level of the line."""
     ground_truth: int | None
+    """The true count, as the data gave it."""
     model: str
+    """Model id sent in the request."""
     backend: str
+    """`api` or `vllm`."""
     sampling: Sampling
+    """The sampling fields sent."""
     started_at: str
+    """When the row's first attempt started (UTC, ISO 8601)."""
     finished_at: str
+    """When the row's last attempt ended."""
     status: Status
-    response_text: str | None = None
-    reasoning_text: str | None = None
-    parsed_answer: int | None = None
-    parse_status: str = "no_response"
-    correct: bool = False
-    fallback_answer: int | None = None  # diagnostic only, never the primary answer
-    finish_reason: str | None = None
-    latency_s: float | None = None
-    usage: Usage = field(default_factory=Usage)
-    response_id: str | None = None
-    system_fingerprint: str | None = None
-    endpoint: str | None = None
-    attempts: int = 0
-    retry_errors: list[RetryError] = field(default_factory=list)
-    earlier_attempts: list[ResponseAttempt] = field(default_factory=list)
-    request_error: str | None = None
-    data_error: str | None = None
-    request_sha256: str | None = None
-    image_sha256: str | None = None
-    inline_think: bool = field(default=False, metadata=OMIT_DEFAULT)  # <think> block in the visible text
-    # Only with --seed / --repeats; left out of the line otherwise, so such records stay as they were.
-    seed: int | None = field(default=None, metadata=OMIT_DEFAULT)
-    repeat: int | None = field(default=None, metadata=OMIT_DEFAULT)
-    # The batch that answered the row (--batch, or `doccount batch collect`); absent for online records.
-    batch_id: str | None = field(default=None, metadata=OMIT_DEFAULT)
-    # What the server sent that broke the protocol (a count that is not an integer, an id that is not a
-    # string: core.boundary); field names and JSON types only. Left out when there were none.
-    protocol_anomalies: list[str] = field(default_factory=list, metadata=OMIT_DEFAULT)
+    """`ok` (a reply came back), `request_error` or `data_error`."""
+    schema_version: int = 0
+    """RECORD_SCHEMA_VERSION of the code that wrote the record; 0 (left out): written before there was one."""
+    response_text: str | None = written(None)
+    """The reply's visible text (redacted)."""
+    reasoning_text: str | None = written(None)
+    """The reply's reasoning text, when the server sent one apart."""
+    parsed_answer: int | None = written(None)
+    """The answer the benchmark's parser read, or null."""
+    parse_status: str = written("no_response")
+    """How parsing went: ok, no_tag, multiple_tags, unclosed_tag, not_final, not_integer, no_number, no_response."""
+    correct: bool = written(False)
+    """parsed_answer equals ground_truth (score recomputes it against the manifest)."""
+    fallback_answer: int | None = written(None)
+    """The last integer in the reply: diagnostic only, never the primary answer."""
+    finish_reason: str | None = written(None)
+    latency_s: float | None = written(None)
+    """Seconds of the answered attempt."""
+    usage: Usage = msgspec.field(default_factory=lambda: Usage())
+    response_id: str | None = written(None)
+    system_fingerprint: str | None = written(None)
+    endpoint: str | None = written(None)
+    """The endpoint that answered."""
+    attempts: int = written(0)
+    """HTTP attempts of the last send."""
+    retry_errors: list[RetryError] = written([])
+    """Every failed attempt of the last send."""
+    earlier_attempts: list[ResponseAttempt] = written([])
+    """Parse-failed sends before the last one (--retry-parse-failures)."""
+    request_error: str | None = written(None)
+    data_error: str | None = written(None)
+    request_sha256: str | None = written(None)
+    """SHA-256 of the canonical JSON request body as sent (image included, no credentials)."""
+    image_sha256: str | None = written(None)
+    inline_think: bool = False
+    """A <think> block in the visible text; left out at its default."""
+    seed: int | None = None
+    """The request's seed (--seed); left out at its default."""
+    repeat: int | None = None
+    """The repeat index 0..K-1 (--repeats K > 1); left out at its default."""
+    batch_id: str | None = None
+    """The batch that answered the row (--batch, `doccount batch collect`); left out at its default."""
+    protocol_anomalies: list[str] = msgspec.field(default_factory=list)
+    """What the server sent that broke the protocol (core.boundary): field names and JSON types only; left
+    out at its default."""
 
     def to_dict(self) -> dict[str, Any]:
         """The record as JSON-ready data; group fields are also lifted to the top level."""
-        d = to_dict(self)
+        d: dict[str, Any] = msgspec.to_builtins(self)
         for k, v in self.groups.items():
             d.setdefault(k, v)
         return d
 
-    def to_json(self) -> str:
-        """One line of JSON; group fields are also lifted to the top level (e.g. target_class)."""
-        return json.dumps(self.to_dict(), ensure_ascii=False, sort_keys=True)
-
     def to_line(self) -> bytes:
-        """to_json() as one UTF-8 line with its newline.
+        """One line of responses.partial.jsonl (sorted keys, UTF-8), with its newline.
 
         A lone surrogate (a server can send "\\ud800" in a JSON string) has no UTF-8 form; it is written
         as its JSON escape, which reads back to the same text (evaluator.core.jsonl.utf8_json).
         """
         return utf8_json(self.to_dict(), sort_keys=True) + b"\n"
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> ResponseRecord:
-        known = {f.name for f in dataclasses.fields(cls)}
-        kw = {k: v for k, v in d.items() if k in known}
-        kw["sampling"] = (
-            Sampling(**kw["sampling"]) if isinstance(kw.get("sampling"), dict) else kw.get("sampling")
-        )
-        kw["usage"] = Usage(**(kw.get("usage") or {}))
-        kw["retry_errors"] = [_retry_error(e) for e in kw.get("retry_errors") or []]
-        kw["earlier_attempts"] = [
-            ResponseAttempt(
-                **{
-                    **a,
-                    "usage": Usage(**(a.get("usage") or {})),
-                    "retry_errors": [_retry_error(e) for e in a.get("retry_errors") or []],
-                }
-            )
-            for a in kw.get("earlier_attempts") or []
-        ]
-        return cls(**kw)
-
-
-def _retry_error(d: dict[str, Any]) -> RetryError:
-    usage = d.get("usage")
-    return RetryError(**{**d, "usage": Usage(**usage) if isinstance(usage, dict) else None})
-
-
-def _default(f: dataclasses.Field) -> Any:
-    return f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
-
-
-def to_dict(obj: Any) -> Any:
-    """dataclasses.asdict, except that fields marked OMIT_DEFAULT are left out while they hold their default."""
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        out: dict[str, Any] = {}
-        for f in dataclasses.fields(obj):
-            value = getattr(obj, f.name)
-            if f.metadata.get("omit_default") and value == _default(f):
-                continue
-            out[f.name] = to_dict(value)
-        return out
-    if isinstance(obj, (list, tuple)):
-        return [to_dict(v) for v in obj]
-    if isinstance(obj, dict):
-        return {k: to_dict(v) for k, v in obj.items()}
-    return obj

@@ -18,21 +18,6 @@ def _count(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def usage_from_json(usage: Any) -> Usage:
-    """The Usage of a response's `usage` object (anything else: an empty Usage)."""
-    if not isinstance(usage, dict):
-        return Usage()
-    completion = usage.get("completion_tokens_details")
-    prompt = usage.get("prompt_tokens_details")
-    return Usage(
-        prompt_tokens=usage.get("prompt_tokens"),
-        completion_tokens=usage.get("completion_tokens"),
-        total_tokens=usage.get("total_tokens"),
-        reasoning_tokens=_count(completion.get("reasoning_tokens")) if isinstance(completion, dict) else None,
-        cached_tokens=_count(prompt.get("cached_tokens")) if isinstance(prompt, dict) else None,
-    )
-
-
 def total_of(usage: Any) -> int:
     """total_tokens of a usage dict or Usage (prompt + completion when the total is missing); 0 if none."""
     if isinstance(usage, Usage):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 
@@ -11,3 +12,11 @@ def is_int(v: Any) -> bool:
 
 def is_num(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+MAX_PRICE = 10_000.0  # USD per 1M tokens: 15 times the dearest price listed anywhere (above it: an error)
+
+
+def is_price(v: Any) -> bool:
+    """A price a pricing table may hold: a finite number from 0 to MAX_PRICE (USD per 1M tokens)."""
+    return is_num(v) and math.isfinite(v) and 0 <= v <= MAX_PRICE

@@ -7,8 +7,7 @@ from dataclasses import dataclass
 
 ANSWER_TAG = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)
 STRICT_INTEGER = re.compile(r"[+-]?[0-9]+")
-ANY_INTEGER = re.compile(r"-?[0-9]+")
-_LAST_INTEGER_REVERSED = re.compile(r"[0-9]+-?")  # ANY_INTEGER read backwards
+_LAST_INTEGER_REVERSED = re.compile(r"[0-9]+-?")  # -?[0-9]+ read backwards
 DIGIT_RUN = re.compile(r"\d+")
 # No count has this many digits; a longer run is degenerate output (a model looping until max_tokens),
 # and int() refuses more than 4300 digits by default: such a run is a parse failure, never an exception.
@@ -52,7 +51,7 @@ def parse_answer_tag(text: str | None) -> ParseResult:
 def last_integer_fallback(text: str | None) -> int | None:
     """Diagnostic only: the last integer anywhere in the visible text (never the primary answer).
 
-    The last match of ANY_INTEGER, found by searching the reversed text (digits, then an optional minus):
+    The last match of -?[0-9]+, found by searching the reversed text (digits, then an optional minus):
     answers sit at the end, so this reads a few characters instead of the whole response.
     """
     if not text:

@@ -7,6 +7,6 @@ The pages are drawn by page_model, page_elements, page_rows and page_layout, the
 layout_counter and page_parts (split for size). Nothing is imported here so that the heavy optional
 dependencies load only when used.
 
-May import: core, data, request, runfolder, scoring, report, evaluation (it runs the real commands
+May import: core, data, request, runfolder, scoring, report, evaluation, study (it runs the real commands
 as subprocesses, never by importing the command line).
 """

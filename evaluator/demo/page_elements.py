@@ -25,13 +25,13 @@ _LOREM_TEXT = (
     "vehicula donec lobortis risus a elit etiam tempor ut ullamcorper ligula eu tempor congue eros "
     "est euismod turpis id tincidunt sapien risus a quam maecenas fermentum consequat mi"
 )
-_LOREM = _LOREM_TEXT.split()
+LOREM = _LOREM_TEXT.split()
 _TITLE_WORDS_TEXT = (
     "Annual Review Regional Outlook Market Survey Field Notes Quarterly Update Product Catalogue "
     "Research Brief Operations Summary Community Report Technical Bulletin Partner Newsletter "
     "Sustainability Progress Visitor Guide Program Overview"
 )
-_TITLE_WORDS = _TITLE_WORDS_TEXT.split()
+TITLE_WORDS = _TITLE_WORDS_TEXT.split()
 _BRAND_SYLLABLES_TEXT = "nor vex ta lum ora qui bel den sa ri mo kan tel ver ax io zen pra lo cor"
 _BRAND_SYLLABLES = _BRAND_SYLLABLES_TEXT.split()
 _BRAND_SUFFIXES = ("Labs", "Group", "Systems", "Foundation", "Partners", "Institute", "Co.", "Works")
@@ -63,15 +63,15 @@ def _font(name: str, size: int) -> ImageFont.FreeTypeFont:
     return ImageFont.truetype(str(path), size)
 
 
-def _sans(size: int) -> ImageFont.FreeTypeFont:
+def sans(size: int) -> ImageFont.FreeTypeFont:
     return _font("DejaVuSans.ttf", size)
 
 
-def _sans_bold(size: int) -> ImageFont.FreeTypeFont:
+def sans_bold(size: int) -> ImageFont.FreeTypeFont:
     return _font("DejaVuSans-Bold.ttf", size)
 
 
-def _serif_bold(size: int) -> ImageFont.FreeTypeFont:
+def serif_bold(size: int) -> ImageFont.FreeTypeFont:
     return _font("DejaVuSerif-Bold.ttf", size)
 
 
@@ -105,7 +105,7 @@ def _photo(name: str) -> np.ndarray:
 # --------------------------------------------------------------------------------------------
 
 
-def _render_photo(rng: np.random.Generator, w: int, h: int) -> tuple[Image.Image, str]:
+def render_photo(rng: np.random.Generator, w: int, h: int) -> tuple[Image.Image, str]:
     name = _PHOTO_NAMES[int(rng.integers(len(_PHOTO_NAMES)))]
     arr = _photo(name)
     ph, pw = arr.shape[:2]
@@ -123,7 +123,7 @@ def _render_photo(rng: np.random.Generator, w: int, h: int) -> tuple[Image.Image
     return crop.resize((w, h), Image.Resampling.LANCZOS), f"photo:{name}"
 
 
-def _render_chart(rng: np.random.Generator, w: int, h: int) -> tuple[Image.Image, str]:
+def render_chart(rng: np.random.Generator, w: int, h: int) -> tuple[Image.Image, str]:
     from matplotlib import rc_context
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
@@ -131,7 +131,7 @@ def _render_chart(rng: np.random.Generator, w: int, h: int) -> tuple[Image.Image
     kinds = ("bar", "line", "pie", "scatter", "barh", "area", "grouped", "hist")
     kind = kinds[int(rng.integers(len(kinds)))]
     colors = _PALETTES[int(rng.integers(len(_PALETTES)))]
-    title = " ".join(w_.capitalize() for w_ in rng.choice(_LOREM, size=int(rng.integers(2, 4))))
+    title = " ".join(w_.capitalize() for w_ in rng.choice(LOREM, size=int(rng.integers(2, 4))))
     with rc_context({"font.size": 7, "font.family": "DejaVu Sans", "axes.titlesize": 8}):
         fig = Figure(figsize=(w / 100, h / 100), dpi=100)
         canvas = FigureCanvasAgg(fig)
@@ -182,7 +182,7 @@ def _render_chart(rng: np.random.Generator, w: int, h: int) -> tuple[Image.Image
     return img, f"chart:{kind}"
 
 
-def _fit_text(draw: ImageDraw.ImageDraw, text: str, font: ImageFont.FreeTypeFont, width: float) -> str:
+def fit_text(draw: ImageDraw.ImageDraw, text: str, font: ImageFont.FreeTypeFont, width: float) -> str:
     if draw.textlength(text, font=font) <= width:
         return text
     while text and draw.textlength(text + "…", font=font) > width:
@@ -190,7 +190,7 @@ def _fit_text(draw: ImageDraw.ImageDraw, text: str, font: ImageFont.FreeTypeFont
     return text + "…" if text else ""
 
 
-def _render_table(rng: np.random.Generator, w: int, n_rows: int, n_cols: int) -> tuple[Image.Image, str]:
+def render_table(rng: np.random.Generator, w: int, n_rows: int, n_cols: int) -> tuple[Image.Image, str]:
     row_h = int(rng.integers(19, 24))
     h = row_h * (n_rows + 1)
     img = Image.new("RGB", (w, h), "white")
@@ -198,7 +198,7 @@ def _render_table(rng: np.random.Generator, w: int, n_rows: int, n_cols: int) ->
     style = ("grid", "rules", "zebra")[int(rng.integers(3))]
     header = _TABLE_HEADERS[int(rng.integers(len(_TABLE_HEADERS)))][:n_cols]
     head_fill = ("#dfe6ee", "#e8e8e8", "#d9ead3", "#fbe5d6")[int(rng.integers(4))]
-    font, bold = _sans(11), _sans_bold(11)
+    font, bold = sans(11), sans_bold(11)
     col_w = w / n_cols
     labels = list(rng.choice(_ROW_LABELS, size=n_rows, replace=n_rows > len(_ROW_LABELS)))
     d.rectangle([0, 0, w - 1, row_h - 1], fill=head_fill)
@@ -207,7 +207,7 @@ def _render_table(rng: np.random.Generator, w: int, n_rows: int, n_cols: int) ->
             d.rectangle([0, (r + 1) * row_h, w - 1, (r + 2) * row_h - 1], fill="#f2f4f7")
     for c in range(n_cols):
         x = c * col_w + 5
-        d.text((x, (row_h - 12) / 2), _fit_text(d, header[c], bold, col_w - 8), font=bold, fill="#111111")
+        d.text((x, (row_h - 12) / 2), fit_text(d, header[c], bold, col_w - 8), font=bold, fill="#111111")
         for r in range(n_rows):
             if c == 0:
                 cell = str(labels[r])
@@ -216,7 +216,7 @@ def _render_table(rng: np.random.Generator, w: int, n_rows: int, n_cols: int) ->
             else:
                 cell = f"{int(rng.integers(0, 100))}%"
             y = (r + 1) * row_h + (row_h - 12) / 2
-            d.text((x, y), _fit_text(d, cell, font, col_w - 8), font=font, fill="#222222")
+            d.text((x, y), fit_text(d, cell, font, col_w - 8), font=font, fill="#222222")
     line = "#555555"
     if style == "grid":
         for r in range(n_rows + 2):
@@ -235,7 +235,7 @@ def _render_table(rng: np.random.Generator, w: int, n_rows: int, n_cols: int) ->
     return img, f"table:{style}"
 
 
-def _brand_name(rng: np.random.Generator) -> str:
+def brand_name(rng: np.random.Generator) -> str:
     n = int(rng.integers(2, 4))
     word = "".join(str(s) for s in rng.choice(_BRAND_SYLLABLES, size=n)).capitalize()
     if rng.random() < 0.5:
@@ -243,18 +243,18 @@ def _brand_name(rng: np.random.Generator) -> str:
     return word
 
 
-def _logo_size(rng: np.random.Generator, h: int) -> tuple[int, str, bool]:
+def logo_size(rng: np.random.Generator, h: int) -> tuple[int, str, bool]:
     """Width of a logo of height ``h`` (decided before drawing), its brand name and wordmark flag."""
-    name = _brand_name(rng)
+    name = brand_name(rng)
     wordmark = bool(rng.random() < 0.6)
     w = h
     if wordmark:
-        font = _sans_bold(max(10, int(h * 0.34)))
+        font = sans_bold(max(10, int(h * 0.34)))
         w += 6 + int(math.ceil(font.getlength(name)))
     return w, name, wordmark
 
 
-def _draw_logo(
+def draw_logo(
     rng: np.random.Generator, page: Image.Image, x: int, y: int, h: int, name: str, wordmark: bool
 ) -> tuple[tuple[int, int, int, int], str]:
     d = ImageDraw.Draw(page)
@@ -282,13 +282,13 @@ def _draw_logo(
     initials = "".join(p[0] for p in name.replace(".", "").split()[:2]).upper()
     if len(initials) == 1:
         initials = name[:2].upper()
-    font = _sans_bold(max(9, int(h * (0.36 if shape != "diamond" else 0.28))))
+    font = sans_bold(max(9, int(h * (0.36 if shape != "diamond" else 0.28))))
     d.text(
         (cx, cy - (h * 0.04 if shape == "shield" else 0)), initials, font=font, fill=text_fill, anchor="mm"
     )
     x1 = x + h
     if wordmark:
-        wfont = _sans_bold(max(10, int(h * 0.34)))
+        wfont = sans_bold(max(10, int(h * 0.34)))
         d.text((x + h + 6, cy), name, font=wfont, fill=color, anchor="lm")
         x1 = x + h + 6 + int(math.ceil(wfont.getlength(name)))
     return (x, y, x1, y + h), f"logo:{shape}"

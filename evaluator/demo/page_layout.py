@@ -11,25 +11,25 @@ import numpy as np
 from PIL import Image, ImageDraw
 
 from evaluator.demo.page_elements import (
-    _TITLE_WORDS,
-    _brand_name,
-    _draw_logo,
-    _logo_size,
-    _sans,
-    _sans_bold,
-    _serif_bold,
+    TITLE_WORDS,
+    brand_name,
+    draw_logo,
+    logo_size,
+    sans,
+    sans_bold,
+    serif_bold,
 )
 from evaluator.demo.page_model import BRAND_LOGO, CHART, CLASSES, PAGE_SIZE, PHOTOGRAPH, TABLE, Instance
 from evaluator.demo.page_rows import (
-    _LINE_H,
-    _MARGIN,
-    _PARA_GAP,
-    _ROW_GAP,
-    _Counter,
-    _draw_paragraph,
-    _plan_rows,
-    _Row,
-    _words,
+    LINE_H,
+    MARGIN,
+    PARA_GAP,
+    ROW_GAP,
+    Counter,
+    Row,
+    draw_paragraph,
+    lorem_words,
+    plan_rows,
 )
 
 
@@ -49,31 +49,31 @@ def _draw_top(
     """Running header (with a logo half the time when the page has logos), title and subtitle;
     (the y below them, the logos still to place)."""
     d = ImageDraw.Draw(page)
-    content_w = PAGE_SIZE[0] - 2 * _MARGIN
+    content_w = PAGE_SIZE[0] - 2 * MARGIN
     n_logos = counts[BRAND_LOGO]
     header_logo = n_logos > 0 and rng.random() < 0.5
-    y = _MARGIN - 20
-    series = f"{_brand_name(rng)} · {' '.join(rng.choice(_TITLE_WORDS, size=2))}"
-    d.text((_MARGIN, y + 6), series, font=_sans(11), fill="#666666")
+    y = MARGIN - 20
+    series = f"{brand_name(rng)} · {' '.join(rng.choice(TITLE_WORDS, size=2))}"
+    d.text((MARGIN, y + 6), series, font=sans(11), fill="#666666")
     header_h = 24
     if header_logo:
         lh = 38
-        lw, name, wm = _logo_size(rng, lh)
-        box, tag = _draw_logo(rng, page, _MARGIN + content_w - lw, y - 6, lh, name, wm)
+        lw, name, wm = logo_size(rng, lh)
+        box, tag = draw_logo(rng, page, MARGIN + content_w - lw, y - 6, lh, name, wm)
         instances.append(Instance(BRAND_LOGO, box, tag))
         n_logos -= 1
         header_h = lh + 2
     y += header_h
-    d.line([(_MARGIN, y), (_MARGIN + content_w, y)], fill="#999999", width=1)
+    d.line([(MARGIN, y), (MARGIN + content_w, y)], fill="#999999", width=1)
     y += 14
 
     # Title and subtitle.
-    title = " ".join(str(w) for w in rng.choice(_TITLE_WORDS, size=int(rng.integers(2, 5))))
-    d.text((_MARGIN, y), title, font=_serif_bold(int(rng.integers(22, 29))), fill="#111111")
+    title = " ".join(str(w) for w in rng.choice(TITLE_WORDS, size=int(rng.integers(2, 5))))
+    d.text((MARGIN, y), title, font=serif_bold(int(rng.integers(22, 29))), fill="#111111")
     y += 36
     if rng.random() < 0.7:
-        sub = " ".join(_words(rng, int(rng.integers(5, 10)))).capitalize()
-        d.text((_MARGIN, y), sub, font=_sans(14), fill="#555555")
+        sub = " ".join(lorem_words(rng, int(rng.integers(5, 10)))).capitalize()
+        d.text((MARGIN, y), sub, font=sans(14), fill="#555555")
         y += 24
     return y + 8, n_logos
 
@@ -82,26 +82,26 @@ def _draw_footer(page: Image.Image, index: int) -> int:
     """The page number under a rule; the y the body must end above."""
     d = ImageDraw.Draw(page)
     width, height = PAGE_SIZE
-    footer_y = height - _MARGIN + 8
-    d.line([(_MARGIN, footer_y - 6), (_MARGIN + width - 2 * _MARGIN, footer_y - 6)], fill="#bbbbbb", width=1)
-    d.text((width // 2, footer_y + 6), f"Page {index + 1}", font=_sans(10), fill="#777777", anchor="mm")
+    footer_y = height - MARGIN + 8
+    d.line([(MARGIN, footer_y - 6), (MARGIN + width - 2 * MARGIN, footer_y - 6)], fill="#bbbbbb", width=1)
+    d.text((width // 2, footer_y + 6), f"Page {index + 1}", font=sans(10), fill="#777777", anchor="mm")
     return footer_y - 16
 
 
 def _fit_rows(
     rng: np.random.Generator, counts: dict[str, int], n_logos: int, available: int, index: int
-) -> tuple[list[_Row], int]:
+) -> tuple[list[Row], int]:
     """The body's rows, planned more compactly until they fit; (rows, the spare height)."""
-    content_w = PAGE_SIZE[0] - 2 * _MARGIN
+    content_w = PAGE_SIZE[0] - 2 * MARGIN
     figures = [PHOTOGRAPH] * counts[PHOTOGRAPH] + [CHART] * counts[CHART]
     figures = [figures[j] for j in rng.permutation(len(figures))]
-    rows: list[_Row] = []
+    rows: list[Row] = []
     for level in range(4):
-        rows = _plan_rows(rng, figures, counts[TABLE], n_logos, content_w, level)
-        needed = sum(r.height for r in rows) + _ROW_GAP * (len(rows) + 1) + 2 * _LINE_H
+        rows = plan_rows(rng, figures, counts[TABLE], n_logos, content_w, level)
+        needed = sum(r.height for r in rows) + ROW_GAP * (len(rows) + 1) + 2 * LINE_H
         if needed <= available or level == 3:
             break
-    spare = available - sum(r.height for r in rows) - _ROW_GAP * (len(rows) + 1)
+    spare = available - sum(r.height for r in rows) - ROW_GAP * (len(rows) + 1)
     if spare < 0:
         raise RuntimeError(f"page {index}: layout does not fit ({counts})")
     return rows, spare
@@ -118,20 +118,20 @@ def _spread_text(rng: np.random.Generator, slots: int, spare: int) -> tuple[list
     while True:
         placed = False
         for s in order:
-            cost = 3 * _LINE_H + _PARA_GAP
+            cost = 3 * LINE_H + PARA_GAP
             if budget >= cost:
                 n = int(rng.integers(3, 7))
-                n = min(n, (budget - _PARA_GAP) // _LINE_H)
+                n = min(n, (budget - PARA_GAP) // LINE_H)
                 text_lines[s] += n
-                budget -= n * _LINE_H + _PARA_GAP
+                budget -= n * LINE_H + PARA_GAP
                 placed = True
                 if not heading[s] and budget >= 26 and rng.random() < 0.3:
                     heading[s] = True
                     budget -= 26
         if not placed:
             break
-    used = sum(n * _LINE_H for n in text_lines) + sum(26 for h in heading if h)
-    used += sum(_PARA_GAP * math.ceil(n / 3) for n in text_lines)
+    used = sum(n * LINE_H for n in text_lines) + sum(26 for h in heading if h)
+    used += sum(PARA_GAP * math.ceil(n / 3) for n in text_lines)
     return text_lines, heading, max(0, (spare - used) // (slots + 1))
 
 
@@ -139,22 +139,22 @@ def _draw_body(
     rng: np.random.Generator,
     page: Image.Image,
     y: int,
-    rows: list[_Row],
+    rows: list[Row],
     text: tuple[list[int], list[bool], int],
     instances: list[Instance],
 ) -> int:
     """Paragraphs, headings and rows from `y` down; the y below the last one."""
     d = ImageDraw.Draw(page)
-    content_w = PAGE_SIZE[0] - 2 * _MARGIN
+    content_w = PAGE_SIZE[0] - 2 * MARGIN
     text_lines, heading, extra_gap = text
     section = 1
-    numbers = _Counter()
+    numbers = Counter()
     for s in range(len(rows) + 1):
         if heading[s]:
             d.text(
-                (_MARGIN, y),
-                f"{section}. {' '.join(_words(rng, 2)).title()}",
-                font=_sans_bold(15),
+                (MARGIN, y),
+                f"{section}. {' '.join(lorem_words(rng, 2)).title()}",
+                font=sans_bold(15),
                 fill="#222",
             )
             section += 1
@@ -164,12 +164,12 @@ def _draw_body(
             n = min(lines, int(rng.integers(3, 7)))
             if lines - n < 2:
                 n = lines
-            _draw_paragraph(rng, page, _MARGIN, y, content_w, n)
-            y += n * _LINE_H + _PARA_GAP
+            draw_paragraph(rng, page, MARGIN, y, content_w, n)
+            y += n * LINE_H + PARA_GAP
             lines -= n
         y += extra_gap
         if s < len(rows):
-            y += _ROW_GAP
+            y += ROW_GAP
             instances.extend(rows[s].draw(page, y, numbers))
             y += rows[s].height
     return y

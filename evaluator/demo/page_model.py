@@ -45,7 +45,7 @@ CLASS_DEFINITIONS: dict[str, str] = {
     ),
 }
 
-_CLASS_NOUNS: dict[str, str] = {
+CLASS_NOUNS: dict[str, str] = {
     BRAND_LOGO: "brand logos",
     PHOTOGRAPH: "photographs",
     TABLE: "tables",
@@ -84,7 +84,7 @@ RELEASE_SCHEMA = pa.schema(
         pa.field("answer", pa.int64()),
     ]
 )
-_HF_FEATURES = {
+HF_FEATURES = {
     "sample_id": {"dtype": "string", "_type": "Value"},
     "image": {"_type": "Image"},
     "image_sha256": {"dtype": "string", "_type": "Value"},

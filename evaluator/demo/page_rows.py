@@ -10,15 +10,15 @@ import numpy as np
 from PIL import Image, ImageDraw
 
 from evaluator.demo.page_elements import (
-    _LOREM,
-    _draw_logo,
-    _fit_text,
-    _logo_size,
-    _render_chart,
-    _render_photo,
-    _render_table,
-    _sans,
-    _sans_bold,
+    LOREM,
+    draw_logo,
+    fit_text,
+    logo_size,
+    render_chart,
+    render_photo,
+    render_table,
+    sans,
+    sans_bold,
 )
 from evaluator.demo.page_model import BRAND_LOGO, PHOTOGRAPH, TABLE, Instance
 
@@ -26,37 +26,37 @@ from evaluator.demo.page_model import BRAND_LOGO, PHOTOGRAPH, TABLE, Instance
 # Layout
 # --------------------------------------------------------------------------------------------
 
-_MARGIN = 56
-_ROW_GAP = 14
-_LINE_H = 17
-_PARA_GAP = 9
+MARGIN = 56
+ROW_GAP = 14
+LINE_H = 17
+PARA_GAP = 9
 _CAPTION_H = 18
 _COL_GAP = 18
 
 
 @dataclass
-class _Row:
+class Row:
     """A horizontal band of the body: a drawing callback that returns the instances it placed."""
 
     height: int
-    draw: Callable[[Image.Image, int, _Counter], list[Instance]]
+    draw: Callable[[Image.Image, int, Counter], list[Instance]]
 
 
-def _words(rng: np.random.Generator, n: int) -> list[str]:
-    return [str(w) for w in rng.choice(_LOREM, size=n)]
+def lorem_words(rng: np.random.Generator, n: int) -> list[str]:
+    return [str(w) for w in rng.choice(LOREM, size=n)]
 
 
-def _draw_paragraph(
+def draw_paragraph(
     rng: np.random.Generator, page: Image.Image, x: int, y: int, width: int, n_lines: int
 ) -> None:
     d = ImageDraw.Draw(page)
-    font = _sans(13)
+    font = sans(13)
     for i in range(n_lines):
         last = i == n_lines - 1
         target = width * (float(rng.uniform(0.35, 0.85)) if last else 1.0)
         words: list[str] = []
         while True:
-            w = _words(rng, 1)[0]
+            w = lorem_words(rng, 1)[0]
             cand = " ".join([*words, w])
             if d.textlength(cand, font=font) > target:
                 break
@@ -64,20 +64,20 @@ def _draw_paragraph(
         if i == 0 and words:
             words[0] = words[0].capitalize()
         text = " ".join(words) + ("." if last else "")
-        d.text((x, y + i * _LINE_H), text, font=font, fill="#1a1a1a")
+        d.text((x, y + i * LINE_H), text, font=font, fill="#1a1a1a")
 
 
 def _caption(rng: np.random.Generator) -> str:
-    return " ".join(_words(rng, int(rng.integers(3, 7)))).capitalize()
+    return " ".join(lorem_words(rng, int(rng.integers(3, 7)))).capitalize()
 
 
 def _draw_caption(page: Image.Image, x: int, y: int, width: int, text: str) -> None:
     d = ImageDraw.Draw(page)
-    font = _sans(11)
-    d.text((x, y + 2), _fit_text(d, text, font, width), font=font, fill="#444444")
+    font = sans(11)
+    d.text((x, y + 2), fit_text(d, text, font, width), font=font, fill="#444444")
 
 
-class _Counter:
+class Counter:
     def __init__(self) -> None:
         self.figure = 0
         self.table = 0
@@ -91,16 +91,16 @@ class _Counter:
         return self.table
 
 
-def _plan_rows(
+def plan_rows(
     rng: np.random.Generator,
     figures: list[str],
     n_tables: int,
     n_logos: int,
     content_w: int,
     level: int,
-) -> list[_Row]:
+) -> list[Row]:
     """Plan body rows for the given elements; higher ``level`` packs them more tightly."""
-    rows: list[_Row] = []
+    rows: list[Row] = []
     scale = (1.0, 0.85, 0.7, 0.55)[level]
 
     # Figures (photographs and charts) in rows of 1-3, sometimes one figure beside text.
@@ -161,29 +161,29 @@ def _figure_row(
     item_h: int,
     content_w: int,
     wrap: bool,
-) -> _Row:
+) -> Row:
     image_left = bool(rng.random() < 0.5)
     height = item_h + _CAPTION_H
 
-    def draw(page: Image.Image, y: int, numbers: _Counter) -> list[Instance]:
+    def draw(page: Image.Image, y: int, numbers: Counter) -> list[Instance]:
         # Rendering happens only for the accepted layout (charts are the slow part).
         renders = []
         for kind in group:
             if kind == PHOTOGRAPH:
-                img, tag = _render_photo(rng, item_w, item_h)
+                img, tag = render_photo(rng, item_w, item_h)
             else:
-                img, tag = _render_chart(rng, item_w, item_h)
+                img, tag = render_chart(rng, item_w, item_h)
             renders.append((kind, img, tag, _caption(rng)))
         out = []
         if wrap:
-            x0 = _MARGIN if image_left else _MARGIN + content_w - item_w
-            tx = _MARGIN + item_w + _COL_GAP if image_left else _MARGIN
+            x0 = MARGIN if image_left else MARGIN + content_w - item_w
+            tx = MARGIN + item_w + _COL_GAP if image_left else MARGIN
             tw = content_w - item_w - _COL_GAP
-            _draw_paragraph(rng, page, tx, y, tw, max(2, height // _LINE_H))
+            draw_paragraph(rng, page, tx, y, tw, max(2, height // LINE_H))
             xs = [x0]
         else:
             total = len(renders) * item_w + (len(renders) - 1) * _COL_GAP
-            start = _MARGIN + (content_w - total) // 2
+            start = MARGIN + (content_w - total) // 2
             xs = [start + j * (item_w + _COL_GAP) for j in range(len(renders))]
         for x, (kind, img, tag, cap) in zip(xs, renders, strict=True):
             page.paste(img, (x, y))
@@ -191,7 +191,7 @@ def _figure_row(
             _draw_caption(page, x, y + item_h, item_w, f"Figure {numbers.next_figure()}. {cap}")
         return out
 
-    return _Row(height, draw)
+    return Row(height, draw)
 
 
 def _table_row(
@@ -201,24 +201,24 @@ def _table_row(
     tw: int,
     content_w: int,
     wrap: bool,
-) -> _Row:
+) -> Row:
     renders = []
     for r, c in zip(n_rows, n_cols, strict=True):
-        img, tag = _render_table(rng, tw, r, c)
+        img, tag = render_table(rng, tw, r, c)
         renders.append((img, tag, _caption(rng)))
     height = _CAPTION_H + max(img.size[1] for img, _, _ in renders)
     table_left = bool(rng.random() < 0.5)
 
-    def draw(page: Image.Image, y: int, numbers: _Counter) -> list[Instance]:
+    def draw(page: Image.Image, y: int, numbers: Counter) -> list[Instance]:
         out = []
         if wrap:
-            x0 = _MARGIN if table_left else _MARGIN + content_w - tw
-            tx = _MARGIN + tw + _COL_GAP if table_left else _MARGIN
-            _draw_paragraph(rng, page, tx, y, content_w - tw - _COL_GAP, max(2, height // _LINE_H))
+            x0 = MARGIN if table_left else MARGIN + content_w - tw
+            tx = MARGIN + tw + _COL_GAP if table_left else MARGIN
+            draw_paragraph(rng, page, tx, y, content_w - tw - _COL_GAP, max(2, height // LINE_H))
             xs = [x0]
         else:
             total = len(renders) * tw + (len(renders) - 1) * _COL_GAP
-            start = _MARGIN + (content_w - total) // 2
+            start = MARGIN + (content_w - total) // 2
             xs = [start + j * (tw + _COL_GAP) for j in range(len(renders))]
         for x, (img, tag, cap) in zip(xs, renders, strict=True):
             _draw_caption(page, x, y, tw, f"Table {numbers.next_table()}. {cap}")
@@ -226,39 +226,39 @@ def _table_row(
             out.append(Instance(TABLE, (x, y + _CAPTION_H, x + tw, y + _CAPTION_H + img.size[1]), tag))
         return out
 
-    return _Row(height, draw)
+    return Row(height, draw)
 
 
-def _logo_row(rng: np.random.Generator, k: int, content_w: int) -> _Row:
+def _logo_row(rng: np.random.Generator, k: int, content_w: int) -> Row:
     label = ("Supported by", "In partnership with", "Our members", "Certified by", "Sponsors")[
         int(rng.integers(5))
     ]
     h = int(rng.integers(40, 58))
-    specs = [_logo_size(rng, h) for _ in range(k)]
+    specs = [logo_size(rng, h) for _ in range(k)]
     # Shrink until the marks fit on one line with a reasonable gap.
     while sum(s[0] for s in specs) + (k - 1) * 24 > content_w and h > 26:
         h -= 4
         specs = [(_logo_size_for(name, wm, h), name, wm) for _, name, wm in specs]
     height = _CAPTION_H + 6 + h
 
-    def draw(page: Image.Image, y: int, numbers: _Counter) -> list[Instance]:
+    def draw(page: Image.Image, y: int, numbers: Counter) -> list[Instance]:
         d = ImageDraw.Draw(page)
-        d.text((_MARGIN, y + 1), label, font=_sans_bold(12), fill="#555555")
+        d.text((MARGIN, y + 1), label, font=sans_bold(12), fill="#555555")
         widths = [s[0] for s in specs]
         gap = max(24, (content_w - sum(widths)) // max(1, k + 1)) if k > 1 else 0
         total = sum(widths) + gap * (k - 1)
-        x = _MARGIN + (content_w - total) // 2
+        x = MARGIN + (content_w - total) // 2
         out = []
         for w, name, wordmark in specs:
-            box, tag = _draw_logo(rng, page, x, y + _CAPTION_H + 6, h, name, wordmark)
+            box, tag = draw_logo(rng, page, x, y + _CAPTION_H + 6, h, name, wordmark)
             out.append(Instance(BRAND_LOGO, box, tag))
             x += w + gap
         return out
 
-    return _Row(height, draw)
+    return Row(height, draw)
 
 
 def _logo_size_for(name: str, wordmark: bool, h: int) -> int:
     if not wordmark:
         return h
-    return h + 6 + int(math.ceil(_sans_bold(max(10, int(h * 0.34))).getlength(name)))
+    return h + 6 + int(math.ceil(sans_bold(max(10, int(h * 0.34))).getlength(name)))

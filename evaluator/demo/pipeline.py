@@ -41,7 +41,9 @@ def _start_reference_server(log_path: Path) -> tuple[subprocess.Popen[bytes], st
         if proc.poll() is not None:
             raise click.ClickException(f"the reference server exited at start-up; see {log_path}")
         if port_file.exists() and port_file.read_text().strip():
-            return proc, f"http://127.0.0.1:{int(port_file.read_text())}/v1"
+            port = int(port_file.read_text())
+            port_file.unlink(missing_ok=True)
+            return proc, f"http://127.0.0.1:{port}/v1"
         time.sleep(0.1)
     proc.kill()
     raise click.ClickException(f"the reference server did not start within 120 s; see {log_path}")
@@ -56,7 +58,7 @@ def run_demo(run_root: Path, data_root: Path, pages: int, seed: int, concurrency
     generate_sample_set(data_root, n_pages=pages, seed=seed)
     run_root.mkdir(parents=True, exist_ok=True)
     click.echo("[demo] 2/4 starting the reference model (layout detector, CPU) on 127.0.0.1", err=True)
-    server, base_url = _start_reference_server(run_root.parent / f"{run_root.name}.reference-server.log")
+    server, base_url = _start_reference_server(run_root / "reference-server.log")
     try:
         click.echo(f"[demo] 3/4 evaluating with the DocCount protocol against {base_url}", err=True)
         env = {k: v for k, v in os.environ.items() if k not in ("MODEL_API_KEY", "MODEL_API_BASE_URL")}

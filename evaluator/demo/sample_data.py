@@ -32,11 +32,11 @@ from PIL import Image
 from evaluator.data.prompt_files import prompt_text
 from evaluator.demo.page_layout import render_page
 from evaluator.demo.page_model import (
-    _CLASS_NOUNS,
-    _HF_FEATURES,
     CLASS_DEFINITIONS,
+    CLASS_NOUNS,
     CLASSES,
     DATA_RELATIVE_PATH,
+    HF_FEATURES,
     JPEG_QUALITY,
     PAGE_SIZE,
     QUESTION_TEMPLATES,
@@ -91,7 +91,7 @@ def render_sample_pages(n_pages: int = 40, seed: int = 0) -> list[SamplePage]:
         img, instances = render_page(seed, i, target)
         qrng = np.random.default_rng([seed, i, 1])
         template = QUESTION_TEMPLATES[int(qrng.integers(len(QUESTION_TEMPLATES)))]
-        question = template.format(noun=_CLASS_NOUNS[target], target_class=target)
+        question = template.format(noun=CLASS_NOUNS[target], target_class=target)
         answer = sum(1 for inst in instances if inst.target_class == target)
         pages.append(
             SamplePage(
@@ -121,7 +121,7 @@ def pages_to_table(pages: Sequence[SamplePage], template: str) -> pa.Table:
         ],
         "answer": [p.answer for p in pages],
     }
-    meta = {b"huggingface": json.dumps({"info": {"features": _HF_FEATURES}}, sort_keys=True).encode()}
+    meta = {b"huggingface": json.dumps({"info": {"features": HF_FEATURES}}, sort_keys=True).encode()}
     return pa.Table.from_pydict(columns, schema=RELEASE_SCHEMA.with_metadata(meta))
 
 

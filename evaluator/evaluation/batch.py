@@ -12,16 +12,19 @@ from __future__ import annotations
 
 import asyncio
 import signal
-import sys
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from evaluator.core.keys import Key, unit_keys
+from evaluator.core.output import say
 from evaluator.core.text import utc_now
 from evaluator.data.parquet import DataSource
 from evaluator.evaluation.batch_files import (
     BatchContext,
     batch_context,
+    duplicates_line,
     results_of,
     settle_entry,
     validation_records,
@@ -29,33 +32,49 @@ from evaluator.evaluation.batch_files import (
 )
 from evaluator.evaluation.plan import RunPlan
 from evaluator.request.batch_api import BatchAPI, BatchAPIError, BatchInfo, BatchUnsupported
+from evaluator.request.batch_lines import LineResult
 from evaluator.request.client import make_client
 from evaluator.request.endpoint import EndpointError
-from evaluator.runfolder.batches import BatchEntry, keys_in_flight, live_entries
+from evaluator.runfolder.batches import BatchEntry, heal_unusable_ids, keys_in_flight, live_entries
 from evaluator.runfolder.files import done_keys
 
 PREFIX = "run"
 
 
+HEARTBEAT_S = 60.0  # a batch that does not change is still shown this often (a pipe shows no spinner)
+
+
+def counts_text(info: BatchInfo, rows: int) -> str:
+    c = info.counts
+    return f"{c.get('completed', 0)}/{c.get('total', rows)} done, {c.get('failed', 0)} failed"
+
+
 @dataclass
 class BatchProgress:
-    """One stderr line per batch whenever its status or request counts change."""
+    """One stderr line per batch whenever its status or request counts change, and at least once every
+    HEARTBEAT_S while it does not, with the time this invocation has waited."""
 
     enabled: bool = True
+    clock: Callable[[], float] = time.monotonic
     seen: dict[str, tuple[str, dict[str, int]]] = field(default_factory=dict)
+    shown_at: dict[str, float] = field(default_factory=dict)
+    started: float | None = None
+
+    def waited(self) -> float:
+        if self.started is None:
+            self.started = self.clock()
+        return self.clock() - self.started
 
     def update(self, entry: BatchEntry, info: BatchInfo, in_flight: int) -> None:
         state = (info.status, dict(info.counts))
-        if not self.enabled or self.seen.get(info.id) == state:
+        waited, now = self.waited(), self.clock()
+        quiet_for = now - self.shown_at.get(info.id, -HEARTBEAT_S)
+        if not self.enabled or (self.seen.get(info.id) == state and quiet_for < HEARTBEAT_S):
             return
-        self.seen[info.id] = state
-        c = info.counts
-        print(
+        self.seen[info.id], self.shown_at[info.id] = state, now
+        say(
             f"[batch] {info.id} ({entry.input}, {len(entry.rows)} rows): {info.status} | "
-            f"{c.get('completed', 0)}/{c.get('total', len(entry.rows))} done, {c.get('failed', 0)} failed "
-            f"| {in_flight} batch(es) in flight",
-            file=sys.stderr,
-            flush=True,
+            f"{counts_text(info, len(entry.rows))} | {in_flight} batch(es) in flight | waiting {waited:.0f} s",
         )
 
 
@@ -68,6 +87,8 @@ class BatchRun:
     done: set[Key]  # finished before this invocation
     poll_s: float
     progress: BatchProgress
+    max_wait_s: float | None = None  # --batch-max-wait
+    waited_out: list[str] = field(default_factory=list)  # the batches still running when it was reached
     resumed: set[int] = field(default_factory=set)  # ids of entries an earlier invocation left uploaded
 
     @property
@@ -88,6 +109,8 @@ class BatchRun:
         return out
 
     async def run(self) -> None:
+        if heal_unusable_ids(self.ctx.ledger):
+            self.ctx.save()
         self.resumed = {id(e) for e in live_entries(self.ctx.ledger) if e.state == "uploaded"}
         while True:
             wanted = self.wanted()
@@ -95,17 +118,22 @@ class BatchRun:
                 made = await write_inputs(self.ctx, self.source, wanted, PREFIX, "written")
                 if made:
                     rows = sum(len(e.rows) for e in made)
-                    print(f"[batch] {rows} row(s) in {len(made)} new input file(s)", file=sys.stderr)
+                    say(f"[batch] {rows} row(s) in {len(made)} new input file(s)")
             await self.submit()
             running = [e for e in self.ctx.ledger.batches if e.state == "created"]
             waiting = [e for e in live_entries(self.ctx.ledger) if e.state != "created"]
             if not running and (not waiting or self.over_budget()):
                 return
-            await self.poll(running)
+            last = await self.poll(running)
+            if self.past_max_wait(last):
+                return
             if any(e.state == "created" for e in self.ctx.ledger.batches) and (
                 not self.wanted() or self.over_budget()
             ):
-                await asyncio.sleep(self.poll_s)
+                left = (
+                    self.max_wait_s - self.progress.waited() if self.max_wait_s is not None else self.poll_s
+                )
+                await asyncio.sleep(max(0.0, min(self.poll_s, left)))
 
     async def submit(self) -> None:
         """Upload and create batches for written entries while a slot is free and the budget allows."""
@@ -131,7 +159,9 @@ class BatchRun:
             return None
         return await self.api.find(entry.input_file_id)
 
-    async def poll(self, running: list[BatchEntry]) -> None:
+    async def poll(self, running: list[BatchEntry]) -> dict[str, str]:
+        """Poll each running batch, collect those that ended; the state of those still running."""
+        live = {}
         for entry in running:
             assert entry.batch_id is not None
             info = await self.api.retrieve(entry.batch_id)
@@ -139,6 +169,18 @@ class BatchRun:
             self.progress.update(entry, info, len(running))
             if info.terminal:
                 await self.collect(entry, info)
+            else:
+                live[entry.batch_id] = (
+                    f"{entry.batch_id}: {info.status}, {counts_text(info, len(entry.rows))}"
+                )
+        return live
+
+    def past_max_wait(self, live: dict[str, str]) -> bool:
+        """--batch-max-wait reached with batches still running: stop waiting (their ids stay saved)."""
+        if self.max_wait_s is None or not live or self.progress.waited() < self.max_wait_s:
+            return False
+        self.waited_out = list(live.values())
+        return True
 
     async def collect(self, entry: BatchEntry, info: BatchInfo) -> None:
         """Record what an ended batch returned; rows to send again stay in the ledger's retry list."""
@@ -148,10 +190,14 @@ class BatchRun:
             entry.errors = info.errors or ["the batch failed"]
             records = validation_records(self.ctx, entry, entry.batch_id, entry.errors)
         else:
-            results = {}
+            results: dict[str, LineResult] = {}
+            duplicates: list[str] = []
             for file_id in (info.output_file_id, info.error_file_id):
                 if file_id:
-                    results.update(results_of(await self.api.content(file_id), self.ctx.redact, utc_now()))
+                    data = await self.api.content(file_id)
+                    results_of(data, self.ctx.redact, utc_now(), results, duplicates)
+            if duplicates:
+                say(duplicates_line(entry.batch_id, duplicates))
             records = settle_entry(self.ctx, entry, entry.batch_id, results, info.status)
         await self.ctx.write(records)
         entry.state = "collected"
@@ -187,24 +233,31 @@ def still_running(ctx: BatchContext) -> list[str]:
     return [e.batch_id for e in ctx.ledger.batches if e.state == "created" and e.batch_id]
 
 
-def send_batches(plan: RunPlan, max_mb: float, poll_s: float) -> int:
+def send_batches(plan: RunPlan, max_mb: float, poll_s: float, max_wait_s: float | None = None) -> int:
     """`doccount-evaluate --batch` once the run folder is prepared: send, poll, collect; the exit code."""
     settings, root, selection = plan.settings, plan.root, plan.selection
     ctx = batch_context(settings, root, plan.folder, max_mb)
     done, _ = done_keys(root)
+    ctx.answered = set() if plan.overwrite else set(done)
     units = unit_keys((e.sample_id for e in selection), settings.repeats)
     client = make_client(settings.base_url, settings.api_key, settings.timeout_s, 4)
     api = BatchAPI(client, settings.base_url, ctx.redact, settings.policy)
     live = still_running(ctx)
-    print(
+    say(
         f"[evaluate] {settings.benchmark.name} | model {settings.model} | {settings.base_url} | batch mode | "
         f"{len(units)} row(s), {len(units) - sum(1 for k in units if k not in done)} already done"
         + (f", {len(live)} batch(es) from an earlier run in flight" if live else "")
-        + f" | run folder {root}",
-        file=sys.stderr,
+        + f" | run folder {root}"
     )
     run = BatchRun(
-        ctx, api, plan.source, units, set() if plan.overwrite else done, poll_s, BatchProgress(not plan.quiet)
+        ctx,
+        api,
+        plan.source,
+        units,
+        set() if plan.overwrite else done,
+        poll_s,
+        BatchProgress(not plan.quiet),
+        max_wait_s,
     )
     try:
         interrupted = run_batches(run)
@@ -212,7 +265,14 @@ def send_batches(plan: RunPlan, max_mb: float, poll_s: float) -> int:
         forget_unsent(ctx)
         raise EndpointError(str(exc)) from None
     except BatchAPIError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        say(f"error: {exc}")
+        return _stopped(ctx, root, 3)
+    if run.waited_out and not interrupted:
+        say(
+            f"[evaluate] stopped waiting after {run.progress.waited():.1f} s, past --batch-max-wait "
+            f"{max_wait_s:g}: {len(run.waited_out)} batch(es) not ended ({'; '.join(run.waited_out)})"
+        )
+        _finished(ctx, root, False, False)
         return _stopped(ctx, root, 3)
     return _finished(ctx, root, interrupted, run.over_budget())
 
@@ -231,10 +291,9 @@ def forget_unsent(ctx: BatchContext) -> None:
 def _stopped(ctx: BatchContext, root: Path, code: int) -> int:
     live = still_running(ctx)
     if live:
-        print(
+        say(
             f"[evaluate] {len(live)} batch(es) keep running at the provider: {', '.join(live)}. Re-run the same "
-            f"command to collect them, or cancel them with `doccount batch cancel --run-root {root}`",
-            file=sys.stderr,
+            f"command to collect them, or cancel them with `doccount batch cancel --run-root {root}`"
         )
     return code
 
@@ -242,28 +301,25 @@ def _stopped(ctx: BatchContext, root: Path, code: int) -> int:
 def _finished(ctx: BatchContext, root: Path, interrupted: bool, over_budget: bool) -> int:
     c = ctx.counts
     sent = [e.batch_id for e in ctx.ledger.batches if e.batch_id]
-    print(
+    say(
         f"[evaluate] recorded {sum(c.values())} row(s): ok {c.get('ok', 0)}, request errors "
         f"{c.get('request_error', 0)}, data errors {c.get('data_error', 0)} | {len(sent)} batch(es) in this "
-        f"run folder | run folder {root}",
-        file=sys.stderr,
+        f"run folder | run folder {root}"
     )
     if interrupted:
-        print("[evaluate] interrupted: the batches already created are not cancelled", file=sys.stderr)
+        say("[evaluate] interrupted: the batches already created are not cancelled")
         return _stopped(ctx, root, 130)
     if over_budget:
         limit = ctx.settings.max_total_tokens
-        print(
+        say(
             f"[evaluate] stopped: this invocation's records report {ctx.spent} tokens, past --max-total-tokens "
-            f"{limit}; no new batch was created. Re-run the same command to continue",
-            file=sys.stderr,
+            f"{limit}; no new batch was created. Re-run the same command to continue"
         )
         return _stopped(ctx, root, 3)
     if c.get("request_error") or ctx.ledger.retry:
-        print(
+        say(
             f"[evaluate] {c.get('request_error', 0)} request(s) failed after retries (see request_error in the "
-            "records); re-run the same command to retry them",
-            file=sys.stderr,
+            "records); re-run the same command to retry them"
         )
         return 3
     return 0

@@ -17,7 +17,6 @@ How a returned line settles its row (`settle_row`):
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import os
 from collections.abc import Iterable
@@ -25,11 +24,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from evaluator.core.jsonl import decode_line, split_lines
 from evaluator.core.keys import Key, derive_seed
-from evaluator.core.records import ResponseAttempt, ResponseRecord, RetryError, Usage, to_dict
+from evaluator.core.records import ResponseAttempt, ResponseRecord, RetryError
 from evaluator.core.secrets import Redactor
-from evaluator.core.text import utc_now
+from evaluator.core.text import examples, utc_now
 from evaluator.core.usage import record_tokens
 from evaluator.data.benchmarks.base import ManifestEntry, Sample
 from evaluator.data.parquet import DataSource, iter_samples
@@ -80,6 +81,9 @@ class BatchContext:
     max_bytes: int
     recorded: dict[Key, set[str]] = field(default_factory=dict)  # batch ids already recorded per row
     finished: set[Key] = field(default_factory=set)  # rows given their final record by this invocation
+    # rows answered before this invocation (an older version's online re-run, a hand-collected file): a
+    # batch line for one of them is not recorded again, so a folder never holds two answers for a row
+    answered: set[Key] = field(default_factory=set)
     counts: dict[str, int] = field(default_factory=dict)  # records written by status
     spent: int = 0  # tokens this invocation's records report (the --max-total-tokens guard)
 
@@ -159,7 +163,7 @@ class InputWriter:
         line = input_line(cid, body)
         if len(line) > self._budget.max_bytes:
             message = too_large_message(len(line), self._budget.max_bytes)
-            self.rejected.append(dataclasses.replace(base, status="request_error", request_error=message))
+            self.rejected.append(msgspec.structs.replace(base, status="request_error", request_error=message))
             return
         if self._file is None or not self._budget.fits(len(line)):
             self._close()
@@ -212,9 +216,17 @@ async def write_inputs(
     return made
 
 
-def results_of(data: bytes, redact: Redactor, at: str) -> dict[str, LineResult]:
-    """The lines of an output or error file by custom_id, every server string redacted first."""
-    out: dict[str, LineResult] = {}
+def results_of(
+    data: bytes,
+    redact: Redactor,
+    at: str,
+    into: dict[str, LineResult] | None = None,
+    duplicates: list[str] | None = None,
+) -> dict[str, LineResult]:
+    """The lines of an output or error file by custom_id, every server string redacted first, added to
+    `into` (the lines of the batch's other file). A custom_id seen twice is listed in `duplicates` and
+    keeps its better line (`keep_line`): a valid answer is never replaced by an error line or a later one."""
+    out: dict[str, LineResult] = {} if into is None else into
     for view in split_lines(data):
         raw = view.tobytes()
         if not raw.strip():
@@ -225,9 +237,36 @@ def results_of(data: bytes, redact: Redactor, at: str) -> dict[str, LineResult]:
         except (ValueError, RecursionError):  # not JSON, or nested too deep to read
             continue
         result = read_output_line(obj, at, redact)
-        if result is not None:
-            out[result.custom_id] = result
+        if result is None:
+            continue
+        earlier = out.get(result.custom_id)
+        if earlier is not None and duplicates is not None:
+            duplicates.append(result.custom_id)
+        out[result.custom_id] = keep_line(earlier, result)
     return out
+
+
+def _line_rank(result: LineResult) -> int:
+    """2: an answer; 1: a reply with empty content; 0: a failure."""
+    if result.completion is not None:
+        return 2 if result.failure is None else 1
+    return 0
+
+
+def keep_line(earlier: LineResult | None, later: LineResult) -> LineResult:
+    """Of two lines for one custom_id, the better one (the earlier one when they are as good). Pure."""
+    if earlier is None or _line_rank(later) > _line_rank(earlier):
+        return later
+    return earlier
+
+
+def duplicates_line(batch: str, duplicates: list[str]) -> str:
+    """One line naming the custom_ids a batch's files answered more than once."""
+    ids = sorted(set(duplicates))
+    return (
+        f"[batch] {batch}: duplicate lines for {len(ids)} custom_id(s): {examples(ids)}; each keeps its first "
+        "valid answer (an error line never replaces one)"
+    )
 
 
 def settle_entry(
@@ -239,6 +278,9 @@ def settle_entry(
     for row in entry.rows:
         if batch_id in ctx.recorded.get((row.sample_id, row.repeat), set()):
             continue  # recorded before a crash, the ledger was not saved after it
+        if (row.sample_id, row.repeat) in ctx.answered:
+            ctx.ledger.retry.pop(row_key(row.sample_id, row.repeat), None)
+            continue
         result = results.get(row.custom_id) or _missing(row, status)
         rec = settle_row(ctx, entry, row, batch_id, result)
         if rec is not None:
@@ -263,11 +305,11 @@ def settle_row(
     retry = ctx.ledger.retry.pop(key, None) or RowRetry(row.sample_id, row.repeat)
     line_no = _line_number(row.custom_id)
     base = _base(ctx, ctx.questions[row.sample_id], row.repeat, entry.submitted_at or utc_now())
-    base = dataclasses.replace(base, request_sha256=row.request_sha256, batch_id=batch_id)
+    base = msgspec.structs.replace(base, request_sha256=row.request_sha256, batch_id=batch_id)
     if result.failure is None:
         return _answered(ctx, retry, key, base, result, line_no)
-    failure = dataclasses.replace(result.failure, attempt=line_no)
-    retry.retry_errors.append(to_dict(failure))
+    failure = msgspec.structs.replace(result.failure, attempt=line_no)
+    retry.retry_errors.append(failure)
     if result.unfinished:
         retry.resends += 1
         give_up = retry.resends > s.policy.max_retries
@@ -288,7 +330,7 @@ def _answered(
     outcome = _outcome(ctx, retry, result, line_no, base.started_at)
     record = record_from_outcome(base, outcome, ctx.settings.benchmark, _earlier(retry))
     if record.parsed_answer is None and len(retry.earlier_attempts) < ctx.settings.retry_parse_failures:
-        retry.earlier_attempts.append(to_dict(attempt_of(outcome, record)))
+        retry.earlier_attempts.append(attempt_of(outcome, record))
         ctx.ledger.retry[key] = retry  # re-sampled in a later batch, as online re-samples it
         return None
     return record
@@ -300,7 +342,7 @@ def _outcome(
     outcome = SendOutcome(
         completion=result.completion if result is not None else None,
         attempts=line_no,
-        retry_errors=[_retry_error(d) for d in retry.retry_errors],
+        retry_errors=list(retry.retry_errors),
         endpoint=ctx.settings.base_url,
         started_at=started_at,
         finished_at=utc_now(),
@@ -314,22 +356,8 @@ def _line_number(cid: str) -> int:
     return int(tail) + 1 if tail.isdigit() else 1
 
 
-def _retry_error(d: dict[str, Any]) -> RetryError:
-    usage = d.get("usage")
-    return RetryError(**{**d, "usage": Usage(**usage) if isinstance(usage, dict) else None})
-
-
 def _earlier(retry: RowRetry) -> list[ResponseAttempt]:
-    return [
-        ResponseAttempt(
-            **{
-                **a,
-                "usage": Usage(**(a.get("usage") or {})),
-                "retry_errors": [_retry_error(e) for e in a.get("retry_errors") or []],
-            }
-        )
-        for a in retry.earlier_attempts
-    ]
+    return list(retry.earlier_attempts)
 
 
 def validation_records(
@@ -347,9 +375,9 @@ def validation_records(
         )
         base = _base(ctx, ctx.questions[row.sample_id], row.repeat, entry.submitted_at or utc_now())
         failure = RetryError(_line_number(row.custom_id), "batch_failed", message[:2000], at=utc_now())
-        retry.retry_errors.append(to_dict(failure))
+        retry.retry_errors.append(failure)
         outcome = _outcome(ctx, retry, None, _line_number(row.custom_id), base.started_at)
         outcome.error = message[:2000]
-        base = dataclasses.replace(base, request_sha256=row.request_sha256, batch_id=batch_id)
+        base = msgspec.structs.replace(base, request_sha256=row.request_sha256, batch_id=batch_id)
         records.append(record_from_outcome(base, outcome, ctx.settings.benchmark, _earlier(retry)))
     return records

@@ -7,22 +7,28 @@
 from __future__ import annotations
 
 import asyncio
-import os
-import sys
 from pathlib import Path
 
 import msgspec
 
 from evaluator.core.keys import unit_keys
+from evaluator.core.output import answer, say
 from evaluator.core.records import Sampling
-from evaluator.core.secrets import Redactor
+from evaluator.core.secrets import Redactor, api_key_from_env
 from evaluator.core.text import utc_now
 from evaluator.data.benchmarks import get_benchmark
 from evaluator.data.benchmarks.base import ManifestEntry
-from evaluator.evaluation.batch_files import batch_context, results_of, settle_entry, write_inputs
+from evaluator.evaluation.batch_files import (
+    batch_context,
+    duplicates_line,
+    results_of,
+    settle_entry,
+    write_inputs,
+)
 from evaluator.evaluation.plan import RunPlan
 from evaluator.evaluation.runner import EvalSettings
 from evaluator.request.batch_api import BatchAPI
+from evaluator.request.batch_lines import LineResult
 from evaluator.request.client import make_client
 from evaluator.request.retry import RetryPolicy
 from evaluator.runfolder.batches import keys_in_flight, load_ledger, offline_batch_id
@@ -59,16 +65,15 @@ def prepare_files(plan: RunPlan, max_mb: float) -> int:
     made = asyncio.run(main())
     earlier = [e for e in ctx.ledger.batches if e.state == "prepared" and e not in made]
     if earlier:
-        print(f"[batch] {len(earlier)} file(s) prepared earlier are not collected yet:", file=sys.stderr)
+        say(f"[batch] {len(earlier)} file(s) prepared earlier are not collected yet:")
         for e in earlier:
-            print(f"  {root / e.input}", file=sys.stderr)
+            say(f"  {root / e.input}")
     for e in made:
-        print(root / e.input)
+        answer(str(root / e.input))
     rows = sum(len(e.rows) for e in made)
-    print(
+    say(
         f"[batch] {rows} row(s) in {len(made)} new input file(s); run them with `vllm run-batch -i FILE -o OUT`"
-        f", then `doccount batch collect --run-root {root} OUT...`",
-        file=sys.stderr,
+        f", then `doccount batch collect --run-root {root} OUT...`"
     )
     return 3 if ctx.counts.get("request_error") or ctx.counts.get("data_error") else 0
 
@@ -81,7 +86,7 @@ def settings_from_config(config: RunConfig) -> EvalSettings:
         model=config.model,
         backend=config.backend,
         base_urls=list(config.endpoints) or [config.endpoint or ""],
-        api_key=os.environ.get("MODEL_API_KEY", "").strip() or None,
+        api_key=api_key_from_env(),
         sampling=msgspec.convert(config.sampling, Sampling),
         concurrency=int(policy.get("concurrency", 16)),
         policy=RetryPolicy(max_retries=int(policy.get("max_retries", 4))),
@@ -104,12 +109,15 @@ def collect_outputs(root: Path, outputs: list[Path]) -> int:
     with RunLock(root):
         _, settings, questions = _folder(root)
         ctx = batch_context(settings, root, questions, 190)
-        results = {}
+        results: dict[str, LineResult] = {}
+        duplicates: list[str] = []
         for path in outputs:
             try:
-                results.update(results_of(path.read_bytes(), ctx.redact, utc_now()))
+                results_of(path.read_bytes(), ctx.redact, utc_now(), results, duplicates)
             except OSError as exc:
                 raise RunFolderError(f"cannot read {path} ({exc.strerror})") from None
+        if duplicates:
+            say(duplicates_line(", ".join(str(p) for p in outputs), duplicates))
         known = {r.custom_id for e in ctx.ledger.batches for r in e.rows}
         touched = [
             e
@@ -141,17 +149,13 @@ def collect_outputs(root: Path, outputs: list[Path]) -> int:
         asyncio.run(main())
     unknown = len(set(results) - known)
     again = len(ctx.ledger.retry)
-    print(
+    say(
         f"[batch] collected {len(touched)} file(s): ok {ctx.counts.get('ok', 0)}, request errors "
         f"{ctx.counts.get('request_error', 0)}, to send again {again}"
-        + (f"; {unknown} line(s) matched no prepared row" if unknown else ""),
-        file=sys.stderr,
+        + (f"; {unknown} line(s) matched no prepared row" if unknown else "")
     )
     if again:
-        print(
-            "[batch] run `doccount batch prepare` with the same options to write the rows to send again",
-            file=sys.stderr,
-        )
+        say("[batch] run `doccount batch prepare` with the same options to write the rows to send again")
     return 3 if ctx.counts.get("request_error") or again else 0
 
 
@@ -161,7 +165,7 @@ def cancel_batches(root: Path) -> int:
         _, settings, _ = _folder(root)
         live = [e.batch_id for e in load_ledger(root).batches if e.state == "created" and e.batch_id]
         if not live:
-            print(f"[batch] no batch of {root} is running", file=sys.stderr)
+            say(f"[batch] no batch of {root} is running")
             return 0
         redact = Redactor(settings.api_key)
         client = make_client(settings.base_url, settings.api_key, 60.0, 4)
@@ -174,9 +178,6 @@ def cancel_batches(root: Path) -> int:
                 await api.close()
 
         for line in asyncio.run(main()):
-            print(f"[batch] {line}", file=sys.stderr)
-    print(
-        "[batch] re-run the same evaluate command to collect what they finished and send the rest",
-        file=sys.stderr,
-    )
+            say(f"[batch] {line}")
+    say("[batch] re-run the same evaluate command to collect what they finished and send the rest")
     return 0

@@ -12,18 +12,19 @@ import json
 import time
 from typing import Any
 
-import click
 import openai
 
 from evaluator.core.boundary import KeyFilter, ShapeError, body_text, clip, json_text, parse_json
 from evaluator.core.keys import derive_seed
+from evaluator.core.output import answer, say
 from evaluator.core.secrets import Redactor
 from evaluator.data.benchmarks.base import ManifestEntry, Sample
 from evaluator.data.parquet import DataSource, iter_samples
 from evaluator.data.think import has_inline_think
+from evaluator.evaluation.reachability import answering_base_urls
 from evaluator.evaluation.runner import EvalSettings
 from evaluator.request.body import request_bytes, sampling_fields
-from evaluator.request.breaker import shape_hint
+from evaluator.request.breaker import shape_hint, wrong_path
 from evaluator.request.client import make_client
 from evaluator.request.endpoint import chat_url
 from evaluator.request.replies import ResponseShapeError, completion_from_json, error_message
@@ -81,8 +82,9 @@ def report_lines(
     reply: Any,
     latency: float,
     keys: KeyFilter,
+    answering: list[str] | None = None,
 ) -> list[str]:
-    """What came back, one fact per line. Pure."""
+    """What came back, one fact per line (`answering`: base URLs checked to answer, for a 404). Pure."""
     lines = [
         f"endpoint: {chat_url(settings.base_url)}",
         f"sample: {sample.sample_id} (ground truth {sample.ground_truth})",
@@ -100,7 +102,8 @@ def report_lines(
             f"status: {'no response' if status == 0 else f'HTTP {status}'} after {latency:.2f} s: {message}"
         )
         if 400 <= status < 500:
-            lines.append(f"hint: {shape_hint(status, message, settings.sampling, settings.base_url)}")
+            hint = shape_hint(status, message, settings.sampling, settings.base_url, answering)
+            lines.append(f"hint: {hint}")
         return lines
     lines.append(f"status: HTTP 200 after {latency:.2f} s")
     try:
@@ -133,16 +136,19 @@ def check_endpoint(settings: EvalSettings, source: DataSource, selection: list[M
     """Send the first valid selected row once; print the exchange. 0: a parsed answer came back; 3: not."""
     sample = first_sample(settings, source, selection)
     if sample is None:
-        click.echo("error: no selected row has valid data to send; run --dry-run for the details", err=True)
+        say("error: no selected row has valid data to send; run --dry-run for the details")
         return 2
     # the run's exact bytes: with --seed, the seed of this question's first repeat
     seed = None if settings.seed is None else derive_seed(settings.seed, sample.sample_id, 0)
     body = request_bytes(settings.benchmark, sample, settings.model, settings.sampling, seed)
     redact = Redactor(settings.api_key)
     status, reply, latency = asyncio.run(_exchange(settings, body, redact))
-    for line in report_lines(settings, sample, body, status, reply, latency, redact):
-        click.echo(redact(line))
-    click.echo("nothing was written (no run folder is created by check-endpoint)")
+    answering = None
+    if wrong_path(status, str(reply)):
+        answering = answering_base_urls(settings.base_url, settings.api_key)
+    for line in report_lines(settings, sample, body, status, reply, latency, redact, answering):
+        answer(redact(line))
+    answer("nothing was written (no run folder is created by check-endpoint)")
     if status != 200:
         return 3
     try:

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-import click
-
+from evaluator.core.output import answer
 from evaluator.data.benchmarks import Benchmark, get_benchmark
 from evaluator.data.benchmarks.base import ManifestEntry
 from evaluator.data.parquet import (
@@ -81,26 +80,26 @@ def validate_data(
     _print_validation(benchmark, source, manifest, selection, checked, groups, dups)
     if failures or dups:
         if dups:
-            click.echo(f"FAILED: {duplicates_message(dups)}")
+            answer(f"FAILED: {duplicates_message(dups)}")
         if failures:
-            click.echo(f"FAILED: {len(failures)} row(s) failed validation:")
+            answer(f"FAILED: {len(failures)} row(s) failed validation:")
         for sid, err in failures:
-            click.echo(f"  {sid}: {err}")
+            answer(f"  {sid}: {err}")
         return 1
-    click.echo("OK: schema, ids, answers and every image SHA-256 are valid")
+    answer("OK: schema, ids, answers and every image SHA-256 are valid")
     return 0
 
 
 def _print_validation(benchmark, source, manifest, selection, checked, groups, dups) -> None:
-    click.echo(f"benchmark: {benchmark.name}")
-    click.echo(f"data: {origin_line(source.origin)}")
-    click.echo(f"files: {', '.join(p.name for p in source.files)}")
-    click.echo(f"questions: {len(manifest)} in the data, {len(selection)} selected, {checked} checked")
+    answer(f"benchmark: {benchmark.name}")
+    answer(f"data: {origin_line(source.origin)}")
+    answer(f"files: {', '.join(p.name for p in source.files)}")
+    answer(f"questions: {len(manifest)} in the data, {len(selection)} selected, {checked} checked")
     unique = len({e.sample_id for e in manifest})
-    click.echo(f"unique sample ids: {'no' if dups else 'yes'} ({unique})")
+    answer(f"unique sample ids: {'no' if dups else 'yes'} ({unique})")
     for key, count in sorted(groups.items()):
-        click.echo(f"  {key}: {count}")
+        answer(f"  {key}: {count}")
     for name, allowed in getattr(benchmark, "expected_groups", {}).items():
         odd = sorted({k.split("=", 1)[1] for k in groups if k.startswith(f"{name}=")} - set(allowed))
         if odd:
-            click.echo(f"warning: unexpected {name} value(s): {', '.join(odd)}")
+            answer(f"warning: unexpected {name} value(s): {', '.join(odd)}")

@@ -17,9 +17,9 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-import click
-
-from evaluator.core.text import utc_now
+from evaluator.core.output import say
+from evaluator.core.secrets import ShortKeyError, api_key_from_env
+from evaluator.core.text import examples, utc_now
 from evaluator.data.benchmarks import Benchmark
 from evaluator.data.benchmarks.base import ManifestEntry
 from evaluator.data.parquet import DataError, DataSource, build_manifest, manifest_digest
@@ -34,11 +34,17 @@ from evaluator.evaluation.data_check import (
 from evaluator.evaluation.options import EvaluateOptions
 from evaluator.evaluation.orphan import stop_when_orphaned
 from evaluator.evaluation.plan import RunPlan
+from evaluator.evaluation.reachability import nothing_listening, unreachable
 from evaluator.request.body import RequestBuildError, validate_extra_body
-from evaluator.request.endpoint import VLLM_DEFAULT_BASE_URL, EndpointError, normalize_base_url
+from evaluator.request.endpoint import (
+    VLLM_DEFAULT_BASE_URL,
+    EndpointError,
+    normalize_base_url,
+    not_found_hint,
+)
 from evaluator.request.retry import RetryPolicy
 from evaluator.request.shape import RequestShapeError, load_preset, resolve_sampling
-from evaluator.runfolder.batches import LedgerError
+from evaluator.runfolder.batches import LedgerError, held_by_batches
 from evaluator.runfolder.files import (
     CONFIG,
     MANIFEST,
@@ -51,7 +57,7 @@ from evaluator.runfolder.files import (
     write_manifest,
 )
 from evaluator.runfolder.manifest import ManifestError, load_manifest
-from evaluator.runfolder.provenance import environment_info, server_info
+from evaluator.runfolder.provenance import environment_info, server_info, server_launch
 from evaluator.runfolder.question_set import changed_questions, changed_text_message, folder_question_set
 from evaluator.runfolder.runconfig import (
     RunConfig,
@@ -61,9 +67,11 @@ from evaluator.runfolder.runconfig import (
     continue_run,
     load_run_config,
 )
+from evaluator.runfolder.serving import serving_record
 from evaluator.scoring import ScoreError
 
 USER_ERRORS = (
+    ShortKeyError,
     DataError,
     PromptError,
     RunFolderError,
@@ -117,7 +125,7 @@ def existing_questions(root: Path) -> list[ManifestEntry]:
     try:
         return load_manifest(root)
     except ManifestError as exc:
-        click.echo(f"warning: {exc}; it is rewritten from this run's selection", err=True)
+        say(f"warning: {exc}; it is rewritten from this run's selection")
         return []
 
 
@@ -135,7 +143,7 @@ def prepare_folder(
         check_compatible(old, config, root)
         config, warning = continue_run(old, config)
         if warning:
-            click.echo(f"warning: {warning}", err=True)
+            say(f"warning: {warning}")
     folder = folder_question_set(data, selection, existing)
     config.data["selection"] = {"questions": len(folder), "manifest_sha256": manifest_digest(folder)}
     write_json_atomic(config_path, config.to_dict())
@@ -146,7 +154,8 @@ def prepare_folder(
 def evaluate(opts: EvaluateOptions, check_only: bool = False, batch_prepare: bool = False) -> int:
     """Run `doccount-evaluate` (with check_only: `doccount check-endpoint`, one row, nothing written; with
     batch_prepare: `doccount batch prepare`, the input files of the rows to do, nothing sent); the exit
-    code: 0 done, 1 dry-run failure, 3 request errors or an early stop, 130 interrupted."""
+    code: 0 done, 1 dry-run failure, 2 a base URL the server has no chat completions at, 3 request errors,
+    an early stop or nothing listening at the base URL (a re-run continues), 130 interrupted."""
     stop_when_orphaned()  # a sweep's child: stop with the sweep
     extra = parse_extra_body(opts.extra_body_json)
     if opts.seed is not None and "seed" in extra:
@@ -175,6 +184,10 @@ def evaluate(opts: EvaluateOptions, check_only: bool = False, batch_prepare: boo
     root = ensure_run_root(opts.run_root or Path("runs") / name)
     with RunLock(root):
         asked = servers.result() if servers is not None else {}
+        down = unreachable(asked)
+        if down:  # a re-run once the server is up continues: exit 3, not a configuration error
+            say(f"error: {nothing_listening(down)}")
+            return 3
         config = fresh_run_config(settings, shape_preset, source, manifest, selection, asked)
         folder = prepare_folder(root, config, manifest, selection)
         plan = RunPlan(settings, source, root, folder, selection, opts.overwrite, opts.quiet)
@@ -188,7 +201,8 @@ def batch_settings(opts: EvaluateOptions, prepare: bool) -> dict[str, Any] | Non
     if prepare:
         return {"mode": "offline_files", "max_mb": opts.batch_max_mb}
     if opts.batch:
-        return {"mode": "batch_api", "max_mb": opts.batch_max_mb, "poll_s": opts.batch_poll_s}
+        policy = {"mode": "batch_api", "max_mb": opts.batch_max_mb, "poll_s": opts.batch_poll_s}
+        return policy | ({"max_wait_s": opts.batch_max_wait} if opts.batch_max_wait is not None else {})
     return None
 
 
@@ -200,12 +214,12 @@ def send_as_batches(opts: EvaluateOptions, plan: RunPlan, prepare: bool) -> int:
         return prepare_files(plan, opts.batch_max_mb)
     from evaluator.evaluation.batch import send_batches
 
-    return send_batches(plan, opts.batch_max_mb, opts.batch_poll_s)
+    return send_batches(plan, opts.batch_max_mb, opts.batch_poll_s, opts.batch_max_wait)
 
 
 def endpoint_access(opts: EvaluateOptions) -> tuple[list[str], str | None]:
     """The endpoints and the API key: --base-url, env MODEL_API_BASE_URL / MODEL_API_KEY."""
-    api_key = os.environ.get("MODEL_API_KEY", "").strip() or None  # a CRLF .env file leaves a "\r"
+    api_key = api_key_from_env()
     urls = resolve_urls(opts.backend, opts.base_urls, os.environ.get("MODEL_API_BASE_URL", ""), api_key)
     return urls, api_key
 
@@ -271,6 +285,7 @@ def fresh_run_config(
     summary = settings_summary(settings)
     if shape_preset:
         summary["preset"] = shape_preset.record()
+    first = next(iter(servers.values()), {})
     return build_run_config(
         summary,
         data_record(source, manifest, selection),
@@ -278,6 +293,8 @@ def fresh_run_config(
         environment_info(),
         servers,
         utc_now(),
+        serving=serving_record(first, settings.model, os.environ),
+        launch=server_launch(),
     )
 
 
@@ -290,60 +307,80 @@ def send_pending(plan: RunPlan) -> int:
         plan.folder,
         plan.selection,
     )
+    from evaluator.evaluation.reachability import answering_base_urls
     from evaluator.evaluation.runner import Evaluator, Progress, RunStopped, run_with_signals
-    from evaluator.request.breaker import BudgetReached, EndpointDown
+    from evaluator.request.breaker import BudgetReached, EndpointDown, EndpointRefused, wrong_path
 
     done, report = done_keys(root)
     if report.torn_tail:
-        click.echo(
-            "note: the last record line was torn by an earlier crash; that row will be re-evaluated", err=True
-        )
-    skip = set() if plan.overwrite else done
+        say("note: the last record line was torn by an earlier crash; that row will be re-evaluated")
+    # a row in a batch that may still answer is never sent online too (it would be paid twice)
+    held, holders = held_by_batches(root)
+    held -= done
+    skip = (set() if plan.overwrite else done) | held
     repeats = settings.repeats
     units = len(selection) * repeats
     pending = sum(1 for e in selection for r in range(repeats) if (e.sample_id, r) not in skip)
     what = f"{len(selection)} questions" + (f" x {repeats} repeats" if repeats > 1 else "")
     more = f" (of the folder's {len(folder)})" if len(folder) > len(selection) else ""
-    click.echo(
+    say(
         f"[evaluate] {settings.benchmark.name} | model {settings.model} | {', '.join(settings.base_urls)} | "
-        f"{what}{more}, {units - pending} already done, {pending} to evaluate | run folder {root}",
-        err=True,
+        f"{what}{more}, {units - pending} already done, {pending} to evaluate | run folder {root}"
     )
     ev = Evaluator(settings, RecordWriter(root))
     progress = Progress(pending, enabled=not plan.quiet)
     try:
         stats = asyncio.run(run_with_signals(ev, source, selection, skip, progress))
+    except EndpointRefused as exc:
+        progress.close()
+        # a wrong base URL is a configuration error: only a URL checked to answer is suggested; a base
+        # URL whose own /models answers is the right one, so its 404 is about something else
+        answering = (
+            answering_base_urls(settings.base_urls[0], settings.api_key)
+            if wrong_path(exc.status, exc.message)
+            else None
+        )
+        if answering is None:
+            say(f"error: {exc}")
+            return 3
+        say(f"error: {not_found_hint(settings.base_urls[0], answering)}")
+        return 2
     except (EndpointDown, RunStopped) as exc:
         progress.close()
-        click.echo(f"error: {exc}", err=True)
+        say(f"error: {exc}")
         return 3
     except BudgetReached as exc:
         progress.close()
-        click.echo(f"[evaluate] {exc}", err=True)
+        say(f"[evaluate] {exc}")
         return 3
     finally:
         progress.close()
-    return exit_code(stats, root)
+    code = exit_code(stats, root)
+    waiting = sum(1 for e in selection for r in range(repeats) if (e.sample_id, r) in held)
+    if waiting and code != 130:
+        say(
+            f"[evaluate] {waiting} row(s) were not sent: they are in live batch(es) at the provider "
+            f"({examples(holders)}). Re-run with --batch to collect them, or cancel them with "
+            f"`doccount batch cancel --run-root {root}` and re-run"
+        )
+        return code or 3
+    return code
 
 
 def exit_code(stats: Any, root: Path) -> int:
     rec = stats.recorded
-    click.echo(
+    say(
         f"[evaluate] recorded {sum(rec.values())} row(s): ok {rec['ok']}, request errors {rec['request_error']}, "
         f"data errors {rec['data_error']} | {stats.pacing.line() if stats.pacing else 'nothing sent'} "
-        f"| run folder {root}",
-        err=True,
+        f"| run folder {root}"
     )
     if stats.interrupted:
-        click.echo(
-            "[evaluate] interrupted: finished rows are saved; re-run the same command to resume", err=True
-        )
+        say("[evaluate] interrupted: finished rows are saved; re-run the same command to resume")
         return 130
     if rec["request_error"]:
-        click.echo(
+        say(
             f"[evaluate] {rec['request_error']} request(s) failed after retries (see request_error in the "
-            "records); re-run the same command to retry them",
-            err=True,
+            "records); re-run the same command to retry them"
         )
         return 3
     return 0

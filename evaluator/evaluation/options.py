@@ -51,6 +51,7 @@ class EvaluateOptions:
     batch: bool = False
     batch_max_mb: float = 190.0
     batch_poll_s: float = 30.0
+    batch_max_wait: float | None = None
     rate_limit_patience: float = 600.0
 
 
@@ -63,7 +64,11 @@ def common_data_options(f):
         "--data-files", default=None, help="Local parquet glob, e.g. 'data/test-*.parquet' (quote it)."
     )(f)
     f = click.option(
-        "--benchmark", type=click.Choice(sorted(REGISTRY)), default="doccount", show_default=True
+        "--benchmark",
+        type=click.Choice(sorted(REGISTRY)),
+        default="doccount",
+        show_default=True,
+        help="Which benchmark the data is: its schema, prompt, answer parser and subgroups.",
     )(f)
     return f
 
@@ -71,7 +76,14 @@ def common_data_options(f):
 # The `doccount evaluate` options, in --help order (top first). cli.main declares the evaluate and
 # check-endpoint commands with them; options_from_args parses the same words without the command line.
 _EVALUATE_OPTIONS = [
-    click.option("--backend", type=click.Choice(["api", "vllm"]), default="api", show_default=True),
+    click.option(
+        "--backend",
+        type=click.Choice(["api", "vllm"]),
+        default="api",
+        show_default=True,
+        help="api: a remote OpenAI-compatible endpoint (--base-url); vllm: your own vLLM server, "
+        "http://localhost:8000/v1 unless --base-url says otherwise.",
+    ),
     click.option("--model", required=True, help="Model id sent in requests."),
     click.option(
         "--base-url",
@@ -89,7 +101,13 @@ _EVALUATE_OPTIONS = [
     ),
     click.option("--run-name", default=None, help="Run name (env RUN_NAME; default <benchmark>__<model>)."),
     click.option("--dry-run", is_flag=True, help="Validate the data without calling a model."),
-    click.option("--concurrency", type=click.IntRange(1, 4096), default=16, show_default=True),
+    click.option(
+        "--concurrency",
+        type=click.IntRange(1, 4096),
+        default=16,
+        show_default=True,
+        help="Requests in flight at once (lowered by itself while the endpoint answers 429).",
+    ),
     click.option(
         "--temperature", type=NumberOrNone(float, 0, 2), default=None, help="Default 1; 'none': not sent."
     ),
@@ -117,12 +135,30 @@ _EVALUATE_OPTIONS = [
         default=None,
         help="A shipped set of the request-shape flags above (evaluator/request/presets/); explicit flags win.",
     ),
-    click.option("--timeout", type=FiniteRange(0, min_open=True), default=600.0, show_default=True),
-    click.option("--max-retries", type=click.IntRange(0, 100), default=4, show_default=True),
+    click.option(
+        "--timeout",
+        type=FiniteRange(0, min_open=True),
+        default=600.0,
+        show_default=True,
+        help="Seconds one request may take before it counts as failed (and is retried).",
+    ),
+    click.option(
+        "--max-retries",
+        type=click.IntRange(0, 100),
+        default=4,
+        show_default=True,
+        help="Retries of a failed request (connection, timeout, 429, 5xx) after the first attempt.",
+    ),
     click.option(
         "--retry-backoff", type=FiniteRange(0), default=1.0, show_default=True, help="First backoff (s)."
     ),
-    click.option("--retry-max-wait", type=FiniteRange(0), default=60.0, show_default=True),
+    click.option(
+        "--retry-max-wait",
+        type=FiniteRange(0),
+        default=60.0,
+        show_default=True,
+        help="Longest wait between retries (s); the backoff doubles up to it.",
+    ),
     click.option(
         "--max-requests-per-minute",
         type=FiniteRange(0, min_open=True),
@@ -146,7 +182,13 @@ _EVALUATE_OPTIONS = [
     ),
     click.option("--extra-body-json", default=None, help="Extra request fields as a JSON object."),
     click.option("--overwrite", is_flag=True, help="Re-evaluate every selected row."),
-    click.option("--retry-parse-failures", type=click.IntRange(0, 100), default=0, show_default=True),
+    click.option(
+        "--retry-parse-failures",
+        type=click.IntRange(0, 100),
+        default=0,
+        show_default=True,
+        help="Ask again this many times when an answer has no parsable count (earlier answers are kept).",
+    ),
     click.option(
         "--seed",
         type=int,
@@ -169,7 +211,9 @@ _EVALUATE_OPTIONS = [
         default=None,
         help="Spend guard: stop once this invocation's records report more tokens (resume continues).",
     ),
-    click.option("--quiet", is_flag=True, help="No progress output."),
+    click.option(
+        "--quiet", is_flag=True, help="No progress line (errors and the closing summary still print)."
+    ),
     click.option(
         "--batch",
         is_flag=True,
@@ -190,6 +234,50 @@ _EVALUATE_OPTIONS = [
         show_default=True,
         help="Seconds between polls of the batches in flight.",
     ),
+    click.option(
+        "--batch-max-wait",
+        type=click.FloatRange(0, min_open=True),
+        default=None,
+        help="Stop waiting on batches after S seconds (exit 3): their ids stay in the run folder and a re-run "
+        "of the same command goes on collecting them. Default: wait until they end.",
+    ),
+]
+
+
+# --help shows the options under these headings, in this order (cli.base.GroupedCommand); params by name.
+OPTION_GROUPS: list[tuple[str, list[str]]] = [
+    ("Endpoint", ["backend", "model", "base_urls"]),
+    ("Data", ["benchmark", "data_files", "dataset", "revision", "limit", "dry_run"]),
+    (
+        "Sampling and request shape",
+        [
+            "temperature",
+            "top_p",
+            "max_tokens",
+            "max_tokens_field",
+            "preset",
+            "extra_body_json",
+            "seed",
+            "repeats",
+        ],
+    ),
+    ("Run folder", ["run_root", "run_name", "overwrite", "quiet"]),
+    (
+        "Retries and rate limits",
+        [
+            "concurrency",
+            "timeout",
+            "max_retries",
+            "retry_backoff",
+            "retry_max_wait",
+            "retry_parse_failures",
+            "max_requests_per_minute",
+            "max_tokens_per_minute",
+            "rate_limit_patience",
+            "max_total_tokens",
+        ],
+    ),
+    ("Batch (the provider's Batch API)", ["batch", "batch_max_mb", "batch_poll_s", "batch_max_wait"]),
 ]
 
 

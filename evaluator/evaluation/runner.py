@@ -18,9 +18,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
+
 from evaluator.core.boundary import clip
 from evaluator.core.keys import Key, derive_seed, unit_keys
-from evaluator.core.records import ResponseAttempt, ResponseRecord, Sampling, to_dict
+from evaluator.core.output import MESSAGES, say
+from evaluator.core.records import ResponseAttempt, ResponseRecord, Sampling
 from evaluator.core.secrets import Redactor
 from evaluator.core.text import one_line
 from evaluator.data.benchmarks.base import Benchmark, ManifestEntry, Sample
@@ -69,7 +72,7 @@ class EvalSettings:
     repeats: int = 1  # --repeats K
     max_requests_per_minute: float | None = None  # pacing (pacing.py); not part of the run identity
     max_tokens_per_minute: float | None = None
-    # --batch / `batch prepare`: {"mode", "max_mb", "poll_s"}; how rows are sent, not what a request holds
+    # --batch / `batch prepare`: {"mode", "max_mb", "poll_s", "max_wait_s"}; how rows are sent, not what a request holds
     batch: dict[str, Any] | None = None
     rate_limit_patience_s: float = 600.0  # --rate-limit-patience: an endpoint refused this long is given up
 
@@ -81,8 +84,6 @@ class EvalSettings:
 @dataclass
 class RunStats:
     selected: int = 0
-    skipped_done: int = 0
-    to_send: int = 0
     recorded: Counter[str] = field(default_factory=Counter)
     interrupted: bool = False
     pacing: PacingSummary | None = None
@@ -100,8 +101,9 @@ class Progress:
         self.interval_s = interval_s
         self.bar = None
         self.enabled = enabled
-        self.concurrency: Callable[[], str] | None = None  # the effective concurrency, e.g. "8/16"
-        if enabled and sys.stderr.isatty():
+        self.concurrency: Callable[[], tuple[int, int]] | None = None  # (requests allowed at once, ceiling)
+        # The bar only where someone watches: a terminal, with the library's messages shown (the cli shows them).
+        if enabled and sys.stderr.isatty() and MESSAGES.isEnabledFor(logging.INFO):
             from tqdm import tqdm
 
             self.bar = tqdm(total=total, unit="row", dynamic_ncols=True, file=sys.stderr)
@@ -116,14 +118,20 @@ class Progress:
             self.bar.set_postfix(
                 ok=self.counts["ok"],
                 err=self.counts["request_error"] + self.counts["data_error"],
-                conc=self.concurrency() if self.concurrency else None,
+                at_once="{} of {}".format(*self.concurrency()) if self.concurrency else None,
                 refresh=False,
             )
         elif self.enabled:
             now = time.monotonic()
             if now - self.last >= self.interval_s or self.done == self.total:
                 self.last = now
-                print(self.line(), file=sys.stderr, flush=True)
+                say(self.line())
+
+    def _at_once(self) -> str:
+        """How many requests may be in flight now (the rate-limit window) and the --concurrency ceiling."""
+        assert self.concurrency is not None
+        now, ceiling = self.concurrency()
+        return f" | up to {now} requests at once (--concurrency {ceiling})"
 
     def line(self) -> str:
         elapsed = time.monotonic() - self.t0
@@ -133,7 +141,7 @@ class Progress:
             f"[evaluate] {self.done}/{self.total} rows | ok {self.counts['ok']} "
             f"(parse failures {self.counts['parse_failure']}) | request errors {self.counts['request_error']} "
             f"| data errors {self.counts['data_error']} | {rate:.2f} req/s | ETA {eta:.0f}s"
-            + (f" | concurrency {self.concurrency()}" if self.concurrency else "")
+            + (self._at_once() if self.concurrency else "")
         )
 
     def close(self) -> None:
@@ -192,13 +200,11 @@ class Evaluator:
         for sid, r in units:
             if (sid, r) not in skip:
                 wanted.setdefault(sid, []).append(r)
-        stats.to_send = sum(len(v) for v in wanted.values())
-        stats.skipped_done = len(units) - stats.to_send
         if not wanted:
             return stats
         pool = self._pool()
         sender = ChatSender(pool, self.s.policy, self.redact, random.Random())
-        progress.concurrency = lambda: f"{min(self.s.concurrency, pool.window())}/{self.s.concurrency}"
+        progress.concurrency = lambda: (min(self.s.concurrency, pool.window()), self.s.concurrency)
 
         async def sink(record: ResponseRecord) -> None:
             await self.writer.write(record)
@@ -275,7 +281,7 @@ def settings_summary(s: EvalSettings) -> dict[str, Any]:
         "backend": s.backend,
         "endpoint": s.base_url,
         "endpoints": s.base_urls,
-        "sampling": to_dict(s.sampling),
+        "sampling": msgspec.to_builtins(s.sampling),
         "retry_parse_failures": s.retry_parse_failures,
         # written only when used, so a run without them has the same run_config.json as before
         **({"seed": s.seed} if s.seed is not None else {}),

@@ -52,7 +52,16 @@ class PacingSummary:
     alone: int = 0  # refusals our pace did not cause, each waited out by its own request
 
     def line(self) -> str:
-        text = f"concurrency {self.concurrency}/{self.ceiling} (lowest {self.lowest})"
+        # "requests at once", not "concurrency 12/16 (lowest 16)": the window at the end can be below its
+        # lowest, which only rate-limit refusals lower (the opening ramp does not)
+        narrowed = (
+            f"rate limits narrowed it to {self.lowest} at the lowest"
+            if self.lowest < self.ceiling
+            else "never narrowed by rate limits"
+        )
+        text = (
+            f"up to {self.concurrency} requests at once at the end (--concurrency {self.ceiling}; {narrowed})"
+        )
         if self.refusals:
             text += f", {self.refusals} rate-limit refusal(s), every worker held {self.held_s:.1f} s in all"
         if self.alone:

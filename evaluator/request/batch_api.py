@@ -1,8 +1,10 @@
 """OpenAI's Files and Batches APIs on the run's base URL, through the openai client (`client.files`,
 `client.batches`; the client keeps a base URL's query string, see request.client.make_client).
 
-Every string a server sends back (ids, statuses, error texts) passes the run's cleaner (the API key removed)
-before anything here returns it. Faults that waiting can fix (connection errors, timeouts, 408/409/425/429,
+Every answer is read as raw JSON through the trust boundary (core.boundary.parse_json: the key removed from
+every string, then each field typed here), never through the SDK's models: a field of the wrong type there
+makes pydantic's serializer warn with the field's value, a key included. Strings are one terminal-safe line.
+A batch id must be a usable id (`usable_batch_id`); a create call answered without one is refused. Faults that waiting can fix (connection errors, timeouts, 408/409/425/429,
 5xx) are retried with the run's RetryPolicy; a 404 or 405 on the first call means the endpoint has no batch
 API, said in one line.
 """
@@ -11,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,24 +21,16 @@ from typing import Any, TypeVar
 
 import openai
 
-from evaluator.core.boundary import KeyFilter, clip
+from evaluator.core.boundary import KeyFilter, ShapeError, clip, one_line, parse_json
 from evaluator.request.batch_lines import BATCH_URL
 from evaluator.request.replies import error_message
 from evaluator.request.retry import RETRYABLE_STATUS, RetryPolicy
 
 T = TypeVar("T")
+# A batch id goes into URL paths (GET /batches/{id}) and the run folder's ledger: letters, digits and a few
+# separators (OpenAI batch_..., vLLM/litellm batch-<uuid>, Anthropic-style msgbatch_...), at most 200.
+BATCH_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:=+-]{0,199}")
 TERMINAL = frozenset({"completed", "failed", "expired", "cancelled"})
-# The statuses of OpenAI's batch object, in their usual order (for progress lines)
-STATUSES = (
-    "validating",
-    "in_progress",
-    "finalizing",
-    "completed",
-    "failed",
-    "expired",
-    "cancelling",
-    "cancelled",
-)
 
 
 class BatchUnsupported(Exception):
@@ -59,32 +54,54 @@ class BatchInfo:
     error_file_id: str | None = None
     counts: dict[str, int] = field(default_factory=dict)  # request_counts: total, completed, failed
     errors: list[str] = field(default_factory=list)  # a failed validation's messages (errors.data)
+    problem: str = ""  # why `id` is empty (an unusable id: its type or length, never its text)
 
     @property
     def terminal(self) -> bool:
         return self.status in TERMINAL
 
 
-def batch_info(obj: dict[str, Any], clean: Callable[[str], str]) -> BatchInfo:
-    """Pure: a batch object (JSON) as a BatchInfo."""
+def usable_batch_id(value: Any) -> bool:
+    """Pure: whether a batch id can be saved, polled and printed (a non-empty string of id characters)."""
+    return isinstance(value, str) and BATCH_ID.fullmatch(value) is not None
+
+
+def id_problem(value: Any) -> str:
+    """What is wrong with a batch id, naming its type or length, never its text."""
+    if not isinstance(value, str):
+        return f"the id was {'null' if value is None else type(value).__name__}"
+    return (
+        "the id was empty"
+        if not value
+        else f"the id ({len(value)} characters) has characters ids do not have"
+    )
+
+
+def batch_info(obj: Any, clean: Callable[[str], str]) -> BatchInfo:
+    """Pure: a batch object (parsed JSON) as a BatchInfo; every string redacted and made one line, every
+    count an int. An unusable id becomes "" (see usable_batch_id)."""
 
     def text(value: Any) -> str | None:
-        return clean(value) if isinstance(value, str) else None
+        return clip(one_line(clean(value)), 300) if isinstance(value, str) else None
 
+    obj = obj if isinstance(obj, dict) else {}
     counts = obj.get("request_counts") if isinstance(obj.get("request_counts"), dict) else {}
     errors_obj = obj.get("errors") if isinstance(obj.get("errors"), dict) else {}
+    data = errors_obj.get("data") if isinstance(errors_obj.get("data"), list) else []
     errors = []
-    for e in errors_obj.get("data") or []:
+    for e in data:
         if isinstance(e, dict):
-            where = f" (line {e['line']})" if isinstance(e.get("line"), int) else ""
-            errors.append(clean(f"{e.get('code') or 'error'}{where}: {e.get('message') or ''}"))
+            line = e.get("line")
+            where = f" (line {line})" if isinstance(line, int) and not isinstance(line, bool) else ""
+            code = text(e.get("code")) or "error"
+            errors.append(clip(f"{code}{where}: {text(e.get('message')) or ''}", 2000))
     return BatchInfo(
-        id=text(obj.get("id")) or "",
+        id=clean(obj["id"]) if usable_batch_id(obj.get("id")) else "",
         status=text(obj.get("status")) or "unknown",
         input_file_id=text(obj.get("input_file_id")),
         output_file_id=text(obj.get("output_file_id")),
         error_file_id=text(obj.get("error_file_id")),
-        counts={k: v for k, v in counts.items() if isinstance(v, int) and not isinstance(v, bool)},
+        counts={k: v for k, v in counts.items() if isinstance(v, int) and not isinstance(v, bool) and v >= 0},
         errors=errors,
     )
 
@@ -113,15 +130,21 @@ class BatchAPI:
 
         async def call() -> Any:
             with open(path, "rb") as f:
-                return await self.client.files.create(
+                raw = await self.client.files.with_raw_response.create(
                     file=(path.name, f, "application/jsonl"), purpose="batch"
                 )
+                return self._json(raw.content, f"uploading {path.name}")
 
         try:
             created = await self._retried(f"uploading {path.name}", call)
         except _NotThere as exc:
             raise BatchUnsupported(unsupported_message(self.base_url, exc.status)) from None
-        return self.clean(str(created.id))
+        file_id = created.get("id") if isinstance(created, dict) else None
+        if not usable_batch_id(file_id):
+            raise BatchAPIError(
+                f"uploading {path.name}: the provider answered without a usable file id ({id_problem(file_id)})"
+            )
+        return self.clean(file_id)
 
     async def create(self, file_id: str, metadata: dict[str, str]) -> BatchInfo:
         """POST /batches. A create that failed may still have made the batch: before trying again, the
@@ -133,34 +156,53 @@ class BatchAPI:
             if tried and (found := await self.find(file_id)) is not None:
                 return found
             tried = True
-            made = await self.client.batches.create(
+            made = await self.client.batches.with_raw_response.create(
                 input_file_id=file_id, endpoint=BATCH_URL, completion_window="24h", metadata=metadata
             )
-            return batch_info(made.model_dump(), self.clean)
+            return self._info(made.content, f"creating the batch of {file_id}")
 
-        return await self._retried(f"creating the batch of {file_id}", call)
+        info = await self._retried(f"creating the batch of {file_id}", call)
+        if not info.id:
+            raise BatchAPIError(
+                f"creating the batch of {file_id}: the provider answered without a usable batch id "
+                f"({info.problem}), so the batch could not be polled or collected; nothing was saved for it. "
+                "Re-run the same command to try again, or run without --batch"
+            )
+        return info
 
     async def find(self, file_id: str, scan: int = 1000) -> BatchInfo | None:
         """The batch made from this input file, if the provider's batch list (newest first) holds one."""
 
         async def call() -> BatchInfo | None:
-            seen = 0
-            async for b in self.client.batches.list(limit=100):
-                info = batch_info(b.model_dump(), self.clean)
-                if info.input_file_id == file_id:
-                    return info
-                seen += 1
-                if seen >= scan:
-                    break
+            seen, after = 0, None
+            while seen < scan:
+                page = await self.client.batches.with_raw_response.list(
+                    limit=100, **({"after": after} if after else {})
+                )
+                body = self._json(page.content, "listing batches")
+                data = body.get("data") if isinstance(body, dict) else None
+                if not isinstance(data, list) or not data:
+                    return None
+                for obj in data:
+                    info = batch_info(obj, self.clean)
+                    if (
+                        info.id and info.input_file_id == file_id
+                    ):  # a batch without a usable id cannot be adopted
+                        return info
+                seen += len(data)
+                after = data[-1].get("id") if isinstance(data[-1], dict) else None
+                if not (isinstance(body, dict) and body.get("has_more") is True and usable_batch_id(after)):
+                    return None
             return None
 
         return await self._retried(f"listing batches to find the one of {file_id}", call)
 
     async def retrieve(self, batch_id: str) -> BatchInfo:
-        async def call() -> Any:
-            return await self.client.batches.retrieve(batch_id)
+        async def call() -> BatchInfo:
+            raw = await self.client.batches.with_raw_response.retrieve(batch_id)
+            return self._info(raw.content, f"polling {batch_id}")
 
-        return batch_info((await self._retried(f"polling {batch_id}", call)).model_dump(), self.clean)
+        return await self._retried(f"polling {batch_id}", call)
 
     async def content(self, file_id: str) -> bytes:
         """GET /files/{id}/content."""
@@ -171,13 +213,28 @@ class BatchAPI:
         return await self._retried(f"downloading {file_id}", call)
 
     async def cancel(self, batch_id: str) -> BatchInfo:
-        async def call() -> Any:
-            return await self.client.batches.cancel(batch_id)
+        async def call() -> BatchInfo:
+            raw = await self.client.batches.with_raw_response.cancel(batch_id)
+            return self._info(raw.content, f"cancelling {batch_id}")
 
-        return batch_info((await self._retried(f"cancelling {batch_id}", call)).model_dump(), self.clean)
+        return await self._retried(f"cancelling {batch_id}", call)
 
     async def close(self) -> None:
         await self.client.close()
+
+    def _json(self, raw: bytes, what: str) -> Any:
+        """An answer's JSON through the boundary (every string redacted); not JSON is a retryable fault."""
+        try:
+            return parse_json(raw, self._keys())
+        except ShapeError as exc:
+            raise BatchAPIError(f"{what}: {exc}", True) from None
+
+    def _info(self, raw: bytes, what: str) -> BatchInfo:
+        body = self._json(raw, what)
+        info = batch_info(body, self.clean)
+        if not info.id:
+            info.problem = id_problem(body.get("id") if isinstance(body, dict) else None)
+        return info
 
     def _keys(self) -> KeyFilter:
         return self.clean if isinstance(self.clean, KeyFilter) else KeyFilter(None)

@@ -36,14 +36,6 @@ def custom_id(sample_id: str, repeat: int, attempt: int) -> str:
     return f"{sample_id}{_SEP}{repeat}{_SEP}{attempt}"
 
 
-def parse_custom_id(cid: str) -> tuple[str, int, int] | None:
-    """(sample_id, repeat, attempt) of a custom_id made by `custom_id` (a sample id may hold the separator)."""
-    parts = cid.rsplit(_SEP, 2)
-    if len(parts) != 3 or not parts[1].isdigit() or not parts[2].isdigit():
-        return None
-    return parts[0], int(parts[1]), int(parts[2])
-
-
 def input_line(cid: str, body: bytes) -> bytes:
     """One input line with `body` spliced in byte for byte (it must be one JSON object, as request_bytes is)."""
     head = json.dumps({"custom_id": cid, "method": "POST", "url": BATCH_URL}, ensure_ascii=False)

@@ -69,8 +69,17 @@ def refusal_of(record: ResponseRecord) -> tuple[int, str] | None:
     return status, last.message
 
 
-def shape_hint(status: int, message: str, sampling: Sampling, base_url: str) -> str:
-    """The flag that likely fixes a refusal, from the server's message (never from the model name)."""
+def wrong_path(status: int, message: str) -> bool:
+    """A 404 about the URL, not about the model or the fields sent: a configuration error."""
+    text = message.lower()
+    return status == 404 and "parameters" not in text and "model" not in text
+
+
+def shape_hint(
+    status: int, message: str, sampling: Sampling, base_url: str, answering: list[str] | None = None
+) -> str:
+    """The flag that likely fixes a refusal, from the server's message (never from the model name).
+    `answering`: base URLs checked to answer, for a 404 about the path (see not_found_hint)."""
     text = message.lower()
     field = sampling.max_tokens_field
     if status == 404 and "parameters" in text:
@@ -79,7 +88,7 @@ def shape_hint(status: int, message: str, sampling: Sampling, base_url: str) -> 
     if status == 404 and "model" in text:  # vLLM / OpenAI: "The model `x` does not exist"
         return "check --model: the endpoint does not serve that model id (its /models lists the ones it does)"
     if status == 404:
-        return not_found_hint(base_url)
+        return not_found_hint(base_url, answering)
     if status in (401, 403):
         return "check MODEL_API_KEY (and that the key may use this --model)"
     if "maximum context length" in text or "context_length" in text:

@@ -6,7 +6,7 @@ The base URL follows the openai client's `base_url`: requests go to `<base>/chat
 from __future__ import annotations
 
 import re
-from urllib.parse import parse_qsl, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, unquote, urlsplit, urlunsplit
 
 from evaluator.core.boundary import KeyFilter
 
@@ -20,6 +20,11 @@ SECRET_PARAM = re.compile(
     r"(?:^|[-_.])(?:key|apikey|token|secret|sig|signature|password|passwd|pwd|auth|authorization|"
     r"credentials?|code|session)$",
     re.IGNORECASE,
+)
+# A path segment in a provider's key format (OpenAI-style sk-/sk_, Google AIza, Hugging Face hf_, GitHub gh*_,
+# Groq gsk_, xAI xai-, ...): some proxies take the key in the path, which would put it in every log line.
+KEY_SEGMENT = re.compile(
+    r"^(?:sk-|sk_|AIza|fw_|hf_|gh[pousr]_|gsk_|xai-|r8_|pplx-|nvapi-|xox[abp]-)[A-Za-z0-9_\-]{12,}$"
 )
 USE_THE_ENV = "put the key in MODEL_API_KEY (it is sent in the Authorization header)"
 
@@ -38,10 +43,23 @@ def secret_params(query: str, api_key: str | None = None) -> list[str]:
     ]
 
 
+def path_carries_key(path: str, api_key: str | None) -> bool:
+    """Whether a URL path holds the API key (in any encoding the boundary decodes) or a segment in a
+    provider's key format. Pure."""
+    if KeyFilter(api_key).found_in(path, pieces=False):
+        return True
+    return any(KEY_SEGMENT.match(unquote(seg)) for seg in unquote(path).split("/"))
+
+
 def refuse_credentials(parts, api_key: str | None) -> None:  # noqa: ANN001 - urlsplit's result
     """One line naming what is wrong, never a value of it."""
     if parts.username or parts.password:
         raise EndpointError(f"base URL must not contain credentials (user:password@); {USE_THE_ENV}")
+    if path_carries_key(parts.path, api_key):
+        raise EndpointError(
+            f"base URL carries a credential in its path (a segment holds MODEL_API_KEY or looks like a key); "
+            f"{USE_THE_ENV}, and give the URL without it"
+        )
     named = secret_params(parts.query, api_key)
     if named:
         raise EndpointError(
@@ -100,15 +118,31 @@ def server_root(base_url: str) -> str:
     return base[: -len("/v1")] if base.endswith("/v1") else base
 
 
-def not_found_hint(base_url: str) -> str:
-    """One line for a 404 on the first request: the URL called and the likely fix."""
-    base, _ = split_query(base_url)
+def not_found_hint(base_url: str, answering: list[str] | None = None) -> str:
+    """One line for a 404 on the first request: the URL that answered 404 and, when a nearby base URL
+    was checked and answers (`answering`, see base_url_candidates), that one; never an unchecked guess."""
     called = chat_url(base_url)
-    parent = base[: -len("/v1")]
-    if base.endswith("/v1") and urlsplit(parent).path:
-        fix = f"did you mean --base-url {parent} ? (a URL with a path is used as given; check the --model name too)"
-    elif base.endswith("/v1"):
-        fix = "check the base URL's path (pass it exactly as the provider documents it) and the --model name"
+    if answering is None:  # not checked, or the base URL's own /models answers: the path may be right
+        fix = "check the base URL and --model against the provider's docs (GET <base URL>/models lists its models)"
+    elif answering:
+        fix = f"--base-url {answering[0]} answers (checked: its /models lists models); use that"
     else:
-        fix = f"did you mean --base-url {base}/v1 ? (check the --model name too)"
+        fix = "no base URL near it answers either: pass the URL exactly as the provider documents it"
     return f"the endpoint answered 404 Not Found for {called}: {fix}"
+
+
+def base_url_candidates(base_url: str) -> list[str]:
+    """Base URLs near a wrong one, closest first: with /v1 added, then each shorter path with and without
+    /v1 (http://h:8000/api/v1 -> .../api/v1/v1, .../api, http://h:8000/v1, http://h:8000). Pure."""
+    parts = urlsplit(base_url)
+    path = parts.path.rstrip("/")
+    segments = [s for s in path.split("/") if s]
+    paths = [f"{path}/v1"]
+    for n in range(len(segments) - 1, -1, -1):
+        prefix = "/" + "/".join(segments[:n]) if n else ""
+        paths += [f"{prefix}/v1", prefix]
+    out = []
+    for p in dict.fromkeys(paths):
+        if p != path:
+            out.append(urlunsplit((parts.scheme, parts.netloc, p, parts.query, "")))
+    return out

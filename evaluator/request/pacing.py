@@ -13,15 +13,14 @@ A gate holds, for one endpoint:
   spread over the first round trip measured in time, at least RAMP_MIN_S and at most RAMP_S, then the
   window doubles per round trip from what is in flight: on a fast endpoint a limiter's first refusal
   stops it after about burst + rate x RAMP_MIN_S requests;
-- a pace in requests and tokens per second (request.buckets: burst, then one slot per 1/rate), from the
-  smallest of --max-requests-per-minute / --max-tokens-per-minute, the limits the headers announce, and,
-  when the endpoint announces nothing, the rate it let through between refusals, never below a floor of
-  what succeeded;
-- the patience: once nothing has succeeded for --rate-limit-patience seconds while refusals keep coming,
-  `gave_up` says why, and the pool sets the endpoint aside (the run stops when all are).
+- a pace in requests and tokens per second (request.buckets: burst, then one slot per 1/rate), the smallest
+  of --max-requests-per-minute / --max-tokens-per-minute, the announced limits and, when none is announced,
+  the rate let through between refusals (never below a floor of what succeeded);
+- the patience: no success for --rate-limit-patience seconds while refusals come: `gave_up` says why, and
+  the pool sets the endpoint aside (the run stops when all are).
 
-Pure bookkeeping on a caller-supplied clock; the awaiting is in request.admission.admit, which sleeps until
-the slot it reserved. tests/pacing_sim.py runs a gate against a simulated token bucket on a virtual clock.
+Pure bookkeeping on a caller-supplied clock; request.admission.admit sleeps until the slot it reserved.
+tests/pacing_sim.py runs a gate against a simulated token bucket on a virtual clock.
 """
 
 from __future__ import annotations
@@ -60,8 +59,7 @@ class GateStats:
 
 
 class Hold(NamedTuple):
-    """What a refusal costs: the wait, and whether every worker of the endpoint waits (a refusal our own
-    rate caused) or only the refused request (one that came while we sent below what had got through)."""
+    """What a refusal costs: the wait, and whether every worker waits (our rate caused it) or only its request."""
 
     wait_s: float
     shared: bool
@@ -218,11 +216,6 @@ class Gate:
         while self.ok_times[0] <= now - FLOOR_SPAN_S:
             self.ok_times.popleft()
         self.best_ok_rps = max(self.best_ok_rps, len(self.ok_times) / FLOOR_SPAN_S)
-
-    def _ok_rps(self, now: float) -> float:
-        """Successes per second over the last FLOOR_SPAN_S (or since the first request)."""
-        span = min(FLOOR_SPAN_S, now - (self.first_sent if self.first_sent is not None else now))
-        return len(self.ok_times) / max(span, 1e-3)
 
     def floor_rps(self) -> float:
         """The lowest pace a refusal may set: a share of the best rate that succeeded."""

@@ -129,10 +129,6 @@ def _number(value: str | None) -> float | None:
         return None
 
 
-def lower_keys(headers: Mapping[str, str]) -> dict[str, str]:
-    return {k.lower(): v for k, v in headers.items()}
-
-
 def limits_from_headers(headers: Mapping[str, str], now: datetime | None = None) -> Limits:
     """OpenAI-style `x-ratelimit-*` or Anthropic `anthropic-ratelimit-*` headers (already lower-cased)."""
     now = now or datetime.now(timezone.utc)

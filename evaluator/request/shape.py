@@ -70,7 +70,6 @@ class NumberOrNone(click.ParamType):
 class Preset:
     name: str
     sha256: str  # of the preset file's bytes
-    description: str
     flags: dict[str, Any] = field(default_factory=dict)
 
     def record(self) -> dict[str, Any]:
@@ -96,7 +95,9 @@ def load_preset(name: str) -> Preset:
         raise RequestShapeError(
             f"preset {name} sets {', '.join(unknown)}; a preset may set only {PRESET_FLAGS}"
         )
-    return Preset(name, hashlib.sha256(raw).hexdigest(), str(data.get("description", "")), flags)
+    return Preset(
+        name, hashlib.sha256(raw).hexdigest(), flags
+    )  # "description" is for people reading the file
 
 
 def resolve_sampling(

@@ -23,6 +23,8 @@ from typing import Any
 import msgspec
 
 from evaluator.core.atomic import write_atomic
+from evaluator.core.records import ResponseAttempt, RetryError
+from evaluator.request.batch_api import usable_batch_id
 
 LEDGER = "batches.json"
 INPUT_DIR = "batch"
@@ -63,8 +65,8 @@ class RowRetry(msgspec.Struct, omit_defaults=True):
     repeat: int
     attempts: int = 0  # failed lines so far (each spends one of --max-retries)
     resends: int = 0  # sent again after an expired or cancelled batch (at most --max-retries)
-    retry_errors: list[dict[str, Any]] = msgspec.field(default_factory=list)
-    earlier_attempts: list[dict[str, Any]] = msgspec.field(default_factory=list)
+    retry_errors: list[RetryError] = msgspec.field(default_factory=list)
+    earlier_attempts: list[ResponseAttempt] = msgspec.field(default_factory=list)
 
 
 class Ledger(msgspec.Struct):
@@ -111,6 +113,18 @@ def input_path(root: Path, ledger: Ledger, prefix: str) -> Path:
         n += 1
 
 
+def heal_unusable_ids(ledger: Ledger) -> int:
+    """Entries saved as created with a batch id that cannot be polled (an empty or malformed id an earlier
+    version kept) go back to uploaded: their batch is looked up by its input file, or created again. So a
+    folder never needs hand editing to go on. How many were healed."""
+    healed = 0
+    for e in ledger.batches:
+        if e.state == "created" and not usable_batch_id(e.batch_id):
+            e.state, e.batch_id, e.status = "uploaded", None, None
+            healed += 1
+    return healed
+
+
 def live_entries(ledger: Ledger) -> list[BatchEntry]:
     """Entries sent or being sent to the provider whose results are not recorded yet."""
     return [e for e in ledger.batches if e.state in ("written", "uploaded", "created")]
@@ -123,13 +137,27 @@ def keys_in_flight(ledger: Ledger) -> set[tuple[str, int]]:
     return {(r.sample_id, r.repeat) for e in waiting for r in e.rows}
 
 
+def held_by_batches(root: Path) -> tuple[set[tuple[str, int]], list[str]]:
+    """For an online run of a folder that has a ledger: the rows a batch may still answer (uploaded, created
+    or prepared and not collected), never to be sent online until that batch has ended, and the batch ids
+    (or input files) that hold them. Input files written but never uploaded are dropped from the ledger
+    first: no provider has seen them, so their rows are free. The caller holds the folder's lock."""
+    if not (root / LEDGER).exists():
+        return set(), []
+    ledger = load_ledger(root)
+    unsent = [e for e in ledger.batches if e.state == "written"]
+    if unsent:
+        ledger.batches = [e for e in ledger.batches if e.state != "written"]
+        save_ledger(root, ledger)
+        for e in unsent:
+            (root / e.input).unlink(missing_ok=True)
+    holding = [*(e for e in ledger.batches if e.state in ("uploaded", "created", "prepared"))]
+    return keys_in_flight(ledger), [e.batch_id or e.input for e in holding]
+
+
 def lines_per_row(ledger: Ledger) -> Counter[tuple[str, int]]:
     """How many lines the ledger holds for each row: the attempt number of its next line."""
     return Counter((r.sample_id, r.repeat) for e in ledger.batches for r in e.rows)
-
-
-def rows_by_custom_id(ledger: Ledger) -> dict[str, tuple[BatchEntry, LedgerRow]]:
-    return {r.custom_id: (e, r) for e in ledger.batches for r in e.rows}
 
 
 def batch_timing(entries: list[BatchEntry]) -> dict[str, Any]:

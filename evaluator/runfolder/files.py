@@ -196,12 +196,6 @@ def _done_ids_columnar(path: Path) -> set[Key] | None:
     return selection.done_keys_from_columns({name: table.column(name).to_pylist() for name in COLUMNS})
 
 
-def done_sample_ids(root: Path) -> tuple[set[str], ReadReport]:
-    """The sample ids whose first repeat (every record, without --repeats) is done; see done_keys."""
-    keys, report = done_keys(root)
-    return {sid for sid, r in keys if r == 0}, report
-
-
 def done_keys(root: Path) -> tuple[set[Key], ReadReport]:
     """The (sample id, repeat) whose latest valid record is done (evaluator.runfolder.selection), and the read report.
 

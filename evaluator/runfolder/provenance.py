@@ -5,16 +5,19 @@ from __future__ import annotations
 import os
 import platform
 import subprocess
+from collections.abc import Mapping
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 import httpx2 as httpx  # the HTTP library openai >= 3 is built on
+import msgspec
 
 import evaluator
 from evaluator.core.boundary import json_text, parse_json, safe_string
 from evaluator.core.secrets import Redactor
 from evaluator.request.endpoint import server_root, split_query
+from evaluator.runfolder.runconfig import Launch, RunConfigError
 
 KEY_PACKAGES = ("openai", "httpx2", "pyarrow", "huggingface_hub", "click", "numpy", "matplotlib", "tqdm")
 # Set by the Makefile / compose for containerised runs: image ids and file hashes.
@@ -24,10 +27,26 @@ CONTAINER_ENV = (
     "DOCCOUNT_COMPOSE_SHA256",
     "DOCCOUNT_DOCKERFILE_EVAL_SHA256",
     "DOCCOUNT_DOCKERFILE_VLLM_SHA256",
+    "DOCCOUNT_DOCKERFILE_VLLM_CPU_SHA256",
     "DOCCOUNT_LOCK_SHA256",
     "DOCCOUNT_GIT_COMMIT",
     "DOCCOUNT_VLLM_BATCH_INVARIANT",
 )
+
+
+# Set by a sweep for the evaluate child of a served run (evaluator.study.unit): the launch, as JSON.
+LAUNCH_ENV = "DOCCOUNT_SERVER_LAUNCH"
+
+
+def server_launch(env: Mapping[str, str] = os.environ) -> Launch | None:
+    """The launch a sweep handed this evaluate child, typed; None when it was not started by one."""
+    raw = env.get(LAUNCH_ENV, "")
+    if not raw:
+        return None
+    try:
+        return msgspec.json.decode(raw, type=Launch)
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        raise RunConfigError(f"{LAUNCH_ENV} does not hold a server launch ({exc})") from None
 
 
 def git_commit() -> str | None:
@@ -89,6 +108,8 @@ def server_info(base_url: str, api_key: str | None, timeout_s: float = 10.0) -> 
                     continue
                 data = parse_json(resp.content, keys)
                 info[key] = _model_ids(data, keys) if key == "models" else _version(data, keys)
+                if key == "models" and (roots := _model_roots(data, keys)):
+                    info["roots"] = roots
             except Exception as exc:  # noqa: BLE001 - whatever a server does, provenance records it and goes on
                 info[key] = {"error": type(exc).__name__}
     return info
@@ -99,6 +120,19 @@ def _model_ids(data: Any, keys: Redactor) -> list[str | None]:
     entries = data.get("data", []) if isinstance(data, dict) else []
     ids = [safe_string(m.get("id"), "model id", keys)[0] for m in entries if isinstance(m, dict)]
     return ids[:1000]
+
+
+def _model_roots(data: Any, keys: Redactor) -> dict[str, str]:
+    """What each served name is a name for (vLLM's `root`: the model id or folder it loaded), where it
+    differs from the name; other servers send no `root`."""
+    entries = data.get("data", []) if isinstance(data, dict) else []
+    roots = {}
+    for m in entries[:1000]:
+        if isinstance(m, dict) and isinstance(m.get("root"), str) and m.get("root") != m.get("id"):
+            model_id = safe_string(m.get("id"), "model id", keys)[0]
+            if model_id is not None:
+                roots[model_id] = safe_string(m["root"], "model root", keys)[0] or ""
+    return roots
 
 
 def _version(data: Any, keys: Redactor) -> Any:

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import dataclasses
 
-from evaluator.core.records import ResponseAttempt, ResponseRecord, Sampling
+import msgspec
+
+from evaluator.core.records import RECORD_SCHEMA_VERSION, ResponseAttempt, ResponseRecord, Sampling
 from evaluator.core.secrets import Redactor
 from evaluator.data.benchmarks.base import Benchmark, ManifestEntry, Sample
 from evaluator.data.think import has_inline_think
@@ -37,6 +39,7 @@ def base_record(
         started_at=started_at,
         finished_at=started_at,
         status="data_error",
+        schema_version=RECORD_SCHEMA_VERSION,
         endpoint=None,
         image_sha256=sample.image_sha256,
     )
@@ -44,12 +47,14 @@ def base_record(
 
 def data_error_record(base: ResponseRecord, error: str, finished_at: str) -> ResponseRecord:
     """A sample that is never sent (bad image bytes, hash mismatch, ...)."""
-    return dataclasses.replace(base, status="data_error", data_error=error, finished_at=finished_at)
+    return msgspec.structs.replace(base, status="data_error", data_error=error, finished_at=finished_at)
 
 
 def evaluator_error_record(base: ResponseRecord, message: str, finished_at: str) -> ResponseRecord:
     """A bug in the evaluator costs one row (a request error, retried on resume), not the run."""
-    return dataclasses.replace(base, status="request_error", request_error=message, finished_at=finished_at)
+    return msgspec.structs.replace(
+        base, status="request_error", request_error=message, finished_at=finished_at
+    )
 
 
 def _redacted(text: str | None, redact: Redactor) -> str | None:
@@ -106,11 +111,11 @@ def record_from_outcome(
                 "reasoning_text": empty.reasoning_text,
                 "response_text": empty.response_text,
             }
-        return dataclasses.replace(
+        return msgspec.structs.replace(
             base, status="request_error", request_error=outcome.error, **common, **seen
         )
     parsed = benchmark.parse(c.response_text)
-    return dataclasses.replace(
+    return msgspec.structs.replace(
         base,
         status="ok",
         response_text=c.response_text,

@@ -17,6 +17,8 @@ from typing import Any
 
 import msgspec
 
+from evaluator.runfolder.serving import Serving
+
 RUN_CONFIG_SCHEMA_VERSION = 1
 # Settings that change a request byte or a number: a run folder refuses records made under others.
 IDENTITY_FIELDS = ("benchmark", "model", "sampling", "retry_parse_failures")
@@ -24,6 +26,37 @@ IDENTITY_FIELDS = ("benchmark", "model", "sampling", "retry_parse_failures")
 
 class RunConfigError(ValueError):
     """run_config.json cannot be read, or belongs to a run with other settings."""
+
+
+class Launch(msgspec.Struct, kw_only=True):
+    """How a sweep started the server of a served run (evaluator.study.unit); what was served (model,
+    revision, commit, server version, args) is `serving`. No secret: a sweep file holds none and a key
+    reaches a server only through the environment, by name."""
+
+    launcher: str
+    """`process` (the sweep's `command`) or `container` (the serving image)."""
+
+    command: list[str]
+    """The argv as started: COMMAND... MODEL --host --port --served-model-name [--revision] ARGS
+    (the port is this invocation's)."""
+
+    gpus: list[str] = msgspec.field(default_factory=list)
+    """The GPU ids the server was given (CUDA_VISIBLE_DEVICES; the container's devices)."""
+
+    image: str | None = None
+    """The serving image by name (container launcher)."""
+
+    tries: int = 1
+    """Starts it took until the server was ready (at most 3)."""
+
+    host: str | None = None
+    """The host that ran the server."""
+
+    job_id: str | None = None
+    """The scheduler's job id (Slurm)."""
+
+    partition: str | None = None
+    """The scheduler's partition (Slurm)."""
 
 
 class RunConfig(msgspec.Struct, kw_only=True, omit_defaults=False):
@@ -83,6 +116,13 @@ class RunConfig(msgspec.Struct, kw_only=True, omit_defaults=False):
     server_history: list[Any] = msgspec.field(default_factory=list)
     """Every distinct `server` that served part of the run, in order."""
 
+    serving: Serving | None = None
+    """What served a self-hosted model: weights (id, revision, commit), server version, image, arguments,
+    GPUs (evaluator.runfolder.serving). Absent when nothing says the model was self-hosted."""
+
+    launch: Launch | None = None
+    """How the sweep started this invocation's server (a served run), or None (an endpoint run)."""
+
     extra: dict[str, Any] = msgspec.field(default_factory=dict)
     """Top-level keys this version does not know (written back unchanged, kept at the top level)."""
 
@@ -101,13 +141,14 @@ class RunConfig(msgspec.Struct, kw_only=True, omit_defaults=False):
         """The object written to run_config.json (unknown keys back at the top level)."""
         d = msgspec.to_builtins(self)
         extra = d.pop("extra")
-        if d.get("servers") is None:
-            d.pop("servers")
+        for key in (
+            "servers",
+            "serving",
+            "launch",
+        ):  # absent rather than null, as before these fields existed
+            if d.get(key) is None:
+                d.pop(key)
         return {**d, **extra}
-
-    def identity(self) -> dict[str, Any]:
-        """The settings two runs must share to share a folder."""
-        return {k: getattr(self, k) for k in IDENTITY_FIELDS}
 
 
 def build_run_config(
@@ -117,6 +158,8 @@ def build_run_config(
     environment: dict[str, Any],
     servers: dict[str, dict[str, Any]],
     now: str,
+    serving: Serving | None = None,
+    launch: Launch | None = None,
 ) -> RunConfig:
     """A fresh run's configuration. `settings` is runner.settings_summary(...); `servers` maps each
     endpoint to its server_info, in the order of settings["endpoints"]."""
@@ -135,6 +178,8 @@ def build_run_config(
         updated_at=now,
         invocations=1,
         server_history=[first],
+        serving=serving,
+        launch=launch,
         extra=extra,
     )
 
@@ -153,6 +198,9 @@ def check_compatible(old: RunConfig, new: RunConfig, root: Path) -> None:
             changed.append(what)
     if old.prompts and old.prompts != new.prompts:
         changed.append("prompts")
+    was, now = (c.serving.commit if c.serving else None for c in (old, new))
+    if was and now and was != now:  # both known: other weights answer now
+        changed.append(f"model weights (commit {was[:12]}... then {now[:12]}...)")
     if changed:
         raise RunConfigError(
             f"{root} holds a run made with different {', '.join(changed)}; records made under other settings "

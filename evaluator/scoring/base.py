@@ -104,7 +104,7 @@ def outcome_of(row: dict[str, Any]) -> str:
     return "missing"
 
 
-def _ci(successes: int, n: int) -> list[float] | None:
+def wilson_ci(successes: int, n: int) -> list[float] | None:
     ci = wilson_interval(successes, n)
     return [ci[0], ci[1]] if ci else None
 
@@ -121,11 +121,7 @@ def ci_text(ci: Any, dash: str = "-") -> str:
     return f"{100 * ci[0]:.1f}{dash}{100 * ci[1]:.1f}%"
 
 
-_pct = pct_text
-_ci_text = ci_text
-
-
-def _num(x: Any, digits: int = 2) -> str:
+def num(x: Any, digits: int = 2) -> str:
     if x is None:
         return "n/a"
     if isinstance(x, int):

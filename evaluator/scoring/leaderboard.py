@@ -18,6 +18,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from evaluator.core.usage import retry_errors_of
+from evaluator.core.values import is_num, is_price
 from evaluator.scoring import (
     MergedRun,
     ScoreError,
@@ -27,10 +28,15 @@ from evaluator.scoring import (
     outcome_counts,
 )
 from evaluator.scoring.compare import group_columns, paired_comparison
+from evaluator.scoring.published import INTERVAL, TEST, published_block
 from evaluator.scoring.repeat_scoring import compare_block, question_rows, responses_of, run_repeats
-from evaluator.scoring.stats import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, CONFIDENCE, sign_flip_p
+from evaluator.scoring.stats import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, CONFIDENCE, describe, sign_flip_p
 
 LEADERBOARD_SCHEMA_VERSION = 1
+# The providers that offer an OpenAI-format Batch API (OpenAI, Azure OpenAI, Groq, Together, Mistral, ...)
+# bill it at half their online price: the default of a pricing table's batch_input / batch_output.
+BATCH_DISCOUNT = 0.5
+PRICE_FIELDS = ("input", "output", "cached_input", "batch_input", "batch_output")
 TOKEN_KINDS = ("prompt_tokens", "completion_tokens", "reasoning_tokens", "cached_tokens", "total_tokens")
 
 
@@ -42,6 +48,7 @@ class BoardRun:
     merged: MergedRun
     report: str | None = None  # relative to the leaderboard's folder
     state: str | None = None  # the sweep's word for it (done, failed, ...) when a sweep ran it
+    published: Mapping[str, Any] | None = None  # the result it reproduces (sweep file: `published`)
 
 
 def build_leaderboard(
@@ -93,6 +100,8 @@ def run_entry(
         per_group.setdefault(name, {})[value] = compare_block(sub, k, accuracy_block)
     outcomes = outcomes_of(responses)
     tokens = tokens_of(responses)
+    batch = is_batch_run(m.run_config.request_policy)
+    run_price = price_for(price, batch)
     entry = {
         "name": run.name,
         "model": m.run_config.model,
@@ -103,16 +112,30 @@ def run_entry(
         "extra_metrics": extra_metrics_of(m.benchmark, responses),
         "outcomes": outcomes,
         "tokens": tokens,
-        "cost_usd": cost_of(tokens, price),
-        "price": dict(price) if price else None,
+        "batch": batch,
+        "cost_usd": cost_of(tokens, run_price),
+        "price": run_price,
         "complete": outcomes["missing"] == 0
         and outcomes["request_error"] == 0
         and run.state in (None, "done"),
         "state": run.state,
         "report": run.report,
         "question_set_sha256": question_set_digest(qrows),
+        "latency_s": latency_of(responses),
     }
+    if run.published:
+        entry["published"] = published_block(run.published, entry["correct"], _denominator(entry), per_group)
     return entry
+
+
+def _denominator(entry: dict[str, Any]) -> int:
+    return entry.get("responses", entry["questions"])
+
+
+def latency_of(responses: list[dict[str, Any]]) -> dict[str, Any]:
+    """Median and 95th percentile of the seconds per response, over every response with a latency."""
+    d = describe([r["latency_s"] for r in responses if is_num(r.get("latency_s"))])
+    return {"median": d["p50"], "p95": d["p95"], "responses": d["n"]}
 
 
 def provider_host(urls: Sequence[str]) -> str:
@@ -195,6 +218,30 @@ def _int(v: Any) -> int:
     return v if isinstance(v, int) and not isinstance(v, bool) else 0
 
 
+def is_batch_run(request_policy: Mapping[str, Any]) -> bool:
+    """Whether a run was sent through a provider's Batch API (`--batch`; not offline files for vLLM)."""
+    batch = request_policy.get("batch")
+    return isinstance(batch, Mapping) and batch.get("mode") == "batch_api"
+
+
+def price_for(price: Any, batch: bool) -> dict[str, Any] | None:
+    """The prices a run is costed at: the table's entry if every number in it is a price (a hand-edited
+    sweep.json can hold anything: infinities, strings; then None, no cost), and for a batch run its batch
+    prices, each defaulting to BATCH_DISCOUNT of the online one (`batch_default` says whether it did)."""
+    if not isinstance(price, Mapping) or not all(is_price(price.get(k)) for k in ("input", "output")):
+        return None
+    if any(price.get(k) is not None and not is_price(price.get(k)) for k in PRICE_FIELDS):
+        return None
+    out = {k: float(price[k]) for k in PRICE_FIELDS if price.get(k) is not None}
+    if not batch:  # an online run is costed at the online prices only
+        return {k: v for k, v in out.items() if not k.startswith("batch_")}
+    if batch:
+        out["batch_default"] = "batch_input" not in out or "batch_output" not in out
+        out.setdefault("batch_input", out["input"] * BATCH_DISCOUNT)
+        out.setdefault("batch_output", out["output"] * BATCH_DISCOUNT)
+    return out
+
+
 def cost_of(tokens: dict[str, int], price: Mapping[str, float] | None) -> float | None:
     """USD: uncached prompt tokens at `input`, cached ones at `cached_input` (else `input`), completion
     tokens (reasoning included, as providers bill it) at `output`; prices per 1M tokens. None: no price."""
@@ -202,8 +249,13 @@ def cost_of(tokens: dict[str, int], price: Mapping[str, float] | None) -> float 
         return None
     cached = min(tokens["cached"], tokens["prompt"])
     cached_price = price.get("cached_input")
-    usd = (tokens["prompt"] - cached) * price["input"] + tokens["completion"] * price["output"]
-    usd += cached * (price["input"] if cached_price is None else cached_price)
+    inp, outp = price["input"], price["output"]
+    if "batch_input" in price:  # a batch run (price_for): cached tokens get the batch discount too
+        scale = price["batch_input"] / inp if inp else BATCH_DISCOUNT
+        inp, outp = price["batch_input"], price["batch_output"]
+        cached_price = None if cached_price is None else cached_price * scale
+    usd = (tokens["prompt"] - cached) * inp + tokens["completion"] * outp
+    usd += cached * (inp if cached_price is None else cached_price)
     return usd / 1_000_000
 
 
@@ -296,6 +348,12 @@ def methods(resamples: int, seed: int) -> dict[str, Any]:
         "multiple_comparisons": "Holm step-down over the pairs that have a p-value",
         "comparable": "same question set (sample id and image hash)",
         "cost": "USD per 1M tokens from the pricing table; uncached prompt at input, cached prompt at "
-        "cached_input, completion (reasoning included) at output; every recorded attempt counted",
+        "cached_input, completion (reasoning included) at output; every recorded attempt counted. A run sent "
+        "through a Batch API (batch: true) at batch_input / batch_output (default: half the online prices, "
+        "the providers' batch discount; cached prompt discounted alike); a price that is not a finite number "
+        "from 0 to 10000 gives no cost",
         "cut_off": "a parse failure whose finish_reason is length (the output limit), not a format failure",
+        "latency": "median and 95th percentile of latency_s over every response with a latency",
+        "published_test": TEST,
+        "published_interval": INTERVAL,
     }

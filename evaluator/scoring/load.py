@@ -13,7 +13,7 @@ from evaluator.runfolder.runconfig import RunConfig, RunConfigError
 from evaluator.scoring.base import ScoreError
 
 
-def _load_config(run_root: Path) -> RunConfig:
+def load_config(run_root: Path) -> RunConfig:
     """run_config.json, typed (wrong field types refused in one line; absent newer fields take their defaults)."""
     if not run_root.exists():
         raise ScoreError(
@@ -43,7 +43,7 @@ def _load_config(run_root: Path) -> RunConfig:
     return typed
 
 
-def _load_manifest(run_root: Path, lenient: set[str] | None = None) -> list[ManifestEntry]:
+def load_run_manifest(run_root: Path, lenient: set[str] | None = None) -> list[ManifestEntry]:
     """runfolder.manifest.load_manifest, its refusal as a ScoreError (same text)."""
     try:
         return load_manifest(run_root, lenient)
@@ -51,7 +51,7 @@ def _load_manifest(run_root: Path, lenient: set[str] | None = None) -> list[Mani
         raise ScoreError(str(exc)) from None
 
 
-def _check_manifest_digest(config: RunConfig, manifest: list[ManifestEntry], warnings: list[str]) -> dict:
+def check_manifest_digest(config: RunConfig, manifest: list[ManifestEntry], warnings: list[str]) -> dict:
     data = config.data
     selection = data.get("selection") if isinstance(data.get("selection"), dict) else {}
     expected = selection.get("manifest_sha256")

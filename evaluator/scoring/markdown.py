@@ -7,7 +7,7 @@ from typing import Any
 from evaluator.core.usage import usage_markdown
 from evaluator.request.ratelimit import rate_limit_markdown
 from evaluator.runfolder.batches import batch_line
-from evaluator.scoring.base import OUTCOME_LABELS, _ci_text, _num, _pct
+from evaluator.scoring.base import OUTCOME_LABELS, ci_text, num, pct_text
 from evaluator.scoring.repeat_scoring import headline_markdown, repeats_markdown
 from evaluator.scoring.stats import PERCENTILES
 
@@ -28,13 +28,13 @@ def _headline(s: dict[str, Any]) -> list[str]:
         out += headline_markdown(s)
     else:
         out += [
-            f"**Exact-count accuracy: {p['correct']} / {n} = {_pct(p['accuracy'])}** "
-            f"(95% Wilson interval {_ci_text(p['ci95'])}). Every question of the run's manifest is in the "
+            f"**Exact-count accuracy: {p['correct']} / {n} = {pct_text(p['accuracy'])}** "
+            f"(95% Wilson interval {ci_text(p['ci95'])}). Every question of the run's manifest is in the "
             "denominator; parse failures, request errors, data errors and missing rows count as wrong.",
             "",
         ]
     if s["extra_metrics"]:
-        out += [", ".join(f"{k.replace('_', ' ')}: {_pct(v)}" for k, v in s["extra_metrics"].items()), ""]
+        out += [", ".join(f"{k.replace('_', ' ')}: {pct_text(v)}" for k, v in s["extra_metrics"].items()), ""]
     if "repeats" in s:
         out += repeats_markdown(s)
     return out
@@ -62,8 +62,8 @@ def _groups(s: dict[str, Any]) -> list[str]:
         for key in g["order"]:
             v = g["values"][key]
             unanswered = v.get("responses", v["questions"]) - v["outcomes"]["ok"]
-            line = f"| {key} | {v['questions']} | {v['correct']} | {_pct(v['accuracy'])} | {_ci_text(v['ci95'])} | {unanswered} |"
-            line += "".join(f" {_pct(v['extra_metrics'].get(k))} |" for k in extra_keys)
+            line = f"| {key} | {v['questions']} | {v['correct']} | {pct_text(v['accuracy'])} | {ci_text(v['ci95'])} | {unanswered} |"
+            line += "".join(f" {pct_text(v['extra_metrics'].get(k))} |" for k in extra_keys)
             out.append(line)
         out.append("")
     if "per_class_accuracy" in s["plots"]:
@@ -78,9 +78,9 @@ def _errors(s: dict[str, Any]) -> list[str]:
         "",
         "| MAE | median abs. error | mean signed error | exact | over-count | under-count | off by one |",
         "| ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
-        f"| {_num(e['mean_absolute_error'])} | {_num(e['median_absolute_error'])} | {_num(e['mean_signed_error'])} "
-        f"| {_pct(e['exact_rate'])} | {_pct(e['over_count_rate'])} | {_pct(e['under_count_rate'])} "
-        f"| {_pct(e['off_by_one_rate'])} |",
+        f"| {num(e['mean_absolute_error'])} | {num(e['median_absolute_error'])} | {num(e['mean_signed_error'])} "
+        f"| {pct_text(e['exact_rate'])} | {pct_text(e['over_count_rate'])} | {pct_text(e['under_count_rate'])} "
+        f"| {pct_text(e['off_by_one_rate'])} |",
         "",
         "### Accuracy by ground-truth count",
         "",
@@ -90,8 +90,8 @@ def _errors(s: dict[str, Any]) -> list[str]:
     for key in s["count_buckets"]["order"]:
         v = s["count_buckets"]["values"][key]
         out.append(
-            f"| {key} | {v['questions']} | {v['correct']} | {_pct(v['accuracy'])} | {_ci_text(v['ci95'])} "
-            f"| {_num(v['mean_absolute_error'])} |"
+            f"| {key} | {v['questions']} | {v['correct']} | {pct_text(v['accuracy'])} | {ci_text(v['ci95'])} "
+            f"| {num(v['mean_absolute_error'])} |"
         )
     out.append("")
     if "predicted_vs_true" in s["plots"]:
@@ -110,15 +110,15 @@ def _usage(s: dict[str, Any]) -> list[str]:
     for key in ("prompt_tokens", "completion_tokens", "total_tokens"):
         d = s["usage"][key]
         out.append(
-            f"| {key.replace('_', ' ')} | {d['n']} | {d['sum']} | {_num(d['mean'], 1)} | "
-            + " | ".join(_num(d[q], 1) for q in pts)
-            + f" | {_num(d['max'], 0)} |"
+            f"| {key.replace('_', ' ')} | {d['n']} | {d['sum']} | {num(d['mean'], 1)} | "
+            + " | ".join(num(d[q], 1) for q in pts)
+            + f" | {num(d['max'], 0)} |"
         )
     lat = s["latency_s"]
     out.append(
-        f"| latency (s) | {lat['n']} | | {_num(lat['mean'])} | "
-        + " | ".join(_num(lat[q]) for q in pts)
-        + f" | {_num(lat['max'])} |"
+        f"| latency (s) | {lat['n']} | | {num(lat['mean'])} | "
+        + " | ".join(num(lat[q]) for q in pts)
+        + f" | {num(lat['max'])} |"
     )
     ea = s["usage"]["earlier_attempts"]
     out += [
@@ -143,7 +143,7 @@ def _diagnostic(s: dict[str, Any]) -> list[str]:
         "## Diagnostic only: last-integer fallback (not the primary score)",
         "",
         f"Taking the last integer of the visible text instead of the answer contract would give "
-        f"{fb['correct']} / {fb['questions']} = {_pct(fb['accuracy'])} ({_ci_text(fb['ci95'])}); "
+        f"{fb['correct']} / {fb['questions']} = {pct_text(fb['accuracy'])} ({ci_text(fb['ci95'])}); "
         f"{fb['correct_only_with_fallback']} question(s) are right only under the fallback and "
         f"{fb['correct_only_with_primary_parser']} only under the primary parser. Do not report this number "
         "as the benchmark score.",

@@ -15,10 +15,10 @@ from evaluator.data.benchmarks.base import Benchmark, ManifestEntry
 from evaluator.runfolder.files import MANIFEST, PARTIAL, gc_paused, parse_jsonl
 from evaluator.runfolder.runconfig import RunConfig
 from evaluator.scoring.base import MergedRun, ScoreError, outcome_of
-from evaluator.scoring.load import _check_manifest_digest, _load_config, _load_manifest
+from evaluator.scoring.load import check_manifest_digest, load_config, load_run_manifest
 from evaluator.scoring.metrics import summarize
 from evaluator.scoring.repeat_scoring import run_repeats
-from evaluator.scoring.select import _select_records
+from evaluator.scoring.select import select_records
 
 
 def _missing_row(
@@ -91,13 +91,13 @@ def merge_run(run_root: Path) -> MergedRun:
 
 
 def _merge_run(run_root: Path) -> MergedRun:
-    config = _load_config(run_root)
+    config = load_config(run_root)
     benchmark = get_benchmark(config.benchmark)
     lenient: set[str] = set()  # sample ids whose manifest line only json.loads could read
     lenient_keys: set[Key] = set()  # (sample id, repeat) whose record line only json.loads could read
-    manifest = _load_manifest(run_root, lenient)
+    manifest = load_run_manifest(run_root, lenient)
     warnings: list[str] = []
-    data_check = _check_manifest_digest(config, manifest, warnings)
+    data_check = check_manifest_digest(config, manifest, warnings)
     full = config.data.get("questions")
     if is_int(full) and full > len(manifest):
         warnings.append(
@@ -123,7 +123,7 @@ def _merge_run(run_root: Path) -> MergedRun:
             f"{len(report.bad_lines)} unparseable line(s) in {PARTIAL} were ignored (line numbers "
             f"{examples([str(n) for n in report.bad_lines])})"
         )
-    latest, counts = _select_records(report, manifest, config, warnings, lenient_keys)
+    latest, counts = select_records(report, manifest, config, warnings, lenient_keys)
     rows = _merge_rows(manifest, latest, benchmark, config, warnings)
     missing = sum(1 for r in rows if r["outcome"] == "missing")
     if missing and partial.exists():

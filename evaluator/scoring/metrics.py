@@ -19,11 +19,11 @@ from evaluator.scoring.base import (
     OUTCOMES,
     SUMMARY_SCHEMA_VERSION,
     ZERO_BUCKET,
-    _ci,
     bucket_of,
     group_keys,
     group_value_key,
     ordered_values,
+    wilson_ci,
 )
 from evaluator.scoring.repeat_scoring import apply_repeats, run_repeats
 from evaluator.scoring.stats import CONFIDENCE, PERCENTILES, describe
@@ -36,7 +36,7 @@ def accuracy_block(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "questions": n,
         "correct": correct,
         "accuracy": correct / n if n else None,
-        "ci95": _ci(correct, n),
+        "ci95": wilson_ci(correct, n),
     }
 
 
@@ -197,7 +197,7 @@ def fallback_diagnostic(benchmark: Benchmark, rows: list[dict[str, Any]]) -> dic
         "questions": n,
         "correct": correct,
         "accuracy": correct / n if n else None,
-        "ci95": _ci(correct, n),
+        "ci95": wilson_ci(correct, n),
         "correct_only_with_fallback": rescued,
         "correct_only_with_primary_parser": lost,
     }

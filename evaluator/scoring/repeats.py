@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from evaluator.scoring.stats import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, CONFIDENCE
+from evaluator.scoring.stats import bootstrap_mean_interval
 
 CLUSTER_BOOTSTRAP = "question_cluster_bootstrap"
 
@@ -20,42 +20,12 @@ CLUSTER_BOOTSTRAP = "question_cluster_bootstrap"
 # ----------------------------------------------------------------------------- spread over repeats
 
 
-def cluster_bootstrap_mean(
-    per_question: Sequence[float] | np.ndarray,
-    resamples: int = BOOTSTRAP_RESAMPLES,
-    seed: int = BOOTSTRAP_SEED,
-    confidence: float = CONFIDENCE,
-) -> tuple[float, float] | None:
-    """Percentile interval of the mean of per-question values, resampling questions with replacement.
-
-    Each value is one question's mean correctness over its K repeats, so a resampled question brings
-    all its repeats along: the interval covers the choice of questions and the sampling noise together.
-    Recipe: ``rng = numpy.random.default_rng(seed)``; ``idx = rng.integers(0, n, size=(resamples, n))``;
-    ``numpy.percentile(m[idx].mean(axis=1), [2.5, 97.5])``. None without questions.
-    """
-    m = np.asarray(per_question, dtype=np.float64)
-    n = m.size
-    if n == 0:
-        return None
-    rng = np.random.default_rng(seed)
-    means = np.empty(resamples, dtype=np.float64)
-    chunk = max(1, 2_000_000 // n)  # draws do not depend on the chunk size (one stream, row by row)
-    done = 0
-    while done < resamples:
-        rows = min(chunk, resamples - done)
-        means[done : done + rows] = m[rng.integers(0, n, size=(rows, n))].mean(axis=1)
-        done += rows
-    alpha = (1.0 - confidence) / 2.0
-    low, high = np.percentile(means, [100 * alpha, 100 * (1 - alpha)])
-    return float(low), float(high)
-
-
 def repeat_accuracy_block(correct: np.ndarray) -> dict[str, Any]:
     """Accuracy of a (questions x K) matrix: the mean over repeats, with its cluster-bootstrap interval."""
     n, k = correct.shape
     total = int(correct.sum())
     per_q = correct.mean(axis=1) if n else np.zeros(0)
-    ci = cluster_bootstrap_mean(per_q)
+    ci = bootstrap_mean_interval(per_q)
     return {
         "questions": n,
         "responses": n * k,
@@ -73,7 +43,7 @@ def repeat_metrics(correct: np.ndarray) -> dict[str, Any]:
     accs = np.asarray([a for a in acc if a is not None], dtype=np.float64)
     right = correct.sum(axis=1).astype(int) if n else np.zeros(0, dtype=int)
     majority = int((2 * right > k).sum())
-    ci = cluster_bootstrap_mean(right / k if n else [])
+    ci = bootstrap_mean_interval(right / k if n else [])
     return {
         "k": k,
         "questions": n,

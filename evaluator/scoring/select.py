@@ -12,7 +12,7 @@ from evaluator.runfolder.selection import Key, latest_valid, record_key
 from evaluator.scoring.base import ScoreError
 
 
-def _select_records(
+def select_records(
     report: ReadReport,
     manifest: list[ManifestEntry],
     config: RunConfig,

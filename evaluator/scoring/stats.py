@@ -2,8 +2,9 @@
 
 * `wilson_interval`: score interval for a binomial proportion (the accuracy of one run).
 * `mcnemar_exact`: exact two-sided McNemar test, a binomial test on the discordant pairs.
-* `paired_bootstrap_diff`: percentile interval of an accuracy difference, resampling questions
-  with a fixed seed so the same inputs always give the same interval.
+* `bootstrap_mean_interval`: percentile interval of a mean of per-question values, resampling questions
+  with a fixed seed so the same inputs always give the same interval; `paired_bootstrap_diff` is it
+  over the per-question differences of two runs.
 * `sign_flip_p`: paired randomization test on per-question differences (exact for few, else seeded
   Monte Carlo); on right/wrong outcomes it equals the exact McNemar test, and it also takes the
   per-question mean correctness of repeated runs.
@@ -23,7 +24,7 @@ CONFIDENCE = 0.95
 Z95 = 1.959963984540054
 BOOTSTRAP_RESAMPLES = 10_000
 BOOTSTRAP_SEED = 20240611
-_BOOTSTRAP_CHUNK = 1_000  # resamples drawn per numpy call (the draws do not depend on the chunk size)
+_BOOTSTRAP_CELLS = 2_000_000  # indices drawn per numpy call (the draws do not depend on the chunk size)
 
 
 def wilson_interval(successes: int, n: int, z: float = Z95) -> tuple[float, float] | None:
@@ -58,38 +59,52 @@ def mcnemar_exact(only_a: int, only_b: int) -> float:
     return float(min(Fraction(1), Fraction(2 * tail, 2**n)))
 
 
-def paired_bootstrap_diff(
-    correct_a: Sequence[bool],
-    correct_b: Sequence[bool],
+def bootstrap_mean_interval(
+    values: Sequence[float] | np.ndarray,
     resamples: int = BOOTSTRAP_RESAMPLES,
     seed: int = BOOTSTRAP_SEED,
     confidence: float = CONFIDENCE,
 ) -> tuple[float, float] | None:
-    """Percentile interval of accuracy(A) - accuracy(B), resampling paired questions.
+    """Percentile interval of the mean of per-question values, resampling questions with replacement.
 
-    Recipe (reproducible with numpy alone): ``rng = numpy.random.default_rng(seed)``; draw an index
-    matrix ``rng.integers(0, n, size=(resamples, n))`` (drawn in row chunks, which yields the same
-    numbers); each row's difference is ``mean(a[idx] - b[idx])``; the interval is
-    ``numpy.percentile(diffs, [2.5, 97.5])`` (linear interpolation). None when there are no questions.
+    The one bootstrap: a run's accuracy over repeats (each value one question's mean correctness, so a
+    resampled question brings all its repeats along) and, in `paired_bootstrap_diff`, a difference of two
+    runs (each value one question's difference). Recipe (reproducible with numpy alone):
+    ``rng = numpy.random.default_rng(seed)``; draw an index matrix ``rng.integers(0, n, size=(resamples,
+    n))`` (drawn in row chunks, which yields the same numbers); each row's mean ``values[idx].mean()``;
+    the interval is ``numpy.percentile(means, [2.5, 97.5])`` (linear interpolation). None without values.
     """
-    if len(correct_a) != len(correct_b):
-        raise ValueError("paired bootstrap needs the same questions in both runs")
-    n = len(correct_a)
+    # float64: exact for 0/1 outcomes (sums stay far below 2**53) and their per-question means
+    m = np.asarray(values, dtype=np.float64)
+    n = m.size
     if n == 0:
         return None
-    # float64: exact for 0/1 outcomes (sums stay far below 2**53), and takes per-question means (--repeats)
-    d = np.asarray(correct_a, dtype=np.float64) - np.asarray(correct_b, dtype=np.float64)
     rng = np.random.default_rng(seed)
-    diffs = np.empty(resamples, dtype=np.float64)
+    means = np.empty(resamples, dtype=np.float64)
+    chunk = max(1, _BOOTSTRAP_CELLS // n)
     done = 0
     while done < resamples:
-        rows = min(_BOOTSTRAP_CHUNK, resamples - done)
-        idx = rng.integers(0, n, size=(rows, n))
-        diffs[done : done + rows] = d[idx].sum(axis=1) / n
+        rows = min(chunk, resamples - done)
+        means[done : done + rows] = m[rng.integers(0, n, size=(rows, n))].sum(axis=1) / n
         done += rows
     alpha = (1.0 - confidence) / 2.0
-    low, high = np.percentile(diffs, [100 * alpha, 100 * (1 - alpha)])
+    low, high = np.percentile(means, [100 * alpha, 100 * (1 - alpha)])
     return float(low), float(high)
+
+
+def paired_bootstrap_diff(
+    correct_a: Sequence[bool] | Sequence[float],
+    correct_b: Sequence[bool] | Sequence[float],
+    resamples: int = BOOTSTRAP_RESAMPLES,
+    seed: int = BOOTSTRAP_SEED,
+    confidence: float = CONFIDENCE,
+) -> tuple[float, float] | None:
+    """Percentile interval of accuracy(A) - accuracy(B), resampling paired questions: the bootstrap of the
+    mean of the per-question differences (bootstrap_mean_interval). None when there are no questions."""
+    if len(correct_a) != len(correct_b):
+        raise ValueError("paired bootstrap needs the same questions in both runs")
+    d = np.asarray(correct_a, dtype=np.float64) - np.asarray(correct_b, dtype=np.float64)
+    return bootstrap_mean_interval(d, resamples, seed, confidence)
 
 
 SIGN_FLIP_EXACT_MAX = 16  # up to 2**16 sign patterns are enumerated; more are sampled

@@ -14,7 +14,7 @@ from evaluator.core.values import is_int
 from evaluator.runfolder.files import MERGED, PARTIAL, gc_paused
 from evaluator.scoring.base import SCORES_DIR, SUMMARY_JSON, SUMMARY_MD, ScoreError, ScoreResult
 from evaluator.scoring.markdown import render_markdown
-from evaluator.scoring.merge import _merge_run
+from evaluator.scoring.merge import merge_run
 from evaluator.scoring.plot_worker import PlotWorker, child_pays_off
 
 
@@ -80,7 +80,7 @@ def _score_run(run_root: Path, keep_merged: bool = False) -> ScoreResult:
     # For a large run, a child process imports matplotlib while the records are merged, and draws.
     plotter = PlotWorker(child=child_pays_off(run_root / PARTIAL))
     try:
-        merged = _merge_run(run_root)
+        merged = merge_run(run_root)
     except BaseException:
         plotter.cancel()
         raise
