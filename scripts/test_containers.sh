@@ -705,6 +705,65 @@ print(f"served run: {len(rows)} rows from vLLM {version}, outcomes {summary.get(
 EOF
 }
 
+# ----------------------------------------------------------------------------- 13. a sweep's container launcher
+# `doccount sweep` with launcher = "container" (runtime podman): the sweep starts the CPU serving image
+# itself (podman run --network host, the HF cache mounted, the revision and args on its command line),
+# waits for /health and the served name in /v1/models, evaluates, and stops the container by name.
+# No container may outlive the sweep, and run_config.json names the image id, the commit and the argv.
+sweep_container() {
+    local dir="$WORK/sweep-container"
+    mkdir -p "$dir"
+    cat >"$dir/sweep.toml" <<TOML
+name = "ct-container"
+data_files = "$WORK/data/*.parquet"
+
+[defaults]
+concurrency = 2
+max_tokens = 16
+timeout = 120
+max_retries = 1
+
+[serve]
+launcher = "container"
+runtime = "podman"
+image = "$VLLM_CPU_TAG"
+gpus = []
+
+[[runs]]
+name = "tiny-c"
+model = "$TINY_ID"
+served_model_name = "tiny-c"
+serve = { revision = "main", gpus = 0, args = ["--dtype", "bfloat16", "--max-model-len", "2048", "--max-num-seqs", "4", "--enforce-eager"] }
+TOML
+    CLEANUP_CMDS+=("podman ps -a -q --filter name=doccount-tiny-c | xargs -r podman rm -f -t 0")
+    env HF_HOME="$HF" HF_HUB_OFFLINE=1 "$REPO/.venv/bin/doccount" sweep "$dir/sweep.toml" --run-root "$dir/runs" \
+        >"$CT/sweep-container.log" 2>&1 || {
+        tail -n 30 "$CT/sweep-container.log" >&2
+        tail -n 30 "$dir"/runs/ct-container/logs/*.server.log >&2 || true
+        die "doccount sweep with the container launcher failed (log: $CT/sweep-container.log)"
+    }
+    [[ -z "$(podman ps -a -q --filter name=doccount-tiny-c)" ]] || die "the sweep left its server container behind"
+    python3 - "$dir/runs/ct-container/tiny-c" "$TINY_ID" "$TINY_COMMIT" "$VLLM_CPU_ID" "$VLLM_CPU_TAG" <<'PY' ||
+import json, sys
+from pathlib import Path
+run, model, commit, image_id, tag = Path(sys.argv[1]), *sys.argv[2:]
+cfg = json.loads((run / "run_config.json").read_text())
+launch, serving = cfg["launch"], cfg["serving"]
+print("container sweep launch:", json.dumps(launch), "serving:", json.dumps(serving), file=sys.stderr)
+argv = launch["command"]
+assert launch["launcher"] == "container" and launch["image"] == tag and argv[:2] == ["podman", "run"], launch
+assert argv[argv.index(tag) + 1 :][:2] == ["--revision", "main"] and "--enforce-eager" in argv, argv
+assert f"MODEL={model}" in argv and "SERVED_MODEL_NAME=tiny-c" in argv, argv
+assert serving["model"] == model and serving["commit"] == commit and serving["image"] == image_id, serving
+assert cfg["server"]["models"] == ["tiny-c"], cfg["server"]
+rows = [json.loads(line) for line in (run / "responses.jsonl").read_text().splitlines() if line.strip()]
+assert rows and all(r["status"] == "ok" and r["model"] == "tiny-c" for r in rows), rows[:1]
+assert all(r["system_fingerprint"].startswith(f"vllm-{serving['server_version']}") for r in rows), rows[:1]
+print(f"container sweep: {len(rows)} rows from vLLM {serving['server_version']} in {tag}", file=sys.stderr)
+PY
+        die "the container-served run's records"
+}
+
 # ----------------------------------------------------------------------------- main
 main() {
     [[ $(id -u) == 0 ]] || die "run as root (podman storage, debootstrap, chown of the test folders)"
@@ -729,6 +788,7 @@ main() {
         step "make serve: start to healthy" compose_serve
         step "make eval (6 rows + score)" compose_eval
         step "make score/archive, verify" compose_archive
+        step "sweep: container launcher, real vLLM" sweep_container
     fi
     log "image size: $(($(cat "$CT/last-image-size") / 1000000)) MB"
 }

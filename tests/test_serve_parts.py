@@ -176,6 +176,7 @@ def load(tmp_path: Path, specs: dict, text: str):
         ('[serve]\npartition = "gpu"\n[[runs]]\nname = "a"\nmodel = "m"\nserve = {}\n', 'set executor = "slurm"', 4),
         ('[serve]\ngpus = [0, 0]\n[[runs]]\nname = "a"\nmodel = "m"\nserve = {}\n', "distinct GPU ids", 4),
         ('[serve]\nlauncher = "container"\ncommand = ["x"]\n[[runs]]\nname = "a"\nmodel = "m"\nserve = {}\n', "give one of them", 5),
+        ('[serve]\nruntime = "podman"\n[[runs]]\nname = "a"\nmodel = "m"\nserve = {}\n', '`runtime` needs launcher = "container"', 4),
         ('[[runs]]\nname = "a"\nmodel = "m"\nbase_url = "http://h/v1"\nserve = { gpus = 1 }\n', "has `serve` and `base_url`", 6),
         ('[[runs]]\nname = "a"\nmodel = "m"\nserve = { gpu = 1 }\n', "unknown key `gpu` in serve", 6),
         ('[[runs]]\nname = "a"\nmodel = "m"\nserve = { gpus = -1 }\n', "serve.gpus must be an integer >= 0", 6),
@@ -204,3 +205,13 @@ def test_a_served_run_sends_its_served_name_and_no_url_of_the_defaults(tmp_path:
     assert b.serve is None and b.options["base_url"] == "http://h/v1"
     assert sweep.serve.gpus == ["0", "1"] and sweep.serve.command == ["vllm", "serve"]
     assert json.loads(json.dumps(sweep.serve.slurm)) == {}
+
+
+def test_the_container_runtime_is_the_files_choice(tmp_path: Path, specs: dict) -> None:
+    sweep = load(tmp_path, specs, '[serve]\nlauncher = "container"\nruntime = "podman"\nimage = "img:1"\n'
+                 '[[runs]]\nname = "a"\nmodel = "org/m"\nserve = { gpus = 0 }\n')  # fmt: skip
+    assert (sweep.serve.launcher, sweep.serve.runtime, sweep.serve.image) == ("container", "podman", "img:1")
+    unset = load(
+        tmp_path, specs, '[serve]\nlauncher = "container"\n[[runs]]\nname = "a"\nmodel = "m"\nserve = {}\n'
+    )
+    assert unset.serve.runtime is None

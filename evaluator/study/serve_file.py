@@ -3,7 +3,8 @@ and a run's `serve = { revision, gpus, args }` and `served_model_name` (docs/ser
 
 [serve]: `executor` (local, slurm), `gpus` (the local pool: a list of GPU ids; default every GPU
 nvidia-smi lists), `command` (the server program as a list; default ["vllm", "serve"]) or
-`launcher = "container"` with `image`; for slurm also `partition`, `account`, `qos`, `constraint`,
+`launcher = "container"` with `image` and `runtime` (docker or podman; default docker when it is on
+PATH, else podman); for slurm also `partition`, `account`, `qos`, `constraint`,
 `reservation`, `time`, `gpus_per_node`, `cpus_per_gpu`, `mem_per_gpu`, `setup` (their meaning is the
 Slurm executor's, evaluator/study/executors/slurm.py). Any other key is an error naming the line.
 """
@@ -26,7 +27,7 @@ class _Where(Protocol):
 
 EXECUTORS = ("local", "slurm")
 LAUNCHERS = ("process", "container")
-SERVE_KEYS = ("executor", "gpus", "command", "launcher", "image")
+SERVE_KEYS = ("executor", "gpus", "command", "launcher", "image", "runtime")
 SLURM_KEYS = (
     "partition",
     "account",
@@ -50,6 +51,8 @@ class ServeTable(msgspec.Struct, frozen=True, kw_only=True):
     command: list[str] = msgspec.field(default_factory=lambda: list(DEFAULT_COMMAND))
     launcher: str = "process"
     image: str = DEFAULT_IMAGE
+    runtime: str | None = None
+    """The container program (docker, podman or a path to one); None: docker when it is on PATH, else podman."""
     slurm: dict[str, Any] = msgspec.field(default_factory=dict)
 
 
@@ -95,6 +98,7 @@ def serve_table(where: _Where, data: dict[str, Any]) -> ServeTable:
         command=list(table.get("command", DEFAULT_COMMAND)),
         launcher=table.get("launcher", "process"),
         image=table.get("image", DEFAULT_IMAGE),
+        runtime=table.get("runtime"),
         slurm=slurm,
     )
 
@@ -110,6 +114,7 @@ def _check_serve_values(where: _Where, table: dict[str, Any]) -> None:
         "command": (lambda v: _strings(v) and len(v) > 0, 'a non-empty list of strings, e.g. ["vllm", "serve"]'),
         "launcher": (lambda v: v in LAUNCHERS, f"one of {', '.join(LAUNCHERS)}"),
         "image": (lambda v: isinstance(v, str) and v.strip(), "an image name"),
+        "runtime": (lambda v: isinstance(v, str) and v.strip(), 'a container program, e.g. "podman"'),
         "partition": (lambda v: isinstance(v, str), "a string"),
         "account": (lambda v: isinstance(v, str), "a string"),
         "qos": (lambda v: isinstance(v, str), "a string"),
@@ -129,8 +134,9 @@ def _check_serve_values(where: _Where, table: dict[str, Any]) -> None:
         raise where.fail(
             here, "command", '[serve] has `command` and launcher = "container": give one of them'
         )
-    if "image" in table and table.get("launcher") != "container":
-        raise where.fail(here, "image", '[serve] `image` needs launcher = "container"')
+    for key in ("image", "runtime"):
+        if key in table and table.get("launcher") != "container":
+            raise where.fail(here, key, f'[serve] `{key}` needs launcher = "container"')
 
 
 def run_serve(where: _Where, i: int, name: str, table: dict[str, Any]) -> RunServe | None:

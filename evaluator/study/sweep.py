@@ -117,7 +117,10 @@ class Sweep:
         if run.serve is None:
             return None
         table = self.sweep.serve
-        runtime = "docker" if shutil.which("docker") or not shutil.which("podman") else "podman"
+        # a docker client without an engine is common (podman hosts): the file's `runtime` settles it
+        runtime = table.runtime or (
+            "docker" if shutil.which("docker") or not shutil.which("podman") else "podman"
+        )
         return ServerSpec(
             model=run.model,
             served_name=run.serve.served_name,

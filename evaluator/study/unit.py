@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -39,6 +40,8 @@ from evaluator.runfolder.provenance import LAUNCH_ENV
 from evaluator.runfolder.runconfig import Launch
 from evaluator.study.launch import ServerSpec, missing_program
 from evaluator.study.server import Server, ServerFailure, Stopped, last_error_line
+
+IMAGE_ID_RE = re.compile(r"[0-9a-f]{64}")
 
 # evaluate's exit codes (evaluator.evaluation.evaluate) as run states
 STATES = {0: "done", 1: "error", 2: "refused", 3: "failed", 130: "interrupted"}
@@ -200,7 +203,22 @@ def serving_env(spec: ServerSpec, gpus: list[str]) -> dict[str, str]:
     described = _nvidia_smi_gpus(gpus)
     if described:
         env["DOCCOUNT_GPUS"] = described
+    image = _image_id(spec) if spec.launcher == "container" else None
+    if image:
+        env["DOCCOUNT_IMAGE_VLLM"] = image
     return env
+
+
+def _image_id(spec: ServerSpec) -> str | None:
+    """The serving image's id (a tag can move; the id names the bytes that served): docker prints it as
+    sha256:HEX, podman as bare HEX."""
+    query = [spec.runtime, "image", "inspect", "--format", "{{.Id}}", spec.image]
+    try:
+        out = subprocess.run(query, capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    found = out.stdout.strip().removeprefix("sha256:")
+    return f"sha256:{found}" if out.returncode == 0 and IMAGE_ID_RE.fullmatch(found) else None
 
 
 def _nvidia_smi_gpus(gpus: list[str]) -> str | None:
