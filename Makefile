@@ -300,12 +300,14 @@ eval-remote: image-eval
 # Offline batch (docs/batch.md): `doccount batch prepare` writes the input files under runs/RUN/batch/,
 # `vllm run-batch` runs each one inside the vLLM image (GPUs, no server), `doccount batch collect` reads
 # the outputs into records, then score. Re-running continues: only rows not yet done are prepared.
+# MODEL_REVISION pins the weights run-batch loads, and run_config.json `serving` records them.
 BATCH_MAX_MB ?= 190
 eval-batch: image-eval image-vllm
 	$(need_model)
 	mkdir -p runs '$(HF_CACHE_DIR)/hub/.locks' '$(HF_CACHE_DIR)/xet'
 	$(DOCKER) run --rm $(RUN_USER_ARGS) -v '$(CURDIR)/runs':/workspace/runs \
 	  -v '$(HF_CACHE_DIR)':/cache/huggingface $(DATA_MOUNT) -e HF_TOKEN -e HF_HUB_OFFLINE \
+	  $(addprefix -e ,$(STACK_PROVENANCE)) \
 	  $(EVAL_IMAGE) batch prepare --backend vllm --model '$(SERVED_MODEL_NAME)' --run-name '$(RUN)' \
 	  --batch-max-mb $(BATCH_MAX_MB) $(EVAL_DATA_ARGS) $(EVAL_ARGS) > 'runs/.eval-batch-$(RUN).files'
 	set -e; for f in $$(cat 'runs/.eval-batch-$(RUN).files'); do \
@@ -313,7 +315,8 @@ eval-batch: image-eval image-vllm
 	  $(DOCKER) run --rm --gpus all -v '$(CURDIR)/runs':/workspace/runs -v '$(HF_CACHE_DIR)':/root/.cache/huggingface \
 	    -e HF_TOKEN -e HF_HUB_OFFLINE --entrypoint vllm $(VLLM_IMAGE) run-batch \
 	    -i "/workspace/runs/$$rel" -o "/workspace/runs/$${rel%.jsonl}.output.jsonl" \
-	    --model '$(MODEL)' --served-model-name '$(SERVED_MODEL_NAME)' --limit-mm-per-prompt '{"image":1}' $(VLLM_ARGS); \
+	    --model '$(MODEL)' $(if $(MODEL_REVISION),--revision '$(MODEL_REVISION)' --tokenizer-revision '$(MODEL_REVISION)') \
+	    --served-model-name '$(SERVED_MODEL_NAME)' --limit-mm-per-prompt '{"image":1}' $(VLLM_ARGS); \
 	done
 	$(DOCKER) run --rm $(RUN_USER_ARGS) -v '$(CURDIR)/runs':/workspace/runs $(EVAL_IMAGE) \
 	  batch collect --run-root 'runs/$(RUN)' $$(sed 's/\.jsonl$$/.output.jsonl/' 'runs/.eval-batch-$(RUN).files')

@@ -289,8 +289,12 @@ def test_interrupt_then_cancel_then_rerun(tmp_path: Path, emu: BatchEmulator, da
 def test_prepare_then_collect_offline(tmp_path: Path, data12: str) -> None:
     root = tmp_path / "p"
     args = ["--model", "test-model", "--backend", "vllm", "--data-files", data12, "--run-root", str(root)]
-    res = run_cli("batch", "prepare", *args, "--batch-max-mb", "0.005")
+    # make eval-batch names the weights run-batch will load (STACK_PROVENANCE): they are recorded
+    served = {"DOCCOUNT_SERVED_MODEL": "org/tiny", "DOCCOUNT_MODEL_REVISION": "v1"}
+    res = run_cli("batch", "prepare", *args, "--batch-max-mb", "0.005", env=served)
     assert res.returncode == 0, res.stderr
+    serving = json.loads((root / "run_config.json").read_text())["serving"]
+    assert (serving["model"], serving["revision"]) == ("org/tiny", "v1")
     files = [Path(p) for p in res.stdout.split()]
     assert len(files) >= 3 and all(p.exists() and p.suffix == ".jsonl" for p in files)
     again = run_cli("batch", "prepare", *args)

@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import subprocess
 import sys
 import tarfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import TestServer, doccount_rows, write_doccount
+from conftest import REPO, TestServer, doccount_rows, write_doccount
 from datagen import doccount_reply
 from hub_test_server import HubRepo, HubTestServer, git_blob_id
 from test_hub import closed_port_url, doccount, hf
@@ -176,3 +177,17 @@ def test_a_run_records_the_commit_of_the_weights_that_served_it(hub: HubTestServ
         * 2,
     }
     assert isinstance(serving["server_version"], str) and serving["server_version"]
+
+
+def test_eval_batch_pins_the_weights_run_batch_loads_and_records_them() -> None:
+    """make eval-batch: MODEL_REVISION reaches `vllm run-batch` (weights and tokenizer) and the prepare
+    step's environment, so run_config.json `serving` says which weights answered."""
+    r = subprocess.run(
+        ["make", "-n", "eval-batch", f"MODEL={MODEL}", "MODEL_REVISION=v1", "SKIP_BUILD=1", "DOCKER=true"],
+        capture_output=True, text=True, cwd=REPO,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    run_batch = next(line for line in r.stdout.splitlines() if "run-batch" in line)
+    assert "--revision 'v1' --tokenizer-revision 'v1'" in r.stdout[r.stdout.index("run-batch") :], run_batch
+    prepare = r.stdout[: r.stdout.index("batch prepare")]
+    assert f"-e DOCCOUNT_SERVED_MODEL='{MODEL}'" in prepare and "-e DOCCOUNT_MODEL_REVISION='v1'" in prepare
