@@ -43,9 +43,11 @@ class Snapshot:
     offline: bool
 
 
-def repo_folder(cache_dir: str | os.PathLike[str], repo_id: str) -> Path:
-    """The cache folder of a dataset repo (huggingface_hub's `repo_folder_name`)."""
-    return Path(cache_dir) / ("datasets--" + repo_id.replace("/", "--"))
+def repo_folder(cache_dir: str | os.PathLike[str], repo_id: str, repo_type: str = REPO_TYPE) -> Path:
+    """The cache folder of a repo, as huggingface_hub names it."""
+    from huggingface_hub.file_download import repo_folder_name
+
+    return Path(cache_dir) / repo_folder_name(repo_id=repo_id, repo_type=repo_type)
 
 
 def hub_cache_dir() -> str:

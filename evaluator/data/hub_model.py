@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from evaluator.core.text import one_line
-from evaluator.data.hub import COMMIT_RE, hub_cache_dir
+from evaluator.data.hub import COMMIT_RE, hub_cache_dir, repo_folder
 
 REPO_TYPE = "model"
 
@@ -34,11 +34,6 @@ class ModelSnapshot:
     files: int
     size: int
     offline: bool
-
-
-def model_folder(cache_dir: str, repo_id: str) -> Path:
-    """The cache folder of a model repo (huggingface_hub's `repo_folder_name`)."""
-    return Path(cache_dir) / ("models--" + repo_id.replace("/", "--"))
 
 
 def serve_command(repo_id: str, commit: str) -> str:
@@ -97,7 +92,7 @@ def model_error(exc: Exception, repo_id: str, revision: str | None, offline: boo
         return HubModelError(
             f"{repo_id} at revision {rev} is not (completely) in the Hugging Face cache ({hub_cache_dir()}) "
             f"and {why}: run `{fetch}` where the hub is reachable, with the same HF_HOME or HF_HUB_CACHE "
-            f"(or copy its {model_folder('', repo_id).name} folder here){hint}"
+            f"(or copy its {repo_folder('', repo_id, REPO_TYPE).name} folder here){hint}"
         )
     if isinstance(exc, (errors.HfHubHTTPError, OSError, ValueError)):
         return HubModelError(
@@ -108,7 +103,7 @@ def model_error(exc: Exception, repo_id: str, revision: str | None, offline: boo
 
 
 def cached_model_commits(cache_dir: str, repo_id: str) -> list[str]:
-    snaps = model_folder(cache_dir, repo_id) / "snapshots"
+    snaps = repo_folder(cache_dir, repo_id, REPO_TYPE) / "snapshots"
     if not snaps.is_dir():
         return []
     return sorted(p.name for p in snaps.iterdir() if p.is_dir() and COMMIT_RE.fullmatch(p.name))
