@@ -710,6 +710,8 @@ EOF
 # itself (podman run --network host, the HF cache mounted, the revision and args on its command line),
 # waits for /health and the served name in /v1/models, evaluates, and stops the container by name.
 # No container may outlive the sweep, and run_config.json names the image id, the commit and the argv.
+# --kv-cache-memory-bytes: the CPU backend otherwise reserves 92% of a NUMA node's memory and refuses to
+# start when the page cache holds more than 8% of it (compose.cpu-test.yaml sets VLLM_CPU_KVCACHE_SPACE).
 sweep_container() {
     local dir="$WORK/sweep-container"
     mkdir -p "$dir"
@@ -733,7 +735,7 @@ gpus = []
 name = "tiny-c"
 model = "$TINY_ID"
 served_model_name = "tiny-c"
-serve = { revision = "main", gpus = 0, args = ["--dtype", "bfloat16", "--max-model-len", "2048", "--max-num-seqs", "4", "--enforce-eager"] }
+serve = { revision = "main", gpus = 0, args = ["--dtype", "bfloat16", "--max-model-len", "2048", "--max-num-seqs", "4", "--enforce-eager", "--kv-cache-memory-bytes", "1073741824"] }
 TOML
     CLEANUP_CMDS+=("podman ps -a -q --filter name=doccount-tiny-c | xargs -r podman rm -f -t 0")
     env HF_HOME="$HF" HF_HUB_OFFLINE=1 "$REPO/.venv/bin/doccount" sweep "$dir/sweep.toml" --run-root "$dir/runs" \
