@@ -378,6 +378,7 @@ lint: $(VENV_STAMP) $(TOOLS_STAMP)
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/lint-imports
 	$(VENV)/bin/vulture
+	$(VENV)/bin/mypy
 	$(TOOLS_VENV)/bin/hadolint Dockerfile.eval Dockerfile.vllm Dockerfile.vllm-cpu
 	env -u MODEL_API_KEY -u HF_TOKEN -u VLLM_API_KEY MODEL=lint-check \
 	  $(COMPOSE_CHECK) -f compose.yaml config -q

@@ -16,6 +16,7 @@ from evaluator.data.benchmarks import get_benchmark
 from evaluator.runfolder.runconfig import RunConfig
 from evaluator.scoring import MergedRun, ScoreError, outcome_of
 from evaluator.scoring.leaderboard import BoardRun, build_leaderboard, cost_of, holm, tokens_of
+from evaluator.scoring.row import ScoredRow, row_from_line
 
 CLASSES = ("Brand Logo", "Photograph", "Table", "Chart / Graph")
 
@@ -45,7 +46,12 @@ def merged(
     config = {"benchmark": "doccount", "model": model, "endpoint": url, "endpoints": [url]}
     if repeats > 1:
         config["repeats"] = repeats
-    return MergedRun(Path("."), RunConfig.from_dict(config), get_benchmark("doccount"), [], rows, {})
+    return MergedRun(Path("."), RunConfig.from_dict(config), get_benchmark("doccount"), [], typed(rows), {})
+
+
+def typed(rows: list[dict[str, Any]]) -> list[ScoredRow]:
+    """The rows as the merge makes them (each line read as responses.jsonl is)."""
+    return [r for line in rows if (r := row_from_line(line)) is not None]
 
 
 def board(*runs: tuple[str, list[dict[str, Any]]], **kw: Any) -> dict[str, Any]:
@@ -101,7 +107,7 @@ def test_tokens_count_failed_and_earlier_attempts_and_the_cost_follows_the_price
     r1 = row(
         1, False, status="request_error", parsed_answer=None, retry_errors=[failed], usage=failed["usage"]
     )
-    t = tokens_of([r0, r1])
+    t = tokens_of(typed([r0, r1]))
     # r1's own usage is its last failed attempt's: counted once
     assert t == {"prompt": 100 + 7 + 5 + 7 + 7, "completion": 40 + 3 + 5 + 3 + 3, "reasoning": 30, "cached": 60,
                  "total": 140 + 10 + 10 + 10 + 10, "failed_attempts": 30}  # fmt: skip

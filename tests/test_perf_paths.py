@@ -36,6 +36,7 @@ from evaluator.runfolder.runconfig import RunConfig
 from evaluator.runfolder.selection import done_keys, record_key, record_problem
 from evaluator.scoring import select as scoring_select
 from evaluator.scoring import write as scoring_write
+from evaluator.scoring.row import ScoredRow
 from evaluator.scoring.stats import PERCENTILES, describe, percentile
 
 pytestmark = pytest.mark.timeout(120)
@@ -282,12 +283,13 @@ def _plain_usage(rows: list[dict]) -> dict:
     return out
 
 
-def _plain_groups(benchmark, rows: list[dict]) -> dict:
+def _plain_groups(benchmark, rows: list[ScoredRow]) -> dict:
+    """Grouped from each row's written line (not its typed fields); the blocks by the library's functions."""
     out: dict[str, Any] = {}
     for name in benchmark.group_fields:
-        members: dict[str, list[dict]] = {}
+        members: dict[str, list[ScoredRow]] = {}
         for row in rows:
-            for key in scoring.group_keys(row.get("groups") or {}, name):
+            for key in scoring.group_keys(row.line.get("groups") or {}, name):
                 members.setdefault(key, []).append(row)
         order = scoring.ordered_values(benchmark, name, set(members))
         values = {}
@@ -298,18 +300,20 @@ def _plain_groups(benchmark, rows: list[dict]) -> dict:
                 "outcomes": scoring.outcome_counts(sub),
                 "extra_metrics": scoring.extra_metrics_of(benchmark, sub) if sub else {},
             }
-        multi = any(isinstance((r.get("groups") or {}).get(name), list) for r in rows)
+        multi = any(isinstance((r.line.get("groups") or {}).get(name), list) for r in rows)
         out[name] = {"multi_valued": multi, "order": order, "values": values}
     return out
 
 
-def _plain_buckets(benchmark, rows: list[dict]) -> dict:
+def _plain_buckets(benchmark, rows: list[ScoredRow]) -> dict:
     buckets = list(scoring.BUCKETS)
-    if benchmark.name in scoring.BENCHMARKS_WITH_ZERO_COUNTS or 0 in [r.get("ground_truth") for r in rows]:
+    if benchmark.name in scoring.BENCHMARKS_WITH_ZERO_COUNTS or 0 in [
+        r.line.get("ground_truth") for r in rows
+    ]:
         buckets.insert(0, scoring.ZERO_BUCKET)
-    members: dict[str, list[dict]] = {name: [] for name, _, _ in buckets}
+    members: dict[str, list[ScoredRow]] = {name: [] for name, _, _ in buckets}
     for row in rows:
-        truth = row.get("ground_truth")
+        truth = row.line.get("ground_truth")
         members.setdefault(
             scoring.bucket_of(truth if core_values.is_int(truth) else None, buckets), []
         ).append(row)
@@ -411,11 +415,11 @@ def test_scoring_fast_paths_agree_with_the_plain_code(benchmark, entries, record
 
         merged = scoring.merge_run(root)
         rows = merged.rows
-        assert merged.summary["usage"] == _plain_usage(rows)
+        assert merged.summary["usage"] == _plain_usage([r.line for r in rows])
         assert merged.summary["groups"] == _plain_groups(bench, rows)
         assert merged.summary["count_buckets"] == _plain_buckets(bench, rows)
         plain_bytes = scoring.merged_jsonl(rows, merged.lenient_rows)
-        assert_responses_form(plain_bytes, rows)
+        assert_responses_form(plain_bytes, [r.line for r in rows])
 
         old_chunk = scoring_write.MERGED_CHUNK_ROWS
         scoring_write.MERGED_CHUNK_ROWS = chunk  # several chunks even for a handful of rows

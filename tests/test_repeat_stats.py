@@ -10,6 +10,7 @@ from scipy import stats as sps
 
 from evaluator.scoring.identity import first_difference, response_identity, tokens
 from evaluator.scoring.repeats import repeat_accuracy_block, repeat_metrics
+from evaluator.scoring.row import ScoredRow, row_from_line
 from evaluator.scoring.stats import bootstrap_mean_interval
 
 
@@ -81,7 +82,7 @@ def test_response_identity_pairs_by_question_and_repeat() -> None:
         row("c", 0, None, status="request_error"),
     ]
     new = [row("a", 1, "x z"), row("a", 0, "x y"), row("b", 0, "p", "r2"), row("c", 0, "q")]
-    c = response_identity(original, new)
+    c = response_identity(typed(original), typed(new))
     assert (c["paired"], c["compared"], c["identical"], c["differing"], c["without_response"]) == (
         4,
         3,
@@ -93,4 +94,8 @@ def test_response_identity_pairs_by_question_and_repeat() -> None:
         {"sample_id": "b", "repeat": 0, "field": "reasoning_text", "token": 0, "char": 0}
     ]
     # no repeat field is repeat 0
-    assert response_identity([row("a", None, "t")], [row("a", 0, "t")])["identical"] == 1
+    assert response_identity(typed([row("a", None, "t")]), typed([row("a", 0, "t")]))["identical"] == 1
+
+
+def typed(lines: list[dict]) -> list[ScoredRow]:
+    return [r for line in lines if (r := row_from_line(line)) is not None]

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from evaluator.archive.reproduce import render_comparison, reproduction_check
+from evaluator.scoring.row import ScoredRow, row_from_line
 
 
-def rows(correct: list[bool], repeats: int | None) -> list[dict]:
+def rows(correct: list[bool], repeats: int | None) -> list[ScoredRow]:
     out = []
     for i, c in enumerate(correct):
         r = {
@@ -17,7 +18,7 @@ def rows(correct: list[bool], repeats: int | None) -> list[dict]:
         if repeats:
             r["repeat"] = i % repeats
         out.append(r)
-    return out
+    return [row for r in out if (row := row_from_line(r))]
 
 
 def test_repeated_runs_pair_responses_not_questions() -> None:

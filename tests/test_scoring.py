@@ -213,7 +213,10 @@ def test_responses_jsonl_one_row_per_question_in_manifest_order(doc_run: Path, t
     assert by_index[9]["status"] == "request_error" and by_index[9]["outcome"] == "request_error"
     assert by_index[5]["outcome"] == "parse_failure"
     merged = merge_run(run)
-    assert [r["sample_id"] for r in merged.rows] == manifest and merged.summary["primary"]["questions"] == 16
+    assert [r.sample_id for r in merged.rows] == manifest and merged.summary["primary"]["questions"] == 16
+    # the typed rows read what was written: each row's line is its responses.jsonl line
+    assert [r.line for r in merged.rows] == rows
+    assert [(r.outcome, r.correct) for r in merged.rows] == [(r["outcome"], r["correct"]) for r in rows]
 
 
 def test_rescoring_is_byte_identical(doc_run: Path, tmp_path: Path) -> None:
@@ -395,9 +398,7 @@ def test_latest_record_wins_and_ground_truth_comes_from_the_manifest(tmp_path: P
     assert s["groups"]["target_class"]["values"]["Brand Logo"]["questions"] == 0
     assert s["groups"]["target_class"]["values"]["Oddity"]["correct"] == 0
     rows = merge_run(run).rows
-    assert (
-        rows[2]["ground_truth"] == 9 and rows[2]["record_ground_truth"] == 5 and rows[2]["correct"] is False
-    )
+    assert rows[2].ground_truth == 9 and rows[2].record_ground_truth == 5 and rows[2].correct is False
 
 
 def test_countqa_relaxed_accuracy_subgroups_and_zero_bucket(tmp_path: Path) -> None:

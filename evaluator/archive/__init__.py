@@ -57,7 +57,6 @@ from evaluator.archive.plan import (  # noqa: F401
 from evaluator.archive.reproduce import (  # noqa: F401  (the package's face)
     check_reproduction_data,
     config_of,
-    read_rows,
     render_comparison,
     reproduce,
     reproduction_check,

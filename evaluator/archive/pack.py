@@ -314,8 +314,8 @@ def create_archive(
     entries[SUMS] = "".join(f"{sha256_hex(entries[n])}  {n}\n" for n in sorted(entries)).encode("utf-8")
     top = f"{run_name}{TOP_SUFFIX}"
     try:
-        with atomic_file(output) as raw:
-            write_tar_gz(raw, top, entries)
+        with atomic_file(output) as sink:
+            write_tar_gz(sink, top, entries)
     except OSError as exc:
         raise ArchiveError(f"cannot write {output} ({exc.strerror})") from None
     blob = output.read_bytes()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import tempfile
 from pathlib import Path
@@ -25,7 +24,6 @@ from evaluator.archive.verify import (
     verify_archive,
 )
 from evaluator.core.jsonl import printable
-from evaluator.core.keys import record_key
 from evaluator.core.output import answer, say
 from evaluator.data.benchmarks import get_benchmark
 from evaluator.data.parquet import (
@@ -45,6 +43,7 @@ from evaluator.runfolder.files import CONFIG, MERGED
 from evaluator.scoring import score_run
 from evaluator.scoring.compare import compare_runs, paired_table
 from evaluator.scoring.identity import render_identity, response_identity
+from evaluator.scoring.row import ScoredRow, read_scored_rows
 from evaluator.scoring.stats import mcnemar_exact
 
 # ----------------------------------------------------------------------------- reproduce
@@ -112,20 +111,12 @@ def check_reproduction_data(config: dict[str, Any], data_files: str | None) -> t
     return args, where
 
 
-def read_rows(path: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-
-
-def reproduction_check(original: list[dict[str, Any]], new: list[dict[str, Any]]) -> dict[str, Any]:
+def reproduction_check(original: list[ScoredRow], new: list[ScoredRow]) -> dict[str, Any]:
     """The original and the reproduced rows paired by (sample_id, repeat): the paired right/wrong table
     (scoring.compare.paired_table), its exact McNemar p, and how many answers and request bytes match."""
-    by_id = {record_key(r): r for r in new if isinstance(r.get("sample_id"), str)}
-    pairs = [
-        (o, by_id[record_key(o)])
-        for o in original
-        if isinstance(o.get("sample_id"), str) and record_key(o) in by_id
-    ]
-    t = paired_table([bool(o.get("correct")) for o, _ in pairs], [bool(r.get("correct")) for _, r in pairs])
+    by_id = {r.key: r for r in new}
+    pairs = [(o, by_id[o.key]) for o in original if o.key in by_id]
+    t = paired_table([o.correct for o, _ in pairs], [r.correct for _, r in pairs])
     table = {
         "both_right": t["both_correct"],
         "only_original": t["only_a"],
@@ -133,19 +124,15 @@ def reproduction_check(original: list[dict[str, Any]], new: list[dict[str, Any]]
         "both_wrong": t["neither"],
     }
     same_answer = sum(
-        1
-        for o, r in pairs
-        if o.get("parsed_answer") is not None and o.get("parsed_answer") == r.get("parsed_answer")
+        1 for o, r in pairs if o.parsed_answer is not None and o.parsed_answer == r.parsed_answer
     )
-    same_request = sum(
-        1 for o, r in pairs if o.get("request_sha256") and o.get("request_sha256") == r.get("request_sha256")
-    )
-    repeated = any(o.get("repeat") is not None for o, _ in pairs)  # --repeats: pairs are (question, repeat)
+    same_request = sum(1 for o, r in pairs if o.request_sha256 and o.request_sha256 == r.request_sha256)
+    repeated = any(o.repeat is not None for o, _ in pairs)  # --repeats: pairs are (question, repeat)
     return {
         "questions": len(pairs),
         "unit": "responses (question, repeat)" if repeated else "questions",
-        "original_correct": sum(1 for o in original if o.get("correct")),
-        "reproduction_correct": sum(1 for r in new if r.get("correct")),
+        "original_correct": sum(1 for o in original if o.correct),
+        "reproduction_correct": sum(1 for r in new if r.correct),
         "table": table,
         "mcnemar_p": mcnemar_exact(table["only_original"], table["only_reproduction"]),
         "same_answer": same_answer,
@@ -262,7 +249,7 @@ def _evaluate_with_prompts(args: list[str], prompts: Path) -> int:
 
 def _print_comparison(original_dir: Path, new_root: Path, name: str | None) -> None:
 
-    paired = reproduction_check(read_rows(original_dir / MERGED), read_rows(new_root / MERGED))
+    paired = reproduction_check(read_scored_rows(original_dir / MERGED), read_scored_rows(new_root / MERGED))
     full = True
     try:
         answer(printable(compare_runs([original_dir, new_root]).markdown))
@@ -270,4 +257,8 @@ def _print_comparison(original_dir: Path, new_root: Path, name: str | None) -> N
         say(f"warning: the full comparison failed ({exc})")
         full = False
     answer(render_comparison(paired, name or "original", new_root.name, table=not full))
-    answer(render_identity(response_identity(read_rows(original_dir / MERGED), read_rows(new_root / MERGED))))
+    answer(
+        render_identity(
+            response_identity(read_scored_rows(original_dir / MERGED), read_scored_rows(new_root / MERGED))
+        )
+    )

@@ -150,15 +150,15 @@ def _check_recorded_hashes(
             problems.append(Problem(entry, f"does not match the SHA-256 recorded in {CONFIG} prompts"))
     containers = config.environment.get("containers") or {}
     for name, env in BUNDLE_FILES.items():
-        expected = containers.get(env) if env else None
-        if not expected:
+        image_sha = containers.get(env) if env else None
+        if not image_sha:
             continue
         n += 1
         if name not in archive.files:
             problems.append(
                 Problem(name, f"{CONFIG} records its SHA-256 ({env}) but it is missing from the archive")
             )
-        elif sha256_hex(archive.files[name]) != expected:
+        elif sha256_hex(archive.files[name]) != image_sha:
             problems.append(
                 Problem(name, f"does not match the SHA-256 recorded in {CONFIG} environment.containers.{env}")
             )

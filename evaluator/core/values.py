@@ -3,15 +3,22 @@
 from __future__ import annotations
 
 import math
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, TypeGuard
 
 
-def is_int(v: Any) -> bool:
+def is_int(v: Any) -> TypeGuard[int]:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
-def is_num(v: Any) -> bool:
+def is_num(v: Any) -> TypeGuard[int | float]:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def object_at(d: Mapping[str, Any], key: str) -> dict[str, Any]:
+    """d[key] when it is a JSON object, else an empty one (a summary or config read back may hold anything)."""
+    v = d.get(key)
+    return v if isinstance(v, dict) else {}
 
 
 MAX_PRICE = 10_000.0  # USD per 1M tokens: 15 times the dearest price listed anywhere (above it: an error)

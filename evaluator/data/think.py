@@ -17,7 +17,7 @@ _BLOCK = re.compile(r'<think(?:\s+signature="([^"]*)")?(?:\s+redacted="(true)")?
 
 def has_inline_think(text: str | None) -> bool:
     """True when the visible text carries a think block (an opening or a closing tag)."""
-    return bool(text) and ("<think" in text or "</think>" in text)
+    return text is not None and ("<think" in text or "</think>" in text)
 
 
 def strip_think_block(text: str | None) -> str | None:

@@ -108,7 +108,8 @@ def recorded_batches(records: Iterable[dict[str, Any]]) -> dict[Key, set[str]]:
     for rec in records:
         bid = rec.get("batch_id")
         if isinstance(bid, str) and isinstance(rec.get("sample_id"), str):
-            repeat = rec.get("repeat") if isinstance(rec.get("repeat"), int) else 0
+            r = rec.get("repeat")
+            repeat = r if isinstance(r, int) else 0
             out.setdefault((rec["sample_id"], repeat), set()).add(bid)
     return out
 

@@ -285,7 +285,7 @@ def fresh_run_config(
     summary = settings_summary(settings)
     if shape_preset:
         summary["preset"] = shape_preset.record()
-    first = next(iter(servers.values()), {})
+    first: dict[str, Any] = next(iter(servers.values()), {})
     return build_run_config(
         summary,
         data_record(source, manifest, selection),

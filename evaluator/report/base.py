@@ -9,10 +9,10 @@ from importlib import resources
 from typing import Any
 
 from evaluator.core.output import say
-from evaluator.core.values import is_int
 from evaluator.data.benchmarks.base import Benchmark
-from evaluator.scoring import group_keys, group_value_key, outcome_of
+from evaluator.scoring import group_keys, group_value_key
 from evaluator.scoring.base import ci_text, pct_text
+from evaluator.scoring.row import ScoredRow
 
 REPORT_FILE = "report.html"
 SCORES_DIR = "scores"
@@ -108,12 +108,6 @@ def group_values(groups: dict[str, Any], name: str) -> list[str]:
     return [k.replace("|", "¦") for k in group_keys(groups, name)]
 
 
-def outcome(row: dict[str, Any]) -> str:
-    """The row's outcome as scoring's merge set it (or derived the same way for a bare record)."""
-    got = row.get("outcome")
-    return got if got in STATUS_LABELS else outcome_of(row)
-
-
 def attr_name(name: str) -> str:
     return re.sub(r"[^a-z0-9_-]+", "-", name.lower())
 
@@ -131,31 +125,28 @@ def clip_text(text: str, keep: int = TEXT_KEEP) -> tuple[str, int]:
     return text[:keep] + marker + text[-keep:], omitted
 
 
-def answer_of(row: dict[str, Any]) -> int | None:
-    a = row.get("parsed_answer")
-    return a if outcome(row) == "ok" and is_int(a) else None
+def answer_of(row: ScoredRow) -> int | None:
+    return row.parsed_answer if row.outcome == "ok" else None
 
 
-def error_of(row: dict[str, Any]) -> int | None:
-    a, t = answer_of(row), row.get("ground_truth")
-    return a - t if a is not None and is_int(t) else None
+def error_of(row: ScoredRow) -> int | None:
+    a, t = answer_of(row), row.ground_truth
+    return a - t if a is not None and t is not None else None
 
 
-def direction_of(row: dict[str, Any]) -> str:
+def direction_of(row: ScoredRow) -> str:
     err = error_of(row)
     if err is None:
         return "none"
     return "over" if err > 0 else "under" if err < 0 else "exact"
 
 
-def fallback_of(row: dict[str, Any], benchmark: Benchmark) -> int | None:
-    fb = row.get("fallback_answer")
-    if is_int(fb):
-        return fb
-    text = row.get("response_text")
-    if outcome(row) in ("ok", "parse_failure") and isinstance(text, str):
+def fallback_of(row: ScoredRow, benchmark: Benchmark) -> int | None:
+    if row.fallback_answer is not None:
+        return row.fallback_answer
+    if row.outcome in ("ok", "parse_failure") and row.response_text is not None:
         try:
-            return benchmark.fallback(text)
+            return benchmark.fallback(row.response_text)
         except Exception:
             return None
     return None

@@ -6,7 +6,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from evaluator.core.keys import record_key
+from evaluator.core.values import object_at
 from evaluator.data.benchmarks.base import Benchmark
 from evaluator.report import pieces
 from evaluator.report.base import (
@@ -21,7 +21,6 @@ from evaluator.report.base import (
     error_of,
     log_to_stderr,
     members,
-    outcome,
     pct,
 )
 from evaluator.report.pagedata import PageData, load_page_data
@@ -30,21 +29,22 @@ from evaluator.report.run_facts import data_parts, dates_text, sampling_text
 from evaluator.report.run_page import write_page
 from evaluator.report.templates import render
 from evaluator.scoring import MergedRun, merge_run
+from evaluator.scoring.row import ScoredRow
 
-Pair = tuple[str, "dict[str, Any] | None", "dict[str, Any] | None"]
+Pair = tuple[str, "ScoredRow | None", "ScoredRow | None"]
 
 
-def verdict_of(a: dict[str, Any] | None, b: dict[str, Any] | None) -> str:
+def verdict_of(a: ScoredRow | None, b: ScoredRow | None) -> str:
     if a is None or b is None:
         return "unpaired"
-    ca, cb = bool(a.get("correct")), bool(b.get("correct"))
+    ca, cb = a.correct, b.correct
     if ca and cb:
         return "both_right"
     if ca:
         return "only_a"
     if cb:
         return "only_b"
-    same = (answer_of(a), outcome(a)) == (answer_of(b), outcome(b))
+    same = (answer_of(a), a.outcome) == (answer_of(b), b.outcome)
     return "both_wrong_same" if same else "both_wrong_diff"
 
 
@@ -52,8 +52,8 @@ def render_compare(ma: MergedRun, mb: MergedRun, page: PageData, names: tuple[st
     bench = ma.benchmark
     title = TITLES.get(bench.name, bench.name)
     # paired by (question, repeat): with --repeats each response meets its own counterpart
-    a_rows = {record_key(r): r for r in ma.rows}
-    b_rows = {record_key(r): r for r in mb.rows}
+    a_rows = {r.key: r for r in ma.rows}
+    b_rows = {r.key: r for r in mb.rows}
     order = list(a_rows) + [k for k in b_rows if k not in a_rows]
     pairs: list[Pair] = [(k[0], a_rows.get(k), b_rows.get(k)) for k in order]
     verdicts = Counter(verdict_of(a, b) for _, a, b in pairs)
@@ -75,7 +75,7 @@ def render_compare(ma: MergedRun, mb: MergedRun, page: PageData, names: tuple[st
 
 
 def _primary(m: MergedRun) -> dict[str, Any]:
-    return m.summary.get("primary") if isinstance(m.summary.get("primary"), dict) else {}
+    return object_at(m.summary, "primary")
 
 
 def _accuracy_parts(p: dict[str, Any]) -> Parts:
@@ -89,8 +89,8 @@ def _accuracy_parts(p: dict[str, Any]) -> Parts:
 def _summary_rows(ma: MergedRun, mb: MergedRun, pairs: list[Pair]) -> list[tuple[str, Parts, Parts]]:
     pa_, pb_ = _primary(ma), _primary(mb)
     paired = [(a, b) for _, a, b in pairs if a is not None and b is not None]
-    acc_a = sum(1 for a, _ in paired if a.get("correct"))
-    acc_b = sum(1 for _, b in paired if b.get("correct"))
+    acc_a = sum(1 for a, _ in paired if a.correct)
+    acc_b = sum(1 for _, b in paired if b.correct)
     da, qa = data_parts(ma.run_config, ma.summary)
     db, qb = data_parts(mb.run_config, mb.summary)
 
@@ -140,7 +140,7 @@ def _compare_notes(ma: MergedRun, mb: MergedRun, page: PageData) -> list[str]:
 def _compare_controls(
     bench: Benchmark, summary: dict[str, Any], pairs: list[Pair], verdicts: Counter
 ) -> pieces.Controls:
-    selects = pieces.group_filters(bench, summary, [(a or b or {}).get("groups") or {} for _, a, b in pairs])
+    selects = pieces.group_filters(bench, summary, [_either(a, b).groups for _, a, b in pairs])
     disagree = sum(verdicts[k] for k in ("only_a", "only_b", "both_wrong_diff"))
     selects.append(
         Select(
@@ -160,19 +160,28 @@ def _compare_controls(
     return pieces.controls(selects, sort_options, "either response text")
 
 
-def _compare_row(i: int, sid: str, a: Any, b: Any, page: PageData, bench: Benchmark) -> QuestionRow:
-    any_row = a or b or {}
-    groups = any_row.get("groups") or {}
+def _either(a: ScoredRow | None, b: ScoredRow | None) -> ScoredRow:
+    """The row a pair has (every pair has one at least)."""
+    row = a or b
+    assert row is not None
+    return row
+
+
+def _compare_row(
+    i: int, sid: str, a: ScoredRow | None, b: ScoredRow | None, page: PageData, bench: Benchmark
+) -> QuestionRow:
+    any_row = _either(a, b)
+    groups = any_row.groups
     v = verdict_of(a, b)
     ea, eb = (error_of(a) if a else None), (error_of(b) if b else None)
     gap = abs(abs(ea) - abs(eb)) if ea is not None and eb is not None else None
     verdict_members = [v] + (["disagree"] if v in ("only_a", "only_b", "both_wrong_diff") else [])
-    repeat = any_row.get("repeat")
+    repeat = any_row.repeat
     anchor, shown = (sid, sid) if repeat is None else (f"{sid}-r{repeat}", f"{sid} · repeat {repeat}")
     attrs = [
         ("data-f-verdict", members(verdict_members)),
-        ("data-f-status-a", f"|{outcome(a) if a else 'absent'}|"),
-        ("data-f-status-b", f"|{outcome(b) if b else 'absent'}|"),
+        ("data-f-status-a", f"|{a.outcome if a else 'absent'}|"),
+        ("data-f-status-b", f"|{b.outcome if b else 'absent'}|"),
         *pieces.group_attrs(bench, groups),
         ("data-s-order", str(i)),
         ("data-s-rank", str(VERDICT_RANK[v])),
@@ -183,12 +192,12 @@ def _compare_row(i: int, sid: str, a: Any, b: Any, page: PageData, bench: Benchm
         sid=sid,
         anchor=anchor,
         shown=shown,
-        right=bool(a and a.get("correct")) and bool(b and b.get("correct")),
+        right=bool(a and a.correct) and bool(b and b.correct),
         attrs=attrs,
-        thumb=pieces.thumb(page, sid, f"{sid} · truth {any_row.get('ground_truth')}"),
+        thumb=pieces.thumb(page, sid, f"{sid} · truth {any_row.ground_truth}"),
         group_text=pieces.group_text(bench, groups),
         question=page.questions.get(sid),
-        truth=any_row.get("ground_truth") if any_row.get("ground_truth") is not None else "–",
+        truth=any_row.ground_truth if any_row.ground_truth is not None else "–",
         a=pieces.side(a, bench) if a else None,
         b=pieces.side(b, bench) if b else None,
         verdict=v,
@@ -225,8 +234,8 @@ def write_compare_report(
         raise ReportError(
             f"cannot compare a {ma.benchmark.name} run with a {mb.benchmark.name} run; pick two runs of one benchmark"
         )
-    a_ids = {r["sample_id"] for r in ma.rows}
-    rows = list(ma.rows) + [r for r in mb.rows if r["sample_id"] not in a_ids]
+    a_ids = {r.sample_id for r in ma.rows}
+    rows = list(ma.rows) + [r for r in mb.rows if r.sample_id not in a_ids]
     page = load_page_data(ma.benchmark, ma.run_config, rows, data_files, images, image_px)
     if page.source is None and not data_files:
         second = load_page_data(mb.benchmark, mb.run_config, rows, None, images, image_px)

@@ -13,28 +13,28 @@ import statistics
 from collections import Counter
 from typing import Any
 
-from evaluator.core.values import is_int
 from evaluator.data.benchmarks.base import Benchmark
 from evaluator.report.base import answer_of
 from evaluator.scoring import group_keys
+from evaluator.scoring.row import ScoredRow
 
 ABSURD_FACTOR = 10
 MAX_COLUMNS = 30  # more distinct counts than this: equal-width ranges instead (the table stays readable)
 ABSURD, NO_ANSWER = "absurd", "no answer"
 
 
-def absurd_limit(rows: list[dict[str, Any]]) -> int | None:
+def absurd_limit(rows: list[ScoredRow]) -> int | None:
     """Answers above this are absurd: ABSURD_FACTOR times the largest true count (None: no true count)."""
-    truths = [t for r in rows if is_int(t := r.get("ground_truth"))]
+    truths = [r.ground_truth for r in rows if r.ground_truth is not None]
     return ABSURD_FACTOR * max(truths) if truths else None
 
 
-def _pairs(rows: list[dict[str, Any]]) -> list[tuple[int, int | None]]:
+def _pairs(rows: list[ScoredRow]) -> list[tuple[int, int | None]]:
     """(true count, parsed answer or None) of every response with a known true count."""
-    return [(r["ground_truth"], answer_of(r)) for r in rows if is_int(r.get("ground_truth"))]
+    return [(r.ground_truth, answer_of(r)) for r in rows if r.ground_truth is not None]
 
 
-def error_stats(rows: list[dict[str, Any]], limit: int | None) -> dict[str, Any]:
+def error_stats(rows: list[ScoredRow], limit: int | None) -> dict[str, Any]:
     """Mean and median absolute error over parsed answers, and the count of absurd answers."""
     pairs = [(t, a) for t, a in _pairs(rows) if a is not None]
     errors = [abs(a - t) for t, a in pairs]
@@ -47,14 +47,14 @@ def error_stats(rows: list[dict[str, Any]], limit: int | None) -> dict[str, Any]
 
 
 def group_error_stats(
-    benchmark: Benchmark, rows: list[dict[str, Any]], limit: int | None
+    benchmark: Benchmark, rows: list[ScoredRow], limit: int | None
 ) -> dict[str, dict[str, dict[str, Any]]]:
     """error_stats per subgroup value, keyed as the summary's groups are (field -> value key -> stats)."""
     out: dict[str, dict[str, dict[str, Any]]] = {}
     for name in benchmark.group_fields:
-        members: dict[str, list[dict[str, Any]]] = {}
+        members: dict[str, list[ScoredRow]] = {}
         for r in rows:
-            for key in group_keys(r.get("groups") or {}, name):
+            for key in group_keys(r.groups, name):
                 members.setdefault(key, []).append(r)
         out[name] = {key: error_stats(sub, limit) for key, sub in members.items()}
     return out
@@ -79,7 +79,7 @@ def _label(b: tuple[int, int]) -> str:
     return str(b[0]) if b[0] == b[1] else f"{b[0]}–{b[1]}"
 
 
-def confusion(rows: list[dict[str, Any]], limit: int | None, label: str) -> dict[str, Any] | None:
+def confusion(rows: list[ScoredRow], limit: int | None, label: str) -> dict[str, Any] | None:
     """Rows: true counts; columns: parsed answers (absurd ones, then unanswered, in a column each)."""
     pairs = _pairs(rows)
     if not pairs:
@@ -126,16 +126,16 @@ def confusion(rows: list[dict[str, Any]], limit: int | None, label: str) -> dict
 
 
 def confusion_tables(
-    benchmark: Benchmark, summary: dict[str, Any], rows: list[dict[str, Any]], limit: int | None
+    benchmark: Benchmark, summary: dict[str, Any], rows: list[ScoredRow], limit: int | None
 ) -> list[dict[str, Any]]:
     """The whole run, then one matrix per value of the benchmark's first subgroup field (DocCount: class),
     in the summary's order."""
     out = [confusion(rows, limit, "all questions")]
     if benchmark.group_fields:
         name = benchmark.group_fields[0]
-        members: dict[str, list[dict[str, Any]]] = {}
+        members: dict[str, list[ScoredRow]] = {}
         for r in rows:
-            for key in group_keys(r.get("groups") or {}, name):
+            for key in group_keys(r.groups, name):
                 members.setdefault(key, []).append(r)
         field = "" if name == "target_class" else f"{name} = "
         order = ((summary.get("groups") or {}).get(name) or {}).get("order") or []

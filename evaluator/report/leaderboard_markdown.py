@@ -92,9 +92,13 @@ def pair_cells(p: dict[str, Any]) -> list[str]:
         return [p["a"], p["b"], "", f"not comparable: {p['reason']}", "", ""]
     lo, hi = p["difference_ci95"] or (None, None)
     diff = f"{100 * p['difference']:+.2f}" + (
-        f" [{100 * lo:+.1f}, {100 * hi:+.1f}]" if lo is not None else ""
+        f" [{100 * lo:+.1f}, {100 * hi:+.1f}]" if lo is not None and hi is not None else ""
     )
-    pv = "n/a" if p["p_value"] is None else f"{p['p_value']:.4g}" + SIGN_FLIP_MARK.get(p.get("p_test"), "")
+    pv = (
+        "n/a"
+        if p["p_value"] is None
+        else f"{p['p_value']:.4g}" + SIGN_FLIP_MARK.get(str(p.get("p_test")), "")
+    )
     ph = "" if p["p_holm"] is None else f"{p['p_holm']:.4g}"
     return [p["a"], p["b"], str(p["questions"]), diff, pv, ph]
 

@@ -109,7 +109,7 @@ def columns(board: dict[str, Any]) -> list[Column]:
         ("Request errors", "request_error"),
         ("Missing", "missing"),
     ):
-        cols.append((head, "num", lambda e, key=key: cell(e["outcomes"][key])))
+        cols.append((head, "num", _outcome_cell(key)))
     cols += [
         ("Tokens prompt / completion / reasoning", "num", _tokens_cell),
         ("Cost USD", "num", lambda e: cell(cost_cell(e))),
@@ -130,6 +130,13 @@ def _repeats_cell(e: dict[str, Any]) -> Cell:
         return cell("")
     sd = "" if r["sd"] is None else f" ± {100 * r['sd']:.2f}"
     return cell(f"{pct(r['mean'])}{sd} (K={r['k']})")
+
+
+def _outcome_cell(key: str) -> Callable[[dict[str, Any]], Cell]:
+    def one(e: dict[str, Any]) -> Cell:
+        return cell(e["outcomes"][key])
+
+    return one
 
 
 def _extra_cell(key: str) -> Callable[[dict[str, Any]], Cell]:

@@ -6,7 +6,6 @@ import base64
 import io
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from evaluator.data.benchmarks.base import Benchmark, sha256_hex
 from evaluator.data.parquet import (
@@ -25,6 +24,7 @@ from evaluator.report.base import (
     QUESTION_COLUMN,
 )
 from evaluator.runfolder.runconfig import RunConfig
+from evaluator.scoring.row import ScoredRow
 
 # ----------------------------------------------------------------------------- data and thumbnails
 
@@ -92,17 +92,16 @@ def find_source(
     if origin == "hub" and isinstance(data.get("dataset"), str):
         dataset = data["dataset"]
         revision = data.get("revision") or data.get("requested_revision")
-        source = _hub_cached(benchmark, dataset, revision)
-        if source is None and not allow_download:
+        cached = _hub_cached(benchmark, dataset, revision)
+        if cached is None and not allow_download:
             raise _NoData(
                 f"{dataset}@{revision} is not in the local Hugging Face cache (not downloaded without images); "
                 "pass --data-files GLOB"
             )
-        if source is None:
-            try:
-                source = resolve_hub(benchmark, dataset, revision)
-            except DataError as exc:
-                raise _NoData(str(exc)) from None
+        try:
+            source = cached or resolve_hub(benchmark, dataset, revision)
+        except DataError as exc:
+            raise _NoData(str(exc)) from None
         try:
             check_schema(benchmark, source)
         except DataError as exc:
@@ -160,20 +159,14 @@ class _Scan:
     by_hash: dict[str, str] = field(default_factory=dict)
 
 
-def _expected_hashes(rows: list[dict[str, Any]]) -> dict[str, str | None]:
-    expected: dict[str, str | None] = {}
-    for row in rows:
-        sid = row.get("sample_id")
-        if isinstance(sid, str):
-            h = row.get("image_sha256")
-            expected[sid] = h if isinstance(h, str) and h else None
-    return expected
+def _expected_hashes(rows: list[ScoredRow]) -> dict[str, str | None]:
+    return {row.sample_id: row.image_sha256 or None for row in rows}
 
 
 def load_page_data(
     benchmark: Benchmark,
     config: RunConfig,
-    rows: list[dict[str, Any]],
+    rows: list[ScoredRow],
     data_files: str | None = None,
     images: bool = True,
     image_px: int = IMAGE_PX,

@@ -15,9 +15,10 @@ from typing import Any
 
 from evaluator.core.atomic import write_atomic
 from evaluator.data.benchmarks.base import Benchmark
-from evaluator.report.base import SCORES_DIR, outcome
+from evaluator.report.base import SCORES_DIR
 from evaluator.report.pieces import repeats_of
 from evaluator.scoring import MergedRun
+from evaluator.scoring.row import ScoredRow
 
 PER_QUESTION_FILE = "per_question.csv"
 TOKEN_KEYS = ("prompt_tokens", "completion_tokens", "reasoning_tokens", "total_tokens")
@@ -39,17 +40,14 @@ def per_question_header(benchmark: Benchmark, repeats: bool) -> list[str]:
     return head + list(TOKEN_KEYS)
 
 
-def per_question_line(
-    row: dict[str, Any], benchmark: Benchmark, question: str | None, repeats: bool
-) -> list[Any]:
-    groups = row.get("groups") or {}
-    usage = row.get("usage") if isinstance(row.get("usage"), dict) else {}
-    state = outcome(row)
-    line = [row.get("sample_id"), *([row.get("repeat")] if repeats else [])]
-    line += [groups.get(name) for name in benchmark.group_fields]
-    line += [question, row.get("ground_truth"), row.get("parsed_answer") if state == "ok" else None]
-    line += [row.get("parse_status") if state in ("ok", "parse_failure") else None, state]
-    line += [bool(row.get("correct")), row.get("latency_s")]
+def per_question_line(row: ScoredRow, benchmark: Benchmark, question: str | None, repeats: bool) -> list[Any]:
+    usage = row.usage or {}
+    state = row.outcome
+    line: list[Any] = [row.sample_id, *([row.repeat] if repeats else [])]
+    line += [row.groups.get(name) for name in benchmark.group_fields]
+    line += [question, row.ground_truth, row.parsed_answer if state == "ok" else None]
+    line += [row.parse_status if state in ("ok", "parse_failure") else None, state]
+    line += [row.correct, row.latency_s]
     return [_cell(v) for v in line + [usage.get(k) for k in TOKEN_KEYS]]
 
 
@@ -59,7 +57,7 @@ def per_question_csv(merged: MergedRun, questions: dict[str, str]) -> str:
     writer = csv.writer(out)
     writer.writerow(per_question_header(merged.benchmark, repeats))
     for row in merged.rows:
-        question = questions.get(str(row.get("sample_id")))
+        question = questions.get(row.sample_id)
         writer.writerow(per_question_line(row, merged.benchmark, question, repeats))
     return out.getvalue()
 

@@ -9,8 +9,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from evaluator.core.boundary import clip
-from evaluator.core.values import is_int, is_num
+from evaluator.core.values import is_int, is_num, object_at
 from evaluator.data.benchmarks.base import Benchmark
 from evaluator.report.base import (
     PLOT_CAPTIONS,
@@ -26,10 +28,10 @@ from evaluator.report.base import (
     group_key,
     group_values,
     members,
-    outcome,
     pct,
 )
 from evaluator.report.pagedata import PageData
+from evaluator.scoring.row import ScoredRow
 
 Parts = list[tuple[str, str]]  # (kind, text): kind "" plain, "code", "b", "none" (templates' `rich`)
 
@@ -77,8 +79,8 @@ def controls(selects: list[Select], sort_options: list[tuple[str, str]], search_
 
 
 def headline(summary: dict[str, Any]) -> dict[str, Any]:
-    p = summary.get("primary") if isinstance(summary.get("primary"), dict) else {}
-    extra = summary.get("extra_metrics") if isinstance(summary.get("extra_metrics"), dict) else {}
+    p = object_at(summary, "primary")
+    extra = object_at(summary, "extra_metrics")
     if repeats_of(summary) > 1:
         cells = _repeat_cells(summary)
     else:
@@ -117,8 +119,8 @@ def _repeat_cells(summary: dict[str, Any]) -> list[tuple[str, str]]:
     ]
 
 
-def outcome_pills(rows: list[dict[str, Any]]) -> list[tuple[str, str, int]]:
-    c = Counter(outcome(r) for r in rows)
+def outcome_pills(rows: list[ScoredRow]) -> list[tuple[str, str, int]]:
+    c = Counter(r.outcome for r in rows)
     return [(k, label, c.get(k, 0)) for k, label in STATUS_LABELS.items()]
 
 
@@ -127,7 +129,7 @@ def group_tables(
 ) -> list[dict[str, Any]]:
     """The summary's per-group accuracies; with `errors` (count_errors.group_error_stats), each value's
     mean and median absolute error beside its accuracy."""
-    groups = summary.get("groups") if isinstance(summary.get("groups"), dict) else {}
+    groups = object_at(summary, "groups")
     return [
         _group_table(name, g, (errors or {}).get(name)) for name, g in groups.items() if isinstance(g, dict)
     ]
@@ -210,7 +212,7 @@ def group_filters(
     benchmark: Benchmark, summary: dict[str, Any], rows_groups: list[dict[str, Any]]
 ) -> list[Select]:
     out = []
-    sgroups = summary.get("groups") if isinstance(summary.get("groups"), dict) else {}
+    sgroups = object_at(summary, "groups")
     for name in benchmark.group_fields:
         counts: Counter[str] = Counter()
         for g in rows_groups:
@@ -223,8 +225,8 @@ def group_filters(
     return out
 
 
-def status_select(attr: str, label: str, rows: list[dict[str, Any]]) -> Select:
-    counts = counts_of(rows, outcome)
+def status_select(attr: str, label: str, rows: list[ScoredRow]) -> Select:
+    counts = counts_of(rows, lambda r: r.outcome)
     options = [(k, f"{v} ({counts[k]})") for k, v in STATUS_LABELS.items() if counts[k]]
     return Select(attr, label, [("", "all")] + options)
 
@@ -261,47 +263,44 @@ def text_view(text: Any) -> dict[str, Any] | None:
     return {"text": clipped, "omitted": omitted, "length": len(text)}
 
 
-def status_bits(row: dict[str, Any]) -> list[tuple[str, str]]:
+def status_bits(row: ScoredRow) -> list[tuple[str, str]]:
     """(css class, text) of the status cell: the outcome badge, then details."""
-    oc = outcome(row)
+    oc = row.outcome
     bits = [(f"badge st-{oc}", STATUS_LABELS[oc])]
     if oc == "parse_failure":
-        bits.append(("detail", f"parse: {_text(row.get('parse_status'))}"))
-    if row.get("finish_reason") and row.get("finish_reason") != "stop":
-        bits.append(("detail", f"finish: {row.get('finish_reason')}"))
-    if oc == "request_error" and row.get("request_error"):
-        bits.append(("detail", clip(str(row["request_error"]), 400)))
-    if row.get("data_error"):
-        bits.append(("detail", clip(str(row["data_error"]), 400)))
-    attempts = row.get("attempts")
-    if is_int(attempts) and attempts > 1:
-        bits.append(("detail", f"{attempts} HTTP attempts"))
-    earlier = row.get("earlier_attempts") or []
-    if earlier:
-        bits.append(("detail", f"{len(earlier)} earlier response(s) re-sampled"))
-    if "record_ground_truth" in row:
-        bits.append(("detail", f"record said truth {_text(row.get('record_ground_truth'))}"))
+        bits.append(("detail", f"parse: {_text(row.parse_status)}"))
+    if row.finish_reason and row.finish_reason != "stop":
+        bits.append(("detail", f"finish: {row.finish_reason}"))
+    if oc == "request_error" and row.request_error:
+        bits.append(("detail", clip(row.request_error, 400)))
+    if row.data_error:
+        bits.append(("detail", clip(row.data_error, 400)))
+    if row.attempts is not None and row.attempts > 1:
+        bits.append(("detail", f"{row.attempts} HTTP attempts"))
+    if row.earlier_attempts:
+        bits.append(("detail", f"{len(row.earlier_attempts)} earlier response(s) re-sampled"))
+    if row.record_ground_truth is not msgspec.UNSET:
+        bits.append(("detail", f"record said truth {_text(row.record_ground_truth)}"))
     return bits
 
 
-def usage_view(row: dict[str, Any]) -> dict[str, Any]:
+def usage_view(row: ScoredRow) -> dict[str, Any]:
     """Latency and tokens (prompt / completion / total, '–' where the server sent none)."""
-    lat = row.get("latency_s")
-    u = row.get("usage") if isinstance(row.get("usage"), dict) else {}
+    u = row.usage or {}
     counts = [u.get("prompt_tokens"), u.get("completion_tokens"), u.get("total_tokens")]
     tokens = [str(x) if x is not None else "–" for x in counts] if any(is_num(x) for x in counts) else []
-    return {"latency": lat if is_num(lat) else None, "tokens": tokens, "completion": counts[1]}
+    return {"latency": row.latency_s, "tokens": tokens, "completion": counts[1]}
 
 
-def side(row: dict[str, Any], benchmark: Benchmark, repeat: Any = None) -> dict[str, Any]:
+def side(row: ScoredRow, benchmark: Benchmark, repeat: Any = None) -> dict[str, Any]:
     """One response as its cells show it: answer, fallback, error, status, texts, usage."""
     return {
         "answer": answer_of(row),
         "fallback": fallback_of(row, benchmark),
         "error": error_of(row),
         "status": status_bits(row),
-        "response": text_view(row.get("response_text")),
-        "reasoning": text_view(row.get("reasoning_text")),
+        "response": text_view(row.response_text),
+        "reasoning": text_view(row.reasoning_text),
         "usage": usage_view(row),
         "repeat": repeat,
     }
@@ -311,5 +310,5 @@ def fmt_float(x: float | None) -> str:
     return "" if x is None or not is_num(x) else f"{x:g}"
 
 
-def counts_of(rows: list[dict[str, Any]], fn: Callable[[dict[str, Any]], str]) -> Counter[str]:
+def counts_of(rows: list[ScoredRow], fn: Callable[[ScoredRow], str]) -> Counter[str]:
     return Counter(fn(r) for r in rows)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from evaluator.core.values import is_int
+from evaluator.core.values import is_int, object_at
 from evaluator.runfolder.runconfig import RunConfig
 
 Parts = list[tuple[str, str]]
@@ -19,18 +19,23 @@ def data_parts(config: RunConfig, summary: dict[str, Any]) -> tuple[Parts, Parts
     if data.get("source") == "hub":
         rev = data.get("revision")
         asked = data.get("requested_revision")
-        text = [("", "Hugging Face "), ("code", data.get("dataset")), ("", " revision "), ("code", rev)]
+        text = [
+            ("", "Hugging Face "),
+            ("code", str(data.get("dataset"))),
+            ("", " revision "),
+            ("code", str(rev)),
+        ]
         if asked and asked != rev:
-            text += [("", " (requested "), ("code", asked), ("", ")")]
+            text += [("", " (requested "), ("code", str(asked)), ("", ")")]
     elif data.get("source") == "local":
-        text = [("", "local files "), ("code", data.get("pattern"))]
+        text = [("", "local files "), ("code", str(data.get("pattern")))]
     else:
         text = [("none", "not recorded")]
     files = data.get("files") if isinstance(data.get("files"), list) else []
     if files:
         text.append(("", "; "))
         for j, f in enumerate(f for f in files[:6] if isinstance(f, dict)):
-            text += [("", ", " if j else ""), ("code", f.get("name")), ("", " (sha256 ")]
+            text += [("", ", " if j else ""), ("code", str(f.get("name"))), ("", " (sha256 ")]
             text += [("code", str(f.get("sha256"))[:12]), ("", "…)")]
         if len(files) > 6:
             text.append(("", f" and {len(files) - 6} more"))
@@ -38,7 +43,7 @@ def data_parts(config: RunConfig, summary: dict[str, Any]) -> tuple[Parts, Parts
 
 
 def _question_set(config: RunConfig, summary: dict[str, Any]) -> Parts:
-    sdata = summary.get("data") if isinstance(summary.get("data"), dict) else {}
+    sdata = object_at(summary, "data")
     digest = sdata.get("manifest_sha256")
     qs: Parts = [("", f"{'' if sdata.get('questions') is None else sdata.get('questions')} questions")]
     if digest:

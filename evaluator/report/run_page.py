@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,6 @@ from evaluator.report.base import (
     group_key,
     log_to_stderr,
     now,
-    outcome,
 )
 from evaluator.report.pagedata import PageData, load_page_data
 from evaluator.report.per_question import write_per_question
@@ -33,6 +33,7 @@ from evaluator.report.run_facts import data_parts, dates_text, sampling_text
 from evaluator.report.templates import render
 from evaluator.runfolder.batches import batch_line
 from evaluator.scoring import MergedRun, merge_run
+from evaluator.scoring.row import ScoredRow
 
 
 def render_report(merged: MergedRun, page: PageData) -> str:
@@ -94,10 +95,10 @@ def _meta(merged: MergedRun, title: str, model: Any) -> list[tuple[str, pieces.P
     ]
 
 
-def _run_controls(bench: Benchmark, summary: dict[str, Any], rows: list[dict[str, Any]]) -> pieces.Controls:
-    results = pieces.counts_of(rows, lambda r: "correct" if r.get("correct") else "wrong")
+def _run_controls(bench: Benchmark, summary: dict[str, Any], rows: list[ScoredRow]) -> pieces.Controls:
+    results = pieces.counts_of(rows, lambda r: "correct" if r.correct else "wrong")
     dirs = pieces.counts_of(rows, direction_of)
-    selects = pieces.group_filters(bench, summary, [r.get("groups") or {} for r in rows])
+    selects = pieces.group_filters(bench, summary, [r.groups for r in rows])
     selects.append(pieces.status_select("status", "status", rows))
     selects.append(
         Select(
@@ -123,13 +124,13 @@ def _run_controls(bench: Benchmark, summary: dict[str, Any], rows: list[dict[str
     return pieces.controls(selects, sort_options, "response or reasoning text")
 
 
-def _run_rows(rows: list[dict[str, Any]], page: PageData, bench: Benchmark, k: int = 1) -> list[QuestionRow]:
+def _run_rows(rows: list[ScoredRow], page: PageData, bench: Benchmark, k: int = 1) -> list[QuestionRow]:
     if k > 1:  # with --repeats, one table row holds a question's K responses
         return [_question_row(i // k, rows[i : i + k], page, bench, True) for i in range(0, len(rows), k)]
     return [_question_row(i, [row], page, bench, False) for i, row in enumerate(rows)]
 
 
-def _union(reps: list[dict[str, Any]], fn: Any) -> str:
+def _union(reps: list[ScoredRow], fn: Callable[[ScoredRow], str]) -> str:
     return "|" + "|".join(sorted({fn(r) for r in reps})) + "|"
 
 
@@ -138,25 +139,25 @@ def _mean(values: list[float]) -> float | None:
 
 
 def _question_row(
-    i: int, reps: list[dict[str, Any]], page: PageData, bench: Benchmark, stacked: bool
+    i: int, reps: list[ScoredRow], page: PageData, bench: Benchmark, stacked: bool
 ) -> QuestionRow:
     """A question's row: its one response, or its K responses stacked (with --repeats)."""
     row = reps[0]
-    sid = str(row.get("sample_id"))
-    groups = row.get("groups") or {}
-    sides = [pieces.side(r, bench, r.get("repeat", j)) for j, r in enumerate(reps)]
-    right = sum(1 for r in reps if r.get("correct"))
+    sid = row.sample_id
+    groups = row.groups
+    sides = [pieces.side(r, bench, j if r.repeat is None else r.repeat) for j, r in enumerate(reps)]
+    right = sum(1 for r in reps if r.correct)
     errs = [abs(e) for r in reps if (e := error_of(r)) is not None]
     lats = [s["usage"]["latency"] for s in sides if s["usage"]["latency"] is not None]
     toks = [c for s in sides if is_num(c := s["usage"]["completion"])]
     if stacked:
-        caption = f"{sid} · truth {row.get('ground_truth')} · {len(reps)} repeats"
+        caption = f"{sid} · truth {row.ground_truth} · {len(reps)} repeats"
     else:
         cls = group_key(groups.get("target_class")) if "target_class" in groups else ""
-        caption = f"{sid} · {cls} · truth {row.get('ground_truth')}"
+        caption = f"{sid} · {cls} · truth {row.ground_truth}"
     attrs = [
-        ("data-f-status", _union(reps, outcome)),
-        ("data-f-result", _union(reps, lambda r: "correct" if r.get("correct") else "wrong")),
+        ("data-f-status", _union(reps, lambda r: r.outcome)),
+        ("data-f-result", _union(reps, lambda r: "correct" if r.correct else "wrong")),
         ("data-f-dir", _union(reps, direction_of)),
         *pieces.group_attrs(bench, groups),
         ("data-s-order", str(i)),
@@ -174,7 +175,7 @@ def _question_row(
         thumb=pieces.thumb(page, sid, caption),
         group_text=pieces.group_text(bench, groups),
         question=page.questions.get(sid),
-        truth=row.get("ground_truth") if row.get("ground_truth") is not None else "–",
+        truth=row.ground_truth if row.ground_truth is not None else "–",
         sides=sides,
         stacked=stacked,
         repeats_note=f"{right} of {len(reps)} repeats right" if stacked else "",

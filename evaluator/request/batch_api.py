@@ -17,7 +17,7 @@ import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeGuard, TypeVar
 
 import openai
 
@@ -61,7 +61,7 @@ class BatchInfo:
         return self.status in TERMINAL
 
 
-def usable_batch_id(value: Any) -> bool:
+def usable_batch_id(value: Any) -> TypeGuard[str]:
     """Pure: whether a batch id can be saved, polled and printed (a non-empty string of id characters)."""
     return isinstance(value, str) and BATCH_ID.fullmatch(value) is not None
 
@@ -87,7 +87,8 @@ def batch_info(obj: Any, clean: Callable[[str], str]) -> BatchInfo:
     obj = obj if isinstance(obj, dict) else {}
     counts = obj.get("request_counts") if isinstance(obj.get("request_counts"), dict) else {}
     errors_obj = obj.get("errors") if isinstance(obj.get("errors"), dict) else {}
-    data = errors_obj.get("data") if isinstance(errors_obj.get("data"), list) else []
+    listed = errors_obj.get("data")
+    data = listed if isinstance(listed, list) else []
     errors = []
     for e in data:
         if isinstance(e, dict):

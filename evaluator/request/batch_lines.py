@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from evaluator.core.boundary import KeyFilter, clip
 from evaluator.core.records import RetryError, Usage
 from evaluator.request.replies import Completion, ResponseShapeError, completion_from_json
 
-BATCH_URL = "/v1/chat/completions"
+BATCH_URL: Final = "/v1/chat/completions"
 MAX_LINES = 50_000
 MB = 1_000_000  # --batch-max-mb counts 10^6 bytes
 # Error codes of lines that never ran: the batch expired or was cancelled first. A resend of them does not

@@ -75,7 +75,7 @@ def git_commit() -> str | None:
 
 
 def environment_info() -> dict[str, Any]:
-    packages = {}
+    packages: dict[str, str | None] = {}
     for name in KEY_PACKAGES:
         try:
             packages[name] = metadata.version(name)

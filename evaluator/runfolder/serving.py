@@ -136,7 +136,8 @@ def serving_record(server: Mapping[str, Any], model_sent: str, env: Mapping[str,
     """This run's `serving` record from the environment and the (first) server's self-description;
     None when nothing says the model is self-hosted (no DOCCOUNT_* serving variable, no /v1/models root)."""
     started_here = env.get("DOCCOUNT_SERVED_MODEL", "").strip()
-    listed = server.get("models") if isinstance(server.get("models"), list) else []
+    models = server.get("models")
+    listed = models if isinstance(models, list) else []
     # A server that reports a version (vLLM) and lists the name sent, with no other root: it loaded that id.
     model = (
         started_here

@@ -6,8 +6,8 @@ in manifest order plus the summary dict. It writes nothing; `score_run` writes r
 scores/summary.json, scores/summary.md and the plots. `compare` and the report reuse `merge_run`.
 
 The package, by concern: `base` (outcomes, result types, shared helpers), `load` (run_config.json and
-manifest.jsonl), `select` (which records count), `merge` (one row per question), `metrics` (the
-summary dict), `markdown` (summary.md), `write` (score_run and the files it writes).
+manifest.jsonl), `select` (which records count), `row` (the typed row scoring reads), `merge` (one row per
+question), `metrics` (the summary dict), `markdown` (summary.md), `write` (score_run and the files it writes).
 
 The summary.json schema is documented in docs/scoring.md (bump SUMMARY_SCHEMA_VERSION on changes).
 

@@ -10,6 +10,7 @@ from typing import Any
 from evaluator.core.values import is_num
 from evaluator.data.benchmarks.base import Benchmark, ManifestEntry
 from evaluator.runfolder.runconfig import RunConfig
+from evaluator.scoring.row import ScoredRow
 from evaluator.scoring.stats import wilson_interval
 
 SUMMARY_SCHEMA_VERSION = 3  # 3: responses.jsonl in the compact form of evaluator.core.jsonl
@@ -56,7 +57,7 @@ class MergedRun:
     run_config: RunConfig  # run_config.json, typed: every reader (summary, compare, report) goes through it
     benchmark: Benchmark
     manifest: list[ManifestEntry]
-    rows: list[dict[str, Any]]
+    rows: list[ScoredRow]  # one per question (and repeat), manifest order
     summary: dict[str, Any]
     warnings: list[str] = field(default_factory=list)
     # Indices of rows built from a line json.loads had to read (NaN, lone surrogates...): see evaluator.core.jsonl.

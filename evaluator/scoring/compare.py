@@ -23,13 +23,8 @@ from evaluator.scoring import (
     ordered_values,
     outcome_counts,
 )
-from evaluator.scoring.repeat_scoring import (
-    compare_block,
-    paired_mean_table,
-    question_rows,
-    responses_of,
-    run_repeats,
-)
+from evaluator.scoring.repeat_scoring import compare_block, paired_mean_table, run_repeats
+from evaluator.scoring.row import ScoredQuestion, question_rows, responses_of
 from evaluator.scoring.stats import (
     BOOTSTRAP_RESAMPLES,
     BOOTSTRAP_SEED,
@@ -56,8 +51,8 @@ class CompareResult:
 Key = tuple[str, str | None]
 
 
-def _key(row: dict[str, Any]) -> Key:
-    return (row["sample_id"], row.get("image_sha256"))
+def _key(q: ScoredQuestion) -> Key:
+    return (q.sample_id, q.image_sha256)
 
 
 def _labels(runs: list[MergedRun], roots: Sequence[Path]) -> list[str]:
@@ -65,7 +60,8 @@ def _labels(runs: list[MergedRun], roots: Sequence[Path]) -> list[str]:
     return [n if names.count(n) == 1 else str(root) for n, root in zip(names, roots, strict=True)]
 
 
-def paired_table(a: list[bool], b: list[bool]) -> dict[str, int]:
+def paired_table(a: Sequence[float], b: Sequence[float]) -> dict[str, int]:
+    """McNemar's table of right (1) / wrong (0) pairs."""
     return {
         "both_correct": sum(1 for x, y in zip(a, b, strict=True) if x and y),
         "only_a": sum(1 for x, y in zip(a, b, strict=True) if x and not y),
@@ -75,7 +71,7 @@ def paired_table(a: list[bool], b: list[bool]) -> dict[str, int]:
 
 
 def paired_comparison(
-    label_a: str, a: list[bool], label_b: str, b: list[bool], resamples: int, seed: int
+    label_a: str, a: Sequence[float], label_b: str, b: Sequence[float], resamples: int, seed: int
 ) -> dict[str, Any]:
     n = len(a)
     binary = all(isinstance(x, bool) for x in (*a, *b))  # else per-question means (--repeats)
@@ -98,7 +94,7 @@ def paired_comparison(
 
 
 def _question_sets(
-    rows_by_run: list[list[dict[str, Any]]], labels: list[str], intersect: bool, warnings: list[str]
+    rows_by_run: list[list[ScoredQuestion]], labels: list[str], intersect: bool, warnings: list[str]
 ) -> list[Key]:
     keys = [[_key(r) for r in rows] for rows in rows_by_run]
     sets = [set(k) for k in keys]
@@ -120,12 +116,12 @@ def _question_sets(
     return [k for k in keys[0] if k in common]
 
 
-def group_columns(bench: Any, rows_by_run: list[list[dict[str, Any]]]) -> list[tuple[str, str]]:
+def group_columns(bench: Any, rows_by_run: list[list[ScoredQuestion]]) -> list[tuple[str, str]]:
     """(field, value) columns: every value of each group field seen in any run, in the benchmark's order;
     a field with more than MAX_LEADERBOARD_VALUES values gets none. Shared by compare and the leaderboard."""
     cols: list[tuple[str, str]] = []
     for name in bench.group_fields:
-        seen = {k for rows in rows_by_run for r in rows for k in group_keys(r.get("groups") or {}, name)}
+        seen = {k for rows in rows_by_run for q in rows for k in group_keys(q.groups, name)}
         values = ordered_values(bench, name, seen)
         if len(values) <= MAX_LEADERBOARD_VALUES:
             cols += [(name, v) for v in values]
@@ -158,7 +154,7 @@ def compare_runs(
     ranked = sorted(entries, key=lambda e: (-e["accuracy"], e["run"]))
     for rank, e in enumerate(ranked, start=1):
         e["rank"] = rank
-    pairs = _pairs(labels, rows_by_run, ks, ranked, resamples, seed)
+    pairs = _pairs(labels, rows_by_run, ranked, resamples, seed)
     data = {
         "schema_version": COMPARE_SCHEMA_VERSION,
         "benchmark": runs[0].benchmark.name,
@@ -197,7 +193,7 @@ def _check_one_benchmark(runs: list[MergedRun], labels: list[str]) -> None:
         raise CompareError(f"the runs are on different benchmarks ({detail}); compare runs of one benchmark")
 
 
-def _aligned_rows(qrows: list[list[dict[str, Any]]], common: list[Key]) -> list[list[dict[str, Any]]]:
+def _aligned_rows(qrows: list[list[ScoredQuestion]], common: list[Key]) -> list[list[ScoredQuestion]]:
     """Each run's rows for the compared questions, in the same order."""
     rows_by_run = []
     for rows in qrows:
@@ -207,11 +203,11 @@ def _aligned_rows(qrows: list[list[dict[str, Any]]], common: list[Key]) -> list[
 
 
 def _warn_truth_differences(
-    rows_by_run: list[list[dict[str, Any]]], common: list[Key], warnings: list[str]
+    rows_by_run: list[list[ScoredQuestion]], common: list[Key], warnings: list[str]
 ) -> None:
     truth_diff: list[str] = []
     for i, k in enumerate(common):
-        truths = {rows[i].get("ground_truth") for rows in rows_by_run}
+        truths = {rows[i].ground_truth for rows in rows_by_run}
         if len(truths) > 1:
             truth_diff.append(k[0])
     if truth_diff:
@@ -224,7 +220,7 @@ def _warn_truth_differences(
 def _leaderboard_entry(
     lab: str,
     run: MergedRun,
-    rows: list[dict[str, Any]],
+    rows: list[ScoredQuestion],
     k: int,
     columns: list[tuple[str, str]],
     warnings: list[str],
@@ -232,7 +228,7 @@ def _leaderboard_entry(
     """One run's leaderboard row over the compared questions (a warning when some have no record)."""
     groups: dict[str, dict[str, Any]] = {}
     for name, value in columns:
-        sub = [r for r in rows if value in group_keys(r.get("groups") or {}, name)]
+        sub = [q for q in rows if value in group_keys(q.groups, name)]
         groups.setdefault(name, {})[value] = compare_block(sub, k, accuracy_block)
     responses = responses_of(rows)  # with repeats, every response to the compared questions
     entry = {
@@ -257,17 +253,13 @@ def _leaderboard_entry(
 
 def _pairs(
     labels: list[str],
-    rows_by_run: list[list[dict[str, Any]]],
-    ks: list[int],
+    rows_by_run: list[list[ScoredQuestion]],
     ranked: list[dict[str, Any]],
     resamples: int,
     seed: int,
 ) -> list[dict[str, Any]]:
     """The paired comparisons: the two runs, or the leader against each other run."""
-    correct = {
-        lab: [r["correct"] if k > 1 else bool(r["correct"]) for r in rows]
-        for lab, rows, k in zip(labels, rows_by_run, ks, strict=True)
-    }
+    correct = {lab: [q.correct for q in rows] for lab, rows in zip(labels, rows_by_run, strict=True)}
     if len(labels) == 2:
         pair_list = [(labels[0], labels[1])]
     else:

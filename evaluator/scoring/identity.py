@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from evaluator.core.keys import record_key
+from evaluator.scoring.row import ScoredRow
 
 TOKEN = re.compile(r"\w+|\s+|[^\w\s]", re.UNICODE)
 TOKEN_DEFINITION = "regex tokens: maximal \\w+ runs, maximal \\s+ runs, or one other character"
@@ -48,34 +48,32 @@ def first_difference(a: str | None, b: str | None) -> tuple[int, int] | None:
     return min(len(ta), len(tb)), offset
 
 
-def compare_responses(a: dict[str, Any], b: dict[str, Any]) -> FirstDifference | None:
+def compare_responses(a: ScoredRow, b: ScoredRow) -> FirstDifference | None:
     """None when both rows carry the same texts; else where they first differ (response text first)."""
     for name in TEXT_FIELDS:
-        diff = first_difference(a.get(name), b.get(name))
+        diff = first_difference(getattr(a, name), getattr(b, name))
         if diff is not None:
             return FirstDifference(name, *diff)
     return None
 
 
-def _has_response(row: dict[str, Any]) -> bool:
-    return row.get("status") == "ok" and isinstance(row.get("response_text"), str)
+def _has_response(row: ScoredRow) -> bool:
+    return row.status == "ok" and row.response_text is not None
 
 
-def response_identity(original: list[dict[str, Any]], new: list[dict[str, Any]]) -> dict[str, Any]:
+def response_identity(original: list[ScoredRow], new: list[ScoredRow]) -> dict[str, Any]:
     """How many paired responses came back byte-identical, how many differ, and where.
 
     `compared` counts pairs where both sides have a response (status ok); pairs where either side
     has none are `without_response` and are neither identical nor differing.
     """
-    by_key = {record_key(r): r for r in new if isinstance(r.get("sample_id"), str)}
+    by_key = {r.key: r for r in new}
     identical = 0
     differing: list[dict[str, Any]] = []
     without = 0
     paired = 0
     for o in original:
-        if not isinstance(o.get("sample_id"), str):
-            continue
-        key = record_key(o)
+        key = o.key
         r = by_key.get(key)
         if r is None:
             continue

@@ -18,7 +18,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from evaluator.core.usage import retry_errors_of
-from evaluator.core.values import is_num, is_price
+from evaluator.core.values import is_price
 from evaluator.scoring import (
     MergedRun,
     ScoreError,
@@ -29,7 +29,8 @@ from evaluator.scoring import (
 )
 from evaluator.scoring.compare import group_columns, paired_comparison
 from evaluator.scoring.published import INTERVAL, TEST, published_block
-from evaluator.scoring.repeat_scoring import compare_block, question_rows, responses_of, run_repeats
+from evaluator.scoring.repeat_scoring import compare_block, run_repeats
+from evaluator.scoring.row import ScoredQuestion, ScoredRow, question_rows, responses_of
 from evaluator.scoring.stats import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, CONFIDENCE, describe, sign_flip_p
 
 LEADERBOARD_SCHEMA_VERSION = 1
@@ -86,7 +87,7 @@ def build_leaderboard(
 
 def run_entry(
     run: BoardRun,
-    qrows: list[dict[str, Any]],
+    qrows: list[ScoredQuestion],
     columns: list[tuple[str, str]],
     price: Mapping[str, float] | None,
 ) -> dict[str, Any]:
@@ -96,7 +97,7 @@ def run_entry(
     responses = responses_of(qrows)
     per_group: dict[str, dict[str, Any]] = {}
     for name, value in columns:
-        sub = [r for r in qrows if value in group_keys(r.get("groups") or {}, name)]
+        sub = [q for q in qrows if value in group_keys(q.groups, name)]
         per_group.setdefault(name, {})[value] = compare_block(sub, k, accuracy_block)
     outcomes = outcomes_of(responses)
     tokens = tokens_of(responses)
@@ -132,9 +133,9 @@ def _denominator(entry: dict[str, Any]) -> int:
     return entry.get("responses", entry["questions"])
 
 
-def latency_of(responses: list[dict[str, Any]]) -> dict[str, Any]:
+def latency_of(responses: list[ScoredRow]) -> dict[str, Any]:
     """Median and 95th percentile of the seconds per response, over every response with a latency."""
-    d = describe([r["latency_s"] for r in responses if is_num(r.get("latency_s"))])
+    d = describe([r.latency_s for r in responses if r.latency_s is not None])
     return {"median": d["p50"], "p95": d["p95"], "responses": d["n"]}
 
 
@@ -160,10 +161,10 @@ def repeats_of(summary: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def outcomes_of(responses: list[dict[str, Any]]) -> dict[str, int]:
+def outcomes_of(responses: list[ScoredRow]) -> dict[str, int]:
     """Outcome counts with parse failures split: cut off at the output limit, or a format failure."""
     counts = outcome_counts(responses)
-    cut = sum(1 for r in responses if r["outcome"] == "parse_failure" and r.get("finish_reason") == "length")
+    cut = sum(1 for r in responses if r.outcome == "parse_failure" and r.finish_reason == "length")
     return {
         "ok": counts["ok"],
         "parse_failure": counts["parse_failure"] - cut,
@@ -191,18 +192,20 @@ def spent_usages(row: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
-def tokens_of(responses: list[dict[str, Any]]) -> dict[str, int]:
+def tokens_of(responses: list[ScoredRow]) -> dict[str, int]:
     """Token totals over every attempt the records report (failed ones included)."""
     totals = dict.fromkeys(TOKEN_KINDS, 0)
     failed = 0
     for row in responses:
-        for usage in spent_usages(row):
+        for usage in spent_usages(row.line):
             for kind in TOKEN_KINDS:
                 v = usage.get(kind)
                 if isinstance(v, int) and not isinstance(v, bool):
                     totals[kind] += v
         failed += sum(
-            _int(u.get("total_tokens")) for e in retry_errors_of(row) if isinstance(u := e.get("usage"), dict)
+            _int(u.get("total_tokens"))
+            for e in retry_errors_of(row.line)
+            if isinstance(u := e.get("usage"), dict)
         )
     return {
         "prompt": totals["prompt_tokens"],
@@ -259,8 +262,8 @@ def cost_of(tokens: dict[str, int], price: Mapping[str, float] | None) -> float 
     return usd / 1_000_000
 
 
-def question_set_digest(qrows: list[dict[str, Any]]) -> str:
-    keys = sorted(f"{r['sample_id']}\t{r.get('image_sha256') or ''}" for r in qrows)
+def question_set_digest(qrows: list[ScoredQuestion]) -> str:
+    keys = sorted(f"{q.sample_id}\t{q.image_sha256 or ''}" for q in qrows)
     return hashlib.sha256("\n".join(keys).encode("utf-8")).hexdigest()
 
 
@@ -268,7 +271,7 @@ def question_set_digest(qrows: list[dict[str, Any]]) -> str:
 
 
 def pairwise(
-    entries: list[dict[str, Any]], qrows: dict[str, list[dict[str, Any]]], resamples: int, seed: int
+    entries: list[dict[str, Any]], qrows: dict[str, list[ScoredQuestion]], resamples: int, seed: int
 ) -> list[dict[str, Any]]:
     """Every pair in rank order (the better-ranked run is A); Holm-adjusted p-values across the pairs."""
     pairs = []
@@ -282,10 +285,15 @@ def pairwise(
 
 
 def pair_of(
-    a: dict[str, Any], b: dict[str, Any], rows_a: list, rows_b: list, resamples: int, seed: int
+    a: dict[str, Any],
+    b: dict[str, Any],
+    rows_a: list[ScoredQuestion],
+    rows_b: list[ScoredQuestion],
+    resamples: int,
+    seed: int,
 ) -> dict[str, Any]:
     if a["question_set_sha256"] != b["question_set_sha256"]:
-        shared = {r["sample_id"] for r in rows_a} & {r["sample_id"] for r in rows_b}
+        shared = {q.sample_id for q in rows_a} & {q.sample_id for q in rows_b}
         return {
             "a": a["name"],
             "b": b["name"],
@@ -293,10 +301,10 @@ def pair_of(
             "reason": f"different question sets ({len(rows_a)} and {len(rows_b)} questions, {len(shared)} shared)",
             "p_value": None,
         }
-    index = {(r["sample_id"], r.get("image_sha256")): r for r in rows_b}
-    aligned_b = [index[(r["sample_id"], r.get("image_sha256"))] for r in rows_a]
-    ca = [_correct(r) for r in rows_a]
-    cb = [_correct(r) for r in aligned_b]
+    index = {(q.sample_id, q.image_sha256): q for q in rows_b}
+    aligned_b = [index[(q.sample_id, q.image_sha256)] for q in rows_a]
+    ca = [q.correct for q in rows_a]
+    cb = [q.correct for q in aligned_b]
     cmp = paired_comparison(a["name"], ca, b["name"], cb, resamples, seed)
     return {
         "a": a["name"],
@@ -316,11 +324,6 @@ def pair_p(ca: list, cb: list, mcnemar_p: float | None, resamples: int, seed: in
         return {"p_value": mcnemar_p, "p_test": "mcnemar_exact"}
     p = sign_flip_p([float(x) - float(y) for x, y in zip(ca, cb, strict=True)], resamples, seed)
     return {"p_value": p, "p_test": "sign_flip"}
-
-
-def _correct(row: dict[str, Any]) -> bool | float:
-    c = row["correct"]
-    return c if isinstance(c, float) and not isinstance(c, bool) else bool(c)
 
 
 def holm(pvalues: Sequence[float | None]) -> list[float | None]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from evaluator.core.values import object_at
 from evaluator.data.benchmarks import REGISTRY
 from evaluator.data.benchmarks.base import ManifestEntry
 from evaluator.data.parquet import manifest_digest
@@ -53,7 +54,7 @@ def load_run_manifest(run_root: Path, lenient: set[str] | None = None) -> list[M
 
 def check_manifest_digest(config: RunConfig, manifest: list[ManifestEntry], warnings: list[str]) -> dict:
     data = config.data
-    selection = data.get("selection") if isinstance(data.get("selection"), dict) else {}
+    selection = object_at(data, "selection")
     expected = selection.get("manifest_sha256")
     actual = manifest_digest(manifest)
     if not expected:

@@ -7,7 +7,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from evaluator.core.keys import Key, record_key
+from evaluator.core.keys import Key
 from evaluator.core.text import examples
 from evaluator.core.values import is_int
 from evaluator.data.benchmarks import get_benchmark
@@ -18,10 +18,11 @@ from evaluator.scoring.base import MergedRun, ScoreError, outcome_of
 from evaluator.scoring.load import check_manifest_digest, load_config, load_run_manifest
 from evaluator.scoring.metrics import summarize
 from evaluator.scoring.repeat_scoring import run_repeats
+from evaluator.scoring.row import ScoredRow, scored_row
 from evaluator.scoring.select import select_records
 
 
-def _missing_row(
+def _missing_line(
     entry: ManifestEntry, benchmark: Benchmark, config: RunConfig, repeat: int | None = None
 ) -> dict[str, Any]:
     row: dict[str, Any] = {
@@ -52,7 +53,7 @@ def _merge_rows(
     benchmark: Benchmark,
     config: RunConfig,
     warnings: list[str],
-) -> list[dict[str, Any]]:
+) -> list[ScoredRow]:
     """One row per manifest entry (with --repeats K: K rows, repeats in order). Ground truth and groups come
     from the manifest; `correct` is recomputed."""
     rows = []
@@ -61,7 +62,7 @@ def _merge_rows(
     for entry, repeat in [(e, r) for e in manifest for r in range(repeats)]:
         rec = latest.get((entry.sample_id, repeat))
         if rec is None:
-            row = _missing_row(entry, benchmark, config, repeat if repeats > 1 else None)
+            row = _missing_line(entry, benchmark, config, repeat if repeats > 1 else None)
         else:
             row = dict(rec)
             if row.get("ground_truth") != entry.ground_truth:
@@ -72,9 +73,9 @@ def _merge_rows(
             for k, v in entry.groups.items():
                 row[k] = v
         answer = row.get("parsed_answer") if row.get("status") == "ok" else None
-        row["correct"] = bool(benchmark.is_correct(answer, entry.ground_truth))
-        row["outcome"] = outcome_of(row)
-        rows.append(row)
+        row["correct"] = correct = bool(benchmark.is_correct(answer, entry.ground_truth))
+        row["outcome"] = outcome = outcome_of(row)
+        rows.append(scored_row(row, outcome, correct))
     if relabelled:
         warnings.append(
             f"{len(relabelled)} record(s) carry a ground truth different from {MANIFEST} "
@@ -125,7 +126,7 @@ def _merge_run(run_root: Path) -> MergedRun:
         )
     latest, counts = select_records(report, manifest, config, warnings, lenient_keys)
     rows = _merge_rows(manifest, latest, benchmark, config, warnings)
-    missing = sum(1 for r in rows if r["outcome"] == "missing")
+    missing = sum(1 for r in rows if r.outcome == "missing")
     if missing and partial.exists():
         warnings.append(
             f"{missing} of {len(rows)} {'response' if run_repeats(config) > 1 else 'question'}(s) have no record "
@@ -140,7 +141,7 @@ def _merge_run(run_root: Path) -> MergedRun:
     }
     summary = summarize(run_root, config, benchmark, rows, data_check, inputs, warnings)
     lenient_rows = (
-        {i for i, r in enumerate(rows) if r["sample_id"] in lenient or record_key(r) in lenient_keys}
+        {i for i, r in enumerate(rows) if r.sample_id in lenient or r.key in lenient_keys}
         if lenient or lenient_keys
         else set()
     )

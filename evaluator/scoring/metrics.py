@@ -26,12 +26,13 @@ from evaluator.scoring.base import (
     wilson_ci,
 )
 from evaluator.scoring.repeat_scoring import apply_repeats, run_repeats
+from evaluator.scoring.row import ScoredRow
 from evaluator.scoring.stats import CONFIDENCE, PERCENTILES, describe
 
 
-def accuracy_block(rows: list[dict[str, Any]]) -> dict[str, Any]:
+def accuracy_block(rows: list[ScoredRow]) -> dict[str, Any]:
     n = len(rows)
-    correct = sum(1 for r in rows if r["correct"])
+    correct = sum(1 for r in rows if r.correct)
     return {
         "questions": n,
         "correct": correct,
@@ -40,28 +41,28 @@ def accuracy_block(rows: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def outcome_counts(rows: list[dict[str, Any]]) -> dict[str, int]:
-    c = Counter(r["outcome"] for r in rows)
+def outcome_counts(rows: list[ScoredRow]) -> dict[str, int]:
+    c = Counter(r.outcome for r in rows)
     return {k: c.get(k, 0) for k in OUTCOMES}
 
 
-def _answers(rows: list[dict[str, Any]]) -> tuple[list[int | None], list[int | None]]:
-    answers = [r.get("parsed_answer") if r["outcome"] == "ok" else None for r in rows]
-    return answers, [r.get("ground_truth") for r in rows]
+def _answers(rows: list[ScoredRow]) -> tuple[list[int | None], list[int | None]]:
+    answers = [r.parsed_answer if r.outcome == "ok" else None for r in rows]
+    return answers, [r.ground_truth for r in rows]
 
 
-def extra_metrics_of(benchmark: Benchmark, rows: list[dict[str, Any]]) -> dict[str, float]:
+def extra_metrics_of(benchmark: Benchmark, rows: list[ScoredRow]) -> dict[str, float]:
     answers, truths = _answers(rows)
     return dict(sorted(benchmark.extra_metrics(answers, truths).items()))
 
 
-def group_breakdown(benchmark: Benchmark, rows: list[dict[str, Any]]) -> dict[str, Any]:
+def group_breakdown(benchmark: Benchmark, rows: list[ScoredRow]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for name in benchmark.group_fields:
-        members: dict[str, list[dict[str, Any]]] = {}
+        members: dict[str, list[ScoredRow]] = {}
         multi = False
         for row in rows:
-            groups = row.get("groups") or {}
+            groups = row.groups
             value = groups.get(name)
             if isinstance(value, list):
                 multi = True
@@ -91,12 +92,12 @@ def group_breakdown(benchmark: Benchmark, rows: list[dict[str, Any]]) -> dict[st
     return out
 
 
-def error_anatomy(rows: list[dict[str, Any]]) -> dict[str, Any]:
+def error_anatomy(rows: list[ScoredRow]) -> dict[str, Any]:
     """Over questions with a parsed answer and a known ground truth."""
     errs = [
-        r["parsed_answer"] - r["ground_truth"]
+        r.parsed_answer - r.ground_truth
         for r in rows
-        if r["outcome"] == "ok" and is_int(r.get("ground_truth"))
+        if r.outcome == "ok" and r.parsed_answer is not None and r.ground_truth is not None
     ]
     n = len(errs)
 
@@ -124,15 +125,15 @@ def error_anatomy(rows: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def bucket_breakdown(benchmark: Benchmark, rows: list[dict[str, Any]]) -> dict[str, Any]:
+def bucket_breakdown(benchmark: Benchmark, rows: list[ScoredRow]) -> dict[str, Any]:
     buckets = list(BUCKETS)
-    truths = [r.get("ground_truth") for r in rows]
+    truths = [r.ground_truth for r in rows]
     if benchmark.name in BENCHMARKS_WITH_ZERO_COUNTS or 0 in truths:
         buckets.insert(0, ZERO_BUCKET)
-    members: dict[str, list[dict[str, Any]]] = {name: [] for name, _, _ in buckets}
+    members: dict[str, list[ScoredRow]] = {name: [] for name, _, _ in buckets}
     bucket_by_truth: dict[int, str] = {}  # ints only (bools are not ground truths here)
     for row in rows:
-        truth = row.get("ground_truth")
+        truth = row.ground_truth
         if is_int(truth):
             name = bucket_by_truth.get(truth)
             if name is None:
@@ -153,43 +154,42 @@ def bucket_breakdown(benchmark: Benchmark, rows: list[dict[str, Any]]) -> dict[s
     return {"order": order, "values": values}
 
 
-def usage_stats(rows: list[dict[str, Any]]) -> dict[str, Any]:
+def usage_stats(rows: list[ScoredRow]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     keys = ("prompt_tokens", "completion_tokens", "total_tokens")
     vals: dict[str, list[Any]] = {key: [] for key in keys}
     for r in rows:  # one pass for the three keys (each list keeps row order)
-        u = r.get("usage")
-        if isinstance(u, dict):
+        u = r.usage
+        if u is not None:
             for key in keys:
                 v = u.get(key)
                 if is_num(v):
                     vals[key].append(v)
     for key in keys:
         out[key] = describe(vals[key], with_sum=True)
-    earlier = [a for r in rows for a in (r.get("earlier_attempts") or []) if isinstance(a, dict)]
+    earlier = [a for r in rows for a in r.earlier_attempts]
     earlier_tokens = [
         u["total_tokens"]
         for a in earlier
         if isinstance(u := a.get("usage"), dict) and is_num(u.get("total_tokens"))
     ]
     out["earlier_attempts"] = {"responses": len(earlier), "total_tokens": sum(earlier_tokens)}
-    out.update(extra_usage_stats(rows))
+    out.update(extra_usage_stats([r.line for r in rows]))
     return out
 
 
-def fallback_diagnostic(benchmark: Benchmark, rows: list[dict[str, Any]]) -> dict[str, Any]:
+def fallback_diagnostic(benchmark: Benchmark, rows: list[ScoredRow]) -> dict[str, Any]:
     """Last-integer fallback over the visible text of every response: a diagnostic, never the score."""
     correct = rescued = lost = 0
     for r in rows:
         answer = None
-        if r["outcome"] in ("ok", "parse_failure"):
-            text = r.get("response_text")
-            answer = benchmark.fallback(text if isinstance(text, str) else None)
-        hit = bool(benchmark.is_correct(answer, r.get("ground_truth")))
+        if r.outcome in ("ok", "parse_failure"):
+            answer = benchmark.fallback(r.response_text)
+        hit = bool(benchmark.is_correct(answer, r.ground_truth))
         correct += hit
-        if hit and not r["correct"]:
+        if hit and not r.correct:
             rescued += 1
-        if r["correct"] and not hit:
+        if r.correct and not hit:
             lost += 1
     n = len(rows)
     return {
@@ -218,15 +218,16 @@ def summarize(
     run_root: Path,
     config: RunConfig,
     benchmark: Benchmark,
-    rows: list[dict[str, Any]],
+    rows: list[ScoredRow],
     data_check: dict[str, Any],
     inputs: dict[str, Any],
     warnings: list[str],
 ) -> dict[str, Any]:
     overall = accuracy_block(rows)
+    lines = [r.line for r in rows]  # what the record-level summaries (request, runfolder, data) read
     parse_status, finish = _status_counts(rows)
-    latencies = [r["latency_s"] for r in rows if is_num(r.get("latency_s"))]
-    attempts = [r["attempts"] for r in rows if is_int(r.get("attempts"))]
+    latencies = [r.latency_s for r in rows if r.latency_s is not None]
+    attempts = [r.attempts for r in rows if r.attempts is not None]
     summary = {
         "schema_version": SUMMARY_SCHEMA_VERSION,
         "benchmark": benchmark.name,
@@ -247,14 +248,14 @@ def summarize(
         "error_anatomy": error_anatomy(rows),
         "count_buckets": bucket_breakdown(benchmark, rows),
         "usage": usage_stats(rows),
-        **inline_think_count(rows),
+        **inline_think_count(lines),
         "latency_s": describe(latencies),
         "http_attempts": {"sum": sum(attempts), "rows_retried": sum(1 for a in attempts if a > 1)},
-        **({"rate_limits": limits} if (limits := rate_limit_stats(rows)) else {}),
-        **({"batch": batch} if (batch := run_batch_summary(run_root, rows)) else {}),
+        **({"rate_limits": limits} if (limits := rate_limit_stats(lines)) else {}),
+        **({"batch": batch} if (batch := run_batch_summary(run_root, lines)) else {}),
         "diagnostic": {"last_integer_fallback": fallback_diagnostic(benchmark, rows)},
         "plots": {},
-        "warnings": list(warnings) + inline_think_warnings(rows),
+        "warnings": list(warnings) + inline_think_warnings(lines),
     }
     k = run_repeats(config)
     if k > 1:
@@ -262,15 +263,11 @@ def summarize(
     return summary
 
 
-def _status_counts(rows: list[dict[str, Any]]) -> tuple[Counter, Counter]:
+def _status_counts(rows: list[ScoredRow]) -> tuple[Counter, Counter]:
     """Parse statuses of the answered rows, and finish reasons of the rows that got a reply."""
-    parse_status = Counter(
-        str(r.get("parse_status")) for r in rows if r["outcome"] in ("ok", "parse_failure")
-    )
+    parse_status = Counter(str(r.parse_status) for r in rows if r.outcome in ("ok", "parse_failure"))
     finish = Counter(
-        group_value_key(r.get("finish_reason"))
-        for r in rows
-        if r["outcome"] != "missing" and r["outcome"] != "data_error"
+        group_value_key(r.finish_reason) for r in rows if r.outcome != "missing" and r.outcome != "data_error"
     )
     return parse_status, finish
 
@@ -286,16 +283,14 @@ def _methods() -> dict[str, Any]:
     }
 
 
-def _apply_repeats_view(
-    summary: dict[str, Any], benchmark: Benchmark, rows: list[dict[str, Any]], k: int
-) -> None:
+def _apply_repeats_view(summary: dict[str, Any], benchmark: Benchmark, rows: list[ScoredRow], k: int) -> None:
     """Accuracies per question over the K repeats (evaluator.scoring.repeat_scoring), in place."""
     summary["data"]["questions"] = len(rows) // k
     summary["data"]["responses"] = len(rows)
     buckets = [ZERO_BUCKET, *BUCKETS] if "0" in summary["count_buckets"]["order"] else list(BUCKETS)
 
-    def bucket(row: dict[str, Any]) -> str:
-        return bucket_of(row["ground_truth"] if is_int(row.get("ground_truth")) else None, buckets)
+    def bucket(row: ScoredRow) -> str:
+        return bucket_of(row.ground_truth, buckets)
 
     apply_repeats(summary, benchmark, rows, k, bucket)
 

@@ -21,7 +21,7 @@ from evaluator.core.atomic import write_atomic
 
 DPI = 100
 PNG_METADATA = {"Software": None}
-_RC = {"font.size": 9, "axes.titlesize": 10, "svg.hashsalt": "doccount", "path.simplify": False}
+_RC: Any = {"font.size": 9, "axes.titlesize": 10, "svg.hashsalt": "doccount", "path.simplify": False}
 
 
 def _save(fig: Figure, path: Path) -> None:

@@ -10,6 +10,7 @@ summary stays as it was.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -23,6 +24,7 @@ from evaluator.scoring.repeats import (
     repeat_accuracy_block,
     repeat_metrics,
 )
+from evaluator.scoring.row import ScoredQuestion, ScoredRow, responses_of
 from evaluator.scoring.stats import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED
 
 
@@ -33,7 +35,7 @@ def run_repeats(config: RunConfig) -> int:
     return k if isinstance(k, int) and not isinstance(k, bool) and k > 1 else 1
 
 
-def _members(question_rows: list[dict[str, Any]], of: Any) -> dict[str, list[int]]:
+def _members(question_rows: list[ScoredRow], of: Any) -> dict[str, list[int]]:
     out: dict[str, list[int]] = {}
     for i, row in enumerate(question_rows):
         for key in of(row):
@@ -42,13 +44,13 @@ def _members(question_rows: list[dict[str, Any]], of: Any) -> dict[str, list[int
 
 
 def apply_repeats(
-    summary: dict[str, Any], benchmark: Benchmark, rows: list[dict[str, Any]], k: int, bucket_of_row: Any
+    summary: dict[str, Any], benchmark: Benchmark, rows: list[ScoredRow], k: int, bucket_of_row: Any
 ) -> None:
     """Re-state the accuracy blocks of `summary` (computed over all rows) per question; add `repeats`.
 
     bucket_of_row(row) -> the count-bucket name of a question (the scorer's own bucketing).
     """
-    m = correctness_matrix(rows, k)
+    m = correctness_matrix([r.correct for r in rows], k)
     first = rows[::k]  # one row per question: its groups and ground truth are the manifest's
     summary["primary"] = {"metric": "exact_count_accuracy", **repeat_accuracy_block(m)}
     summary["repeats"] = repeat_metrics(m)
@@ -64,7 +66,7 @@ def apply_repeats(
         }
     )
     for name, g in summary["groups"].items():
-        idx = _members(first, lambda r, name=name: group_keys(r.get("groups") or {}, name))
+        idx = _members(first, lambda r, name=name: group_keys(r.groups, name))
         for key in g["order"]:
             g["values"][key].update(repeat_accuracy_block(m[np.asarray(idx.get(key, []), dtype=int)]))
     idx = _members(first, lambda r: [bucket_of_row(r)])
@@ -133,32 +135,15 @@ def repeats_markdown(summary: dict[str, Any]) -> list[str]:
 # ----------------------------------------------------------------------------- compare
 
 
-def question_rows(rows: list[dict[str, Any]], k: int) -> list[dict[str, Any]]:
-    """One row per question for `compare`: with K > 1, the first repeat's row with `correct` replaced by
-    the question's mean correctness over its repeats and `repeat_rows` holding all K rows."""
-    if k == 1:
-        return rows
-    out = []
-    for i in range(0, len(rows), k):
-        group = rows[i : i + k]
-        out.append({**group[0], "correct": sum(bool(r["correct"]) for r in group) / k, "repeat_rows": group})
-    return out
-
-
-def responses_of(qrows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The response rows behind question rows (themselves without repeats)."""
-    return [r for q in qrows for r in q.get("repeat_rows", [q])]
-
-
-def compare_block(qrows: list[dict[str, Any]], k: int, wilson_block: Any) -> dict[str, Any]:
+def compare_block(qrows: list[ScoredQuestion], k: int, wilson_block: Any) -> dict[str, Any]:
     """A leaderboard accuracy block: wilson_block(rows) without repeats, the repeat block with them."""
     if k == 1:
-        return wilson_block(qrows)
-    m = np.asarray([[bool(r["correct"]) for r in q["repeat_rows"]] for q in qrows], dtype=bool).reshape(-1, k)
+        return wilson_block(responses_of(qrows))
+    m = np.asarray([[r.correct for r in q.rows] for q in qrows], dtype=bool).reshape(-1, k)
     return repeat_accuracy_block(m)
 
 
-def paired_mean_table(a: list[float], b: list[float]) -> dict[str, int]:
+def paired_mean_table(a: Sequence[float], b: Sequence[float]) -> dict[str, int]:
     """Paired table on per-question mean correctness (0/1 values give McNemar's table, and no `tied`)."""
     table = {"both_correct": 0, "only_a": 0, "only_b": 0, "neither": 0, "tied_partly_right": 0}
     for x, y in zip(a, b, strict=True):

@@ -65,9 +65,9 @@ def repeat_metrics(correct: np.ndarray) -> dict[str, Any]:
     }
 
 
-def correctness_matrix(rows: Sequence[dict[str, Any]], k: int) -> np.ndarray:
-    """rows (K consecutive rows per question, repeats in order) -> (questions x K) boolean matrix."""
-    flags = np.fromiter((bool(r["correct"]) for r in rows), dtype=bool, count=len(rows))
-    if len(rows) % k:
-        raise ValueError(f"{len(rows)} rows is not a whole number of questions with {k} repeats each")
+def correctness_matrix(correct: Sequence[bool], k: int) -> np.ndarray:
+    """Right/wrong per row (K consecutive rows per question, repeats in order) -> (questions x K) matrix."""
+    flags = np.fromiter(correct, dtype=bool, count=len(correct))
+    if len(correct) % k:
+        raise ValueError(f"{len(correct)} rows is not a whole number of questions with {k} repeats each")
     return flags.reshape(-1, k)

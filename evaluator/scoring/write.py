@@ -10,24 +10,24 @@ from typing import Any
 
 from evaluator.core.atomic import atomic_file, write_atomic
 from evaluator.core.jsonl import encode_rows, utf8_json, utf8_text
-from evaluator.core.values import is_int
 from evaluator.runfolder.files import MERGED, PARTIAL, gc_paused
 from evaluator.scoring.base import SCORES_DIR, SUMMARY_JSON, SUMMARY_MD, ScoreError, ScoreResult
 from evaluator.scoring.markdown import render_markdown
 from evaluator.scoring.merge import merge_run
 from evaluator.scoring.plot_worker import PlotWorker, child_pays_off
+from evaluator.scoring.row import ScoredRow
 
 
-def merged_jsonl(rows: list[dict[str, Any]], lenient_rows: set[int] | frozenset[int] = frozenset()) -> bytes:
-    """responses.jsonl: one line per row in the form of evaluator.core.jsonl (compact, sorted keys, UTF-8)."""
-    return encode_rows(rows, lenient_rows)
+def merged_jsonl(rows: list[ScoredRow], lenient_rows: set[int] | frozenset[int] = frozenset()) -> bytes:
+    """responses.jsonl: each row's line in the form of evaluator.core.jsonl (compact, sorted keys, UTF-8)."""
+    return encode_rows([r.line for r in rows], lenient_rows)
 
 
 MERGED_CHUNK_ROWS = 5000
 
 
 def _write_merged_atomic(
-    path: Path, rows: list[dict[str, Any]], lenient_rows: set[int] | frozenset[int] = frozenset()
+    path: Path, rows: list[ScoredRow], lenient_rows: set[int] | frozenset[int] = frozenset()
 ) -> str:
     """Write merged_jsonl(rows, lenient_rows) to path atomically; return its SHA-256 (hex).
 
@@ -45,7 +45,7 @@ def _write_merged_atomic(
         for start in range(0, len(rows), MERGED_CHUNK_ROWS):
             stop = start + MERGED_CHUNK_ROWS
             marked = [i - start for i in lenient_rows if start <= i < stop] if lenient_rows else ()
-            chunk = encode_rows(rows[start:stop], marked)
+            chunk = encode_rows([r.line for r in rows[start:stop]], marked)
             if pending is not None:
                 pending.result()
             pending = writer.submit(write, f, chunk)
@@ -58,12 +58,12 @@ def summary_json(summary: dict[str, Any]) -> bytes:
     return utf8_json(summary, indent=2, sort_keys=True) + b"\n"
 
 
-def answer_pairs(rows: list[dict[str, Any]]) -> Counter[tuple[int, int]]:
+def answer_pairs(rows: list[ScoredRow]) -> Counter[tuple[int, int]]:
     """How many questions have each (true, predicted) pair, over parsed answers with a known truth."""
     return Counter(
-        (r["ground_truth"], r["parsed_answer"])
+        (r.ground_truth, r.parsed_answer)
         for r in rows
-        if r["outcome"] == "ok" and is_int(r.get("ground_truth"))
+        if r.outcome == "ok" and r.ground_truth is not None and r.parsed_answer is not None
     )
 
 

@@ -51,7 +51,7 @@ def last_error_line(log: Path, tail_bytes: int = 65536) -> str | None:
         return None
     lines = [ln for ln in lines if ln and not ln.startswith(("guard:", "--- "))]
     errors = [ln for ln in lines if ERROR_RE.search(ln)]
-    line = (errors or lines or [None])[-1]
+    line = (errors or lines or [""])[-1]
     return line[:300] if line else None
 
 

@@ -310,7 +310,7 @@ def _watch(
             if server is not None and not server.alive() and not stop.is_set():
                 why = last_error_line(server.log) or "no output"
                 died.append(
-                    f"server: exited mid-run ({server.proc.returncode}): {why} (log: {task.server_log})"
+                    f"server: exited mid-run ({getattr(server.proc, 'returncode', None)}): {why} (log: {task.server_log})"
                 )
             if child.poll() is None:
                 child.send_signal(signal.SIGTERM)

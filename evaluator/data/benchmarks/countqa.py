@@ -77,7 +77,9 @@ class CountQA(Benchmark):
         row_errors: list[str] = []
         if with_images and image is None:
             row_errors.append("image bytes are missing")
-        elif with_images and sniff_image_mime(image) is None:  # caught by --dry-run, not at request time
+        elif (
+            image is not None and sniff_image_mime(image) is None
+        ):  # caught by --dry-run, not at request time
             row_errors.append("image bytes are not JPEG, PNG, GIF or WebP")
         if len(questions) != len(answers):
             row_errors.append(f"{len(questions)} questions but {len(answers)} answers")

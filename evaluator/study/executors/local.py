@@ -35,7 +35,7 @@ def detect_gpus() -> list[str]:
 
 def first_fit(needs: Sequence[int], free: Sequence[str], slots: int) -> list[tuple[int, list[str]]]:
     """Which queued runs start now (queue index, GPU ids), walking the queue in order. Pure."""
-    left, out = list(free), []
+    left, out = list(free), list[tuple[int, list[str]]]()
     for i, need in enumerate(needs):
         if len(out) >= slots:
             break
@@ -45,11 +45,15 @@ def first_fit(needs: Sequence[int], free: Sequence[str], slots: int) -> list[tup
     return out
 
 
-def simulate(needs: Sequence[int], pool: Sequence[str], slots: int, durations: Sequence[float] | None = None):
+def simulate(
+    needs: Sequence[int], pool: Sequence[str], slots: int, durations: Sequence[float] | None = None
+) -> list[tuple[int, float, float, list[str]]]:
     """The packing as it would unfold: [(run index, start, end, gpu ids)] in start order. Equal run times
     when none are given (what --plan assumes). Pure."""
     durations = list(durations or [1.0] * len(needs))
-    queue, free, running, out, now = list(range(len(needs))), sorted(pool, key=_gpu_key), [], [], 0.0
+    queue, free, now = list(range(len(needs))), sorted(pool, key=_gpu_key), 0.0
+    running: list[tuple[float, int, list[str]]] = []  # (end, run index, gpu ids)
+    out: list[tuple[int, float, float, list[str]]] = []
     while queue or running:
         for qi, gpus in first_fit([needs[i] for i in queue], free, slots - len(running)):
             i = queue[qi]

@@ -30,7 +30,7 @@ import signal
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from submitit.core.utils import FailedJobError, UncompletedJobError
 from submitit.slurm.slurm import SlurmExecutor as SubmititSlurm
@@ -257,7 +257,7 @@ class SlurmExecutor:
         ex = _KeylessSubmitit(folder=folder / "%j")
         ex.withheld = withheld_variables({**os.environ, **self.env}, self.key_vars, task.api_key_env)
         ex.update_parameters(**job_parameters(self.settings, task, self.sweep.name))
-        job = ex.submit(run_in_job, task)
+        job = cast(SlurmJob[Any], ex.submit(run_in_job, task))  # submitit types it as its base Job
         self._link_logs(job, task)
         handle = SlurmHandle(job, task, self)
         self.handles.append(handle)

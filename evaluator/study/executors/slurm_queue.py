@@ -202,7 +202,9 @@ def status_lines(sweep: Any, state: Any, runs: list[Any], folder: Path) -> list[
             view = views.get(job, JobView(job_id=job))
             word, detail = describe(view, rows)
             result = None if view.live else job_result(folder / "logs" / "slurm", job)
-            if getattr(result, "state", None):  # what the unit itself said (its server failed, ...)
+            if result is not None and getattr(
+                result, "state", None
+            ):  # what the unit itself said (its server failed, ...)
                 word = result.state
                 detail += f"; {result.message}" if getattr(result, "message", None) else ""
         else:
