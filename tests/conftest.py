@@ -14,6 +14,7 @@ import pytest
 TESTS = Path(__file__).resolve().parent
 sys.path.insert(0, str(TESTS))
 
+from batch_emulator import BatchEmulator  # noqa: E402
 from datagen import complete_records as read_records  # noqa: E402,F401  (the tests import it from here)
 from datagen import doccount_rows, write_doccount  # noqa: E402
 from openai_test_server import TestServer  # noqa: E402
@@ -85,3 +86,17 @@ def doc_data(tmp_path: Path, doc_rows: list[dict[str, Any]]) -> str:
 def server() -> Iterator[TestServer]:
     with TestServer() as srv:
         yield srv
+
+
+@pytest.fixture
+def emu() -> Iterator[BatchEmulator]:
+    """A Batch API emulator whose batches move on every 20 ms (tests/batch_emulator.py)."""
+    with BatchEmulator({"step_s": 0.02}) as e:
+        yield e
+
+
+@pytest.fixture
+def data12(tmp_path: Path) -> str:
+    """Twelve DocCount rows as a parquet glob."""
+    write_doccount(tmp_path / "data" / "test-00000-of-00001.parquet", doccount_rows(12))
+    return str(tmp_path / "data" / "test-*.parquet")

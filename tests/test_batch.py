@@ -11,32 +11,19 @@ import sys
 import tarfile
 import time
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from batch_emulator import BatchEmulator
 from conftest import REPO, clean_env, run_cli
-from datagen import doccount_rows, image_bytes, write_doccount
+from datagen import image_bytes
 from openai_test_server import TestServer
 
 pytestmark = pytest.mark.timeout(120)
 
 KEY = "sk-batch-SECRET-0123456789abcdef"
 FAST = ["--batch-poll-s", "0.05", "--retry-backoff", "0.01", "--retry-max-wait", "0.05"]
-
-
-@pytest.fixture
-def emu() -> Iterator[BatchEmulator]:
-    with BatchEmulator({"step_s": 0.02}) as e:
-        yield e
-
-
-@pytest.fixture
-def data12(tmp_path: Path) -> str:
-    write_doccount(tmp_path / "data" / "test-00000-of-00001.parquet", doccount_rows(12))
-    return str(tmp_path / "data" / "test-*.parquet")
 
 
 def evaluate(base_url: str, data: str, root: Path, *extra: str, env: dict[str, str] | None = None):

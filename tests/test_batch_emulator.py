@@ -162,15 +162,6 @@ def test_cancel_a_held_batch(emu: BatchEmulator) -> None:
     assert emu.upstream.requests() == []
 
 
-def test_held_batches_run_once_released(emu: BatchEmulator) -> None:
-    emu.update_config(hold=True)
-    batch_id = submit(emu, [line("a", IMG_A)])
-    time.sleep(0.3)
-    assert client(emu).batches.retrieve(batch_id).status == "in_progress"
-    emu.release()
-    assert wait_terminal(emu, batch_id)[0].status == "completed"
-
-
 def test_key_is_required_and_never_echoed_unless_asked(emu: BatchEmulator) -> None:
     emu.update_config(api_key="sk-emu-SECRET")
     with pytest.raises(openai.AuthenticationError):

@@ -33,24 +33,27 @@ class Study:
         (tmp / "cfg.json").write_text(json.dumps({"answers": doccount_reply(self.rows)}))
         (tmp / "state").mkdir()
         self.records = tmp / "servers.jsonl"
+        self.requests = tmp / "requests.jsonl"
         self.root = tmp / "runs"
         self.file = tmp / "sweep.toml"
+        self.folder = self.root / name
 
-    def write(self, runs: list[dict[str, Any]], gpus: str = "[0, 1, 2, 3]", concurrency: int = 2) -> Path:
-        command = [
-            sys.executable,
-            STANDIN,
-            "--config",
-            str(self.tmp / "cfg.json"),
-            "--record",
-            str(self.records),
-        ]
-        command += ["--state", str(self.tmp / "state"), "--request-log", str(self.tmp / "requests.jsonl")]
-        text = (
+    def command(self, *extra: str) -> list[str]:
+        """The stand-in server's command line: it records each server's life and every request."""
+        cfg = str(self.tmp / "cfg.json")
+        return [sys.executable, STANDIN, "--config", cfg, "--record", str(self.records), *extra]
+
+    def header(self, concurrency: int) -> str:
+        """The sweep file's name, data and [defaults] (fast retries, so that a failure shows at once)."""
+        return (
             f'name = "{self.name}"\ndata_files = "{self.tmp / "data" / "*.parquet"}"\n\n[defaults]\n'
             f"concurrency = {concurrency}\nmax_retries = 1\nretry_backoff = 0.01\nretry_max_wait = 0.05\n"
-            f"timeout = 60\n\n[serve]\ngpus = {gpus}\ncommand = {json.dumps(command)}\n"
+            "timeout = 60\n\n"
         )
+
+    def write(self, runs: list[dict[str, Any]], gpus: str = "[0, 1, 2, 3]", concurrency: int = 2) -> Path:
+        command = self.command("--state", str(self.tmp / "state"), "--request-log", str(self.requests))
+        text = self.header(concurrency) + f"[serve]\ngpus = {gpus}\ncommand = {json.dumps(command)}\n"
         for r in runs:
             serve = ", ".join(f"{k} = {json.dumps(v)}" for k, v in r["serve"].items())
             text += f'\n[[runs]]\nname = "{r["name"]}"\nmodel = "org/{r["name"]}"\nserve = {{ {serve} }}\n'
@@ -73,15 +76,16 @@ class Study:
         ]
         return subprocess.Popen(cmd, env=clean_env(), cwd=str(REPO), **popen)
 
+    def server_records(self) -> list[dict[str, Any]]:
+        """The stand-ins' own records: each server's name, GPU ids, start and end (None while it runs)."""
+        return [json.loads(x) for x in self.records.read_text().splitlines()] if self.records.exists() else []
+
     def intervals(self) -> list[dict[str, Any]]:
-        """Each server's (name, GPU ids, start, end), from the stand-ins' own records."""
-        lines = (
-            [json.loads(x) for x in self.records.read_text().splitlines()] if self.records.exists() else []
-        )
-        return [r for r in lines if r["end"] is not None]
+        """Each ended server's (name, GPU ids, start, end)."""
+        return [r for r in self.server_records() if r["end"] is not None]
 
     def state(self) -> dict[str, Any]:
-        return json.loads((self.root / self.name / "sweep.json").read_text())["runs"]
+        return json.loads((self.folder / "sweep.json").read_text())["runs"]
 
     def servers_alive(self) -> list[int]:
         """Pids of live stand-ins and guards of this study (their command lines name its folder)."""

@@ -19,46 +19,26 @@ from typing import Any
 
 import pytest
 from conftest import REPO, clean_env, run_cli
-from datagen import doccount_reply, doccount_rows, write_doccount
+from datagen import doccount_reply
 from openai_test_server import TestServer
 from slurm_cluster import queue_empty, slurm_fixture  # noqa: F401  (the `slurm` fixture)
-from test_serve_sweep import overlapping_gpu_sharing, processes_naming, wait_until
+from test_serve_sweep import Study, overlapping_gpu_sharing, wait_until
 
 pytestmark = [pytest.mark.slurm, pytest.mark.timeout(400)]
 
-STANDIN = str(Path(__file__).resolve().parent / "standin_server.py")
 
-
-class ClusterStudy:
+class ClusterStudy(Study):
     """A sweep folder in tmp_path whose runs are Slurm jobs serving the stand-in."""
 
     def __init__(self, tmp: Path, rows: int = 4, name: str = "cluster") -> None:
-        self.tmp, self.name = tmp, name
-        self.rows = doccount_rows(rows)
-        write_doccount(tmp / "data" / "test-00000-of-00001.parquet", self.rows)
-        (tmp / "cfg.json").write_text(json.dumps({"answers": doccount_reply(self.rows)}))
-        self.records = tmp / "servers.jsonl"
-        self.requests = tmp / "requests.jsonl"
-        self.root = tmp / "runs"
-        self.file = tmp / "sweep.toml"
-        self.folder = self.root / name
+        super().__init__(tmp, rows, name)
 
     def write(
         self, runs: list[dict[str, Any]], serve: str = "", concurrency: int = 2, time_: str = "5"
     ) -> Path:
-        command = [
-            sys.executable,
-            STANDIN,
-            "--config",
-            str(self.tmp / "cfg.json"),
-            "--record",
-            str(self.records),
-        ]
-        command += ["--request-log", str(self.requests)]
-        text = (
-            f'name = "{self.name}"\ndata_files = "{self.tmp / "data" / "*.parquet"}"\n\n[defaults]\n'
-            f"concurrency = {concurrency}\nmax_retries = 1\nretry_backoff = 0.01\nretry_max_wait = 0.05\n"
-            f'timeout = 60\n\n[serve]\nexecutor = "slurm"\npartition = "debug"\ntime = "{time_}"\n'
+        command = self.command("--request-log", str(self.requests))
+        text = self.header(concurrency) + (
+            f'[serve]\nexecutor = "slurm"\npartition = "debug"\ntime = "{time_}"\n'
             f'gpus_per_node = 4\ncpus_per_gpu = 1\nmem_per_gpu = "256M"\ncommand = {json.dumps(command)}\n{serve}'
         )
         for r in runs:
@@ -96,15 +76,8 @@ class ClusterStudy:
     def job_ids(self) -> dict[str, str]:
         return {name: st["job_id"] for name, st in self.state().items() if st.get("job_id")}
 
-    def intervals(self) -> list[dict[str, Any]]:
-        if not self.records.exists():
-            return []
-        return [r for r in map(json.loads, self.records.read_text().splitlines()) if r["end"] is not None]
-
     def started(self) -> list[str]:
-        if not self.records.exists():
-            return []
-        return [r["name"] for r in map(json.loads, self.records.read_text().splitlines()) if r["end"] is None]
+        return [r["name"] for r in self.server_records() if r["end"] is None]
 
     def submitted(self) -> list[str]:
         """The job ids submitit submitted for this sweep (one job folder each)."""
@@ -121,9 +94,6 @@ class ClusterStudy:
             check=True,
         ).stdout
         return {j: s.split()[0] for j, s in (line.split("|") for line in out.splitlines() if line.strip())}
-
-    def servers_alive(self) -> list[int]:
-        return processes_naming(str(self.tmp / "cfg.json"))
 
     def responses(self, run: str) -> list[dict[str, Any]]:
         path = self.folder / run / "responses.partial.jsonl"

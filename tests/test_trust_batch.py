@@ -9,13 +9,11 @@ import logging
 import re
 import time
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from batch_emulator import BatchEmulator
-from datagen import doccount_rows, write_doccount
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_batch import evaluate, interrupt_batch_run, ledger, records
@@ -25,18 +23,6 @@ from evaluator.request.batch_api import BatchInfo, batch_info, usable_batch_id
 from evaluator.runfolder.batches import BatchEntry, LedgerRow
 
 pytestmark = pytest.mark.timeout(180)
-
-
-@pytest.fixture
-def emu() -> Iterator[BatchEmulator]:
-    with BatchEmulator({"step_s": 0.02}) as e:
-        yield e
-
-
-@pytest.fixture
-def data12(tmp_path: Path) -> str:
-    write_doccount(tmp_path / "data" / "test-00000-of-00001.parquet", doccount_rows(12))
-    return str(tmp_path / "data" / "test-*.parquet")
 
 
 def keys_of(recs: list[dict[str, Any]]) -> Counter[tuple[str, int]]:

@@ -12,13 +12,11 @@ import pytest
 from conftest import run_cli
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_leaderboard import merged, row  # scored rows and merged runs built in memory
 
 from evaluator.core.jsonl import utf8_json
-from evaluator.data.benchmarks import get_benchmark
 from evaluator.report.leaderboard import leaderboard_json
 from evaluator.report.leaderboard_markdown import leaderboard_markdown
-from evaluator.runfolder.runconfig import RunConfig
-from evaluator.scoring import MergedRun, outcome_of
 from evaluator.scoring.leaderboard import BoardRun, build_leaderboard
 from evaluator.study.sweep_file import SweepFileError, load_sweep
 
@@ -38,31 +36,6 @@ model = "m-a"
 base_url = "http://127.0.0.1:9/v1"
 api_key_env = "A_KEY"
 """
-
-
-def row(i: int, correct: bool) -> dict[str, Any]:
-    """One scored question with 100 prompt and 20 completion tokens (as tests/test_leaderboard.py builds it)."""
-    truth = i % 5 + 1
-    r = {
-        "sample_id": f"doc-{i:04d}",
-        "image_sha256": f"{i:064x}",
-        "groups": {"target_class": "Table"},
-        "target_class": "Table",
-        "ground_truth": truth,
-        "status": "ok",
-        "parsed_answer": truth if correct else truth + 1,
-        "finish_reason": "stop",
-        "usage": {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120},
-    }
-    r["correct"] = r["parsed_answer"] == truth
-    r["outcome"] = outcome_of(r)
-    return r
-
-
-def merged(rows: list[dict[str, Any]], model: str = "m") -> MergedRun:
-    url = "http://h:1/v1"
-    config = {"benchmark": "doccount", "model": model, "endpoint": url, "endpoints": [url]}
-    return MergedRun(Path("."), RunConfig.from_dict(config), get_benchmark("doccount"), [], rows, {})
 
 
 @pytest.fixture(scope="module")
