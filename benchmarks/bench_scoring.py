@@ -6,7 +6,7 @@
 The run folder is made the real way as far as it can be: `doccount-evaluate --limit 1` against the loopback
 server writes run_config.json, the manifest and one record; then the manifest is rewritten for every row
 (evaluator.runfolder.files.write_manifest) with the selection digest in run_config.json to match, and one
-record per question is appended with evaluator.core.records.ResponseRecord.to_json (the writer's own format):
+record per question is appended with evaluator.core.records.ResponseRecord.to_line (the writer's own format):
 ~94% ok, 3% parse failures, 2% request errors (with a retry error each), 1% duplicates from a re-run.
 Response texts are ~1 KB rationales ending in <answer>N</answer>.
 
@@ -115,9 +115,9 @@ def build_run(root: Path, data: str, records: int, seed: int = 0) -> dict[str, i
             rec.latency_s = round(5 + 10 * rng.random(), 4)
             rec.usage = Usage(prompt_tokens=1800, completion_tokens=300, total_tokens=2100)
             rec.response_id = f"chatcmpl-{i}"
-        lines.append(rec.to_json())
+        lines.append(rec.to_line().decode("utf-8").rstrip("\n"))
         if rng.random() < 0.01:  # an earlier attempt of the same row, superseded by a later line
-            lines.insert(max(0, len(lines) - 50), rec.to_json())
+            lines.insert(max(0, len(lines) - 50), rec.to_line().decode("utf-8").rstrip("\n"))
             counts["duplicates"] += 1
     with open(root / PARTIAL, "w", encoding="utf-8") as f:
         f.write("\n".join(lines) + "\n")
@@ -139,21 +139,15 @@ def timed(fn, *args):
 
 def in_process(root: Path) -> dict[str, float]:
     """Step timings in this process (warm imports)."""
-    from evaluator.runfolder.files import PARTIAL, done_sample_ids, read_jsonl
+    from evaluator.runfolder.files import PARTIAL, done_keys, read_jsonl
     from evaluator.scoring import merge_run, score_run
 
     out = {}
     out["read_jsonl"], _ = timed(read_jsonl, root / PARTIAL)
-    out["done_sample_ids"], _ = timed(done_sample_ids, root)
+    out["done_keys"], _ = timed(done_keys, root)
     out["merge_run"], _ = timed(merge_run, root)
     out["score_run"], _ = timed(score_run, root)
     return out
-
-
-def done_sample_ids(root: Path) -> object:
-    from evaluator.runfolder.files import done_sample_ids as done
-
-    return done(root)
 
 
 def main() -> int:
@@ -204,7 +198,9 @@ def main() -> int:
             err = measure(RESUME, resume, i)
             if " 0 to evaluate" not in err:
                 raise RuntimeError(f"the resume did not find every row done: {err[-1000:]}")
-        steps["done_sample_ids (after the resume)"] = [timed(done_sample_ids, root)[0]]
+        from evaluator.runfolder.files import done_keys
+
+        steps["done_keys (after the resume)"] = [timed(done_keys, root)[0]]
         if args.keep:
             log(f"kept {tmp}")
     rows = []
