@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from conftest import REPO, clean_env, run_cli
 from datagen import doccount_reply, doccount_rows, write_doccount
+from test_sweep import processes_naming
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -89,20 +90,7 @@ class Study:
 
     def servers_alive(self) -> list[int]:
         """Pids of live stand-ins and guards of this study (their command lines name its folder)."""
-        return [p for p in processes_naming(str(self.tmp / "cfg.json"))]
-
-
-def processes_naming(text: str) -> list[int]:
-    pids = []
-    for proc in Path("/proc").iterdir():
-        try:
-            cmdline = (proc / "cmdline").read_bytes()
-            state = (proc / "stat").read_text().rsplit(")", 1)[1].split()[0]
-        except (OSError, IndexError):
-            continue
-        if text.encode() in cmdline and state != "Z" and int(proc.name) != os.getpid():
-            pids.append(int(proc.name))
-    return pids
+        return processes_naming(str(self.tmp / "cfg.json"))
 
 
 def wait_until(cond: Any, timeout: float, what: str) -> float:

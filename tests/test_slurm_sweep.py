@@ -333,14 +333,11 @@ def _nothing_left(request: pytest.FixtureRequest) -> Any:
 
 def test_one_job_serves_the_real_vllm_cpu_server(slurm: str, tmp_path: Path) -> None:
     """The tiny checkpoint on vLLM's CPU build, started, checked, used and stopped inside one Slurm job."""
-    from test_vllm_sweep import CACHE, FLAGS, MARKER, marked, tiny_model, vllm_python
+    from test_vllm_sweep import FLAGS, marked, tiny_model, vllm_env, vllm_python
 
     python = vllm_python()
     model = tiny_model(python)
     study = ClusterStudy(tmp_path, rows=4, name="vllm-slurm")
-    scratch = CACHE / "vllm-run"
-    for sub in ("vllm", "inductor", "tmp"):
-        (scratch / sub).mkdir(parents=True, exist_ok=True)
     command = [python, str(REPO / "scripts" / "vllm_cpu_serve.py")]
     study.file.write_text(
         f'name = "vllm-slurm"\ndata_files = "{tmp_path / "data" / "*.parquet"}"\n\n[defaults]\nconcurrency = 2\n'
@@ -350,16 +347,7 @@ def test_one_job_serves_the_real_vllm_cpu_server(slurm: str, tmp_path: Path) -> 
         f"serve = {{ gpus = 1, args = {json.dumps(FLAGS)} }}\n"
     )
     token = os.urandom(8).hex()
-    env = {
-        MARKER: token,
-        "VLLM_CPU_KVCACHE_SPACE": "1",
-        "HF_HUB_OFFLINE": "1",
-        "TRANSFORMERS_OFFLINE": "1",
-        "VLLM_NO_USAGE_STATS": "1",
-        "VLLM_CACHE_ROOT": str(scratch / "vllm"),
-        "TORCHINDUCTOR_CACHE_DIR": str(scratch / "inductor"),
-        "TMPDIR": str(scratch / "tmp"),
-    }
+    env = vllm_env(token)
     t0 = time.monotonic()
     res = study.sweep(env=env, timeout=900)
     took = time.monotonic() - t0

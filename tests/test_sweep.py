@@ -279,7 +279,8 @@ def test_sigterm_stops_every_run_which_then_resumes(tmp_path: Path) -> None:
 
 
 def processes_naming(text: str) -> list[int]:
-    """Pids of live processes whose command line names `text` (a run root: the sweep's evaluate children)."""
+    """Pids of live processes whose command line names `text` (a run root: the sweep's evaluate children; a
+    stand-in's config: its servers), this process left out."""
     pids = []
     for proc in Path("/proc").iterdir():
         try:
@@ -287,7 +288,7 @@ def processes_naming(text: str) -> list[int]:
             state = (proc / "stat").read_text().rsplit(")", 1)[1].split()[0]
         except (OSError, IndexError):
             continue
-        if text.encode() in cmdline and state != "Z":
+        if text.encode() in cmdline and state != "Z" and int(proc.name) != os.getpid():
             pids.append(int(proc.name))
     return pids
 

@@ -59,14 +59,29 @@ def marked(token: str) -> list[int]:
     return pids
 
 
+def vllm_env(token: str) -> dict[str, str]:
+    """The environment a sweep serving the CPU vLLM build runs with: offline, a small KV cache, its caches
+    under CACHE/vllm-run, and MARKER=token so that the test finds every process it started."""
+    scratch = CACHE / "vllm-run"
+    for sub in ("vllm", "inductor", "tmp"):
+        (scratch / sub).mkdir(parents=True, exist_ok=True)
+    return {
+        MARKER: token,
+        "VLLM_CPU_KVCACHE_SPACE": "1",
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+        "VLLM_NO_USAGE_STATS": "1",
+        "VLLM_CACHE_ROOT": str(scratch / "vllm"),
+        "TORCHINDUCTOR_CACHE_DIR": str(scratch / "inductor"),
+        "TMPDIR": str(scratch / "tmp"),
+    }
+
+
 def test_a_sweep_serves_two_real_vllm_servers_one_after_the_other(tmp_path: Path) -> None:
     python = vllm_python()
     model = tiny_model(python)
     rows = doccount_rows(4)
     write_doccount(tmp_path / "data" / "test-00000-of-00001.parquet", rows)
-    scratch = CACHE / "vllm-run"
-    for sub in ("vllm", "inductor", "tmp"):
-        (scratch / sub).mkdir(parents=True, exist_ok=True)
     command = [python, str(REPO / "scripts" / "vllm_cpu_serve.py")]
     text = (
         f'name = "vllm-pair"\ndata_files = "{tmp_path / "data" / "*.parquet"}"\n\n[defaults]\nconcurrency = 2\n'
@@ -78,16 +93,7 @@ def test_a_sweep_serves_two_real_vllm_servers_one_after_the_other(tmp_path: Path
     sweep_file = tmp_path / "sweep.toml"
     sweep_file.write_text(text)
     token = uuid.uuid4().hex
-    env = {
-        MARKER: token,
-        "VLLM_CPU_KVCACHE_SPACE": "1",
-        "HF_HUB_OFFLINE": "1",
-        "TRANSFORMERS_OFFLINE": "1",
-        "VLLM_NO_USAGE_STATS": "1",
-        "VLLM_CACHE_ROOT": str(scratch / "vllm"),
-        "TORCHINDUCTOR_CACHE_DIR": str(scratch / "inductor"),
-        "TMPDIR": str(scratch / "tmp"),
-    }
+    env = vllm_env(token)
     root = tmp_path / "runs"
     t0 = time.monotonic()
     res = run_cli("sweep", str(sweep_file), "--run-root", str(root), "--parallel", "1", env=env, timeout=1500)
