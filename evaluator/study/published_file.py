@@ -6,9 +6,8 @@
 `correct` of `questions` (integers, 0 <= correct <= questions), `source` (where the number is from),
 optional `reasoning` (the mode the source ran in, "on" or "off": a run that declares the other mode is
 not comparable with it), `per_class` (class -> [correct, questions]) and `note` (e.g. where two sources
-disagree). The
-leaderboard shows it beside the reproduced accuracy (evaluator.scoring.published); it never reaches a
-request, so changing it changes no run.
+disagree). The leaderboard shows it beside the reproduced accuracy (evaluator.scoring.published); it
+never reaches a request, so changing it changes no run.
 """
 
 from __future__ import annotations
