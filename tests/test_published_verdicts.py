@@ -154,9 +154,12 @@ def test_319_against_304_is_no_detectable_difference_and_says_what_could_be_dete
     assert 8.5 < pub["min_detectable"] < 9.5 and 100 * pub["difference"] < pub["min_detectable"]
     for key in ("accuracy", "source", "difference", "difference_ci95", "p_value"):  # the earlier keys stay
         assert key in pub
-    shown = f"no detectable difference (detectable: ±{pub['min_detectable']:.1f} points)"
-    assert shown == "no detectable difference (detectable: ±9.0 points)"
-    assert f"| {shown} |" in board["md"] and shown in board["page"]
+    shown = f"no detectable difference (smallest detectable: {pub['min_detectable']:.1f} points)"
+    assert shown == "no detectable difference (smallest detectable: 9.0 points)"
+    assert f"| {shown} |" in board["md"]
+    verdict = re.search(r'<td class="txt verdict-no-detectable-difference">(.*?)</td>', board["page"], re.S)
+    text = " ".join(re.sub(r"<[^>]+>", " ", verdict.group(1)).split())
+    assert text == "no detectable difference smallest detectable: 9.0 points"
     assert "at 442 against 442 questions it is about 9 points" in board["md"]
     assert "at 442 against 442 questions it is about 9 points" in board["page"]
     assert "reasoning mode unknown (the run declared none; the source states none)" in board["md"]
@@ -168,7 +171,7 @@ def test_a_clear_difference_differs(scored_run: Path, tmp_path: Path) -> None:
     pub = board["json"]["runs"][0]["published"]
     assert pub["verdict"] == "differs" and pub["p_value"] < 0.001
     assert 100 * pub["difference"] > pub["min_detectable"]
-    assert "differs (detectable: ±" in board["md"] and 'class="txt verdict-differs"' in board["page"]
+    assert "differs (smallest detectable: " in board["md"] and 'class="txt verdict-differs"' in board["page"]
     assert "published 60.86: differs" in main_row(board["page"], "qwen")
     no_consistent(board)
 
@@ -177,15 +180,14 @@ def test_modes_that_differ_are_not_comparable(scored_run: Path, tmp_path: Path) 
     published = f'{{ correct = 304, questions = 442, source = "paper", reasoning = "off", per_class = {_toml(KIMI_CLASSES)} }}'
     board = board_of(scored_run, tmp_path / "a", published, declared="on")
     pub = board["json"]["runs"][0]["published"]
-    assert pub["verdict"] == "not comparable" and (pub["reasoning"], pub["reproduced_reasoning"]) == (
-        "off",
-        "on",
-    )
+    assert pub["verdict"] == "not comparable"
+    assert (pub["reasoning"], pub["reproduced_reasoning"]) == ("off", "on")
     assert pub["p_value"] is None and pub["difference_ci95"] is None and pub["min_detectable"] is None
     assert all(b["p_value"] is None and b["p_holm"] is None for b in pub["per_class"].values())
     assert pub["classes_differ"] == []
-    why = "not comparable: the run declared reasoning on, the source ran with reasoning off"
-    assert why in board["md"] and why in board["page"]
+    why = "the run declared reasoning on, the source ran with reasoning off"
+    assert f"not comparable: {why}" in board["md"]
+    assert f'verdict-not-comparable">not comparable\n<span class="sub">{why}</span>' in board["page"]
     line = next(x for x in board["md"].splitlines() if x.startswith("| qwen | paper |"))
     assert line.split(" | ")[5:7] == ["", ""]  # no p, no p (Holm)
     no_consistent(board)
@@ -234,7 +236,7 @@ def test_a_class_that_differs_shows_on_the_run_s_main_row(scored_run: Path, tmp_
     assert "published 72.85: no detectable difference" in row
     assert '<span class="sub flag">classes differ: Brand Logo, Photograph</span>' in row
     md_row = next(x for x in board["md"].splitlines() if x.startswith("| 1 | qwen |"))
-    assert "(classes differ: Brand Logo, Photograph from published)" in md_row
+    assert "(against published, classes differ: Brand Logo, Photograph)" in md_row
     no_consistent(board)
 
 

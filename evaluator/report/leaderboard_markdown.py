@@ -73,7 +73,8 @@ def run_cells(board: dict[str, Any], e: dict[str, Any], link: bool = True) -> li
     cells = [str(e["rank"]), name, str(e["model"]), e["provider"], f"{e['correct']} / {denom}"]
     differ = published_mark(e)[1]
     cells.append(
-        f"{pct(e['accuracy'])} {ci(e['ci95'])}".strip() + (f" ({differ} from published)" if differ else "")
+        f"{pct(e['accuracy'])} {ci(e['ci95'])}".strip()
+        + (f" (against published, {differ})" if differ else "")
     )
     cells += [pct((e.get("extra_metrics") or {}).get(k)) for k in extra_metric_names(board)]
     if repeats:
@@ -154,16 +155,24 @@ PUBLISHED_HEADERS = [
     "Reproduced - published, points [95% CI]",
     "p",
     "p (Holm, per class)",
-    "Verdict (detectable at 80% power)",
+    "Verdict (smallest difference detectable at 80% power)",
 ]
 
 
-def verdict_text(block: dict[str, Any]) -> str:
-    """The verdict and, beside it, the smallest difference the test detects at these sizes."""
-    if block.get("verdict") == "not comparable" or block.get("verdict") is None:
-        return f"not comparable: {block.get('not_comparable') or 'no test'}"
+def verdict_detail(block: dict[str, Any]) -> str:
+    """What goes beside the verdict: the smallest difference the test detects here, or why no test."""
+    if block.get("verdict") in ("not comparable", None):
+        return block.get("not_comparable") or "no test"
     md = block.get("min_detectable")
-    return block["verdict"] + ("" if md is None else f" (detectable: ±{md:.1f} points)")
+    return "" if md is None else f"smallest detectable: {md:.1f} points"
+
+
+def verdict_text(block: dict[str, Any]) -> str:
+    """The verdict with its detail: "differs (smallest detectable: 9.0 points)", "not comparable: why"."""
+    word, detail = block.get("verdict") or "not comparable", verdict_detail(block)
+    if word == "not comparable":
+        return f"{word}: {detail}"
+    return f"{word} ({detail})" if detail else word
 
 
 def published_mark(e: dict[str, Any]) -> tuple[str, str]:

@@ -23,7 +23,7 @@ from evaluator.report.leaderboard_markdown import (
     latency,
     pct,
     published_mark,
-    verdict_text,
+    verdict_detail,
 )
 from evaluator.report.templates import render
 
@@ -206,7 +206,7 @@ def _interval(c: Any) -> str:
 def _verdict(block: dict[str, Any]) -> dict[str, str]:
     """The verdict's word (a CSS class from it), and beside it the detectable difference or the reason."""
     word = block.get("verdict") or "not comparable"
-    return {"verdict": word, "verdict_class": word.replace(" ", "-"), "verdict_note": verdict_text(block)}
+    return {"verdict": word, "verdict_class": word.replace(" ", "-"), "verdict_note": verdict_detail(block)}
 
 
 def _p(x: Any) -> str:
