@@ -42,11 +42,11 @@ def test_the_p_value_is_the_chi_square_test_without_continuity_correction(a, b) 
 
 
 def test_a_reproduction_of_the_readme_numbers() -> None:
-    # 319 reproduced against the 322 published: consistent; 269 against 322: not
+    # 319 reproduced against the 322 published: no detectable difference; 269 against 322: differs
     close = published_block({"correct": 322, "questions": 442, "source": "README"}, 319, 442, {})
-    assert close["consistent"] is True and close["difference"] == pytest.approx(-3 / 442)
+    assert close["verdict"] == "no detectable difference" and close["difference"] == pytest.approx(-3 / 442)
     far = published_block({"correct": 322, "questions": 442}, 269, 442, {})
-    assert far["consistent"] is False and far["p_value"] < 0.001
+    assert far["verdict"] == "differs" and far["p_value"] < 0.001
     assert far["difference_ci95"][1] < 0 < close["difference_ci95"][1]
 
 

@@ -22,6 +22,8 @@ from evaluator.report.leaderboard_markdown import (
     extra_metric_names,
     latency,
     pct,
+    published_mark,
+    verdict_detail,
 )
 from evaluator.report.templates import render
 
@@ -30,9 +32,23 @@ Column = tuple[str, str, Callable[[dict[str, Any]], Cell]]  # header, css class,
 
 
 def cell(
-    text: Any, value: float | None = None, sub: str = "", title: str = "", href: str = "", note: str = ""
+    text: Any,
+    value: float | None = None,
+    sub: str = "",
+    title: str = "",
+    href: str = "",
+    note: str = "",
+    flag: str = "",
 ) -> Cell:
-    return {"text": text, "value": value, "sub": sub, "title": title, "href": href, "note": note}
+    return {
+        "text": text,
+        "value": value,
+        "sub": sub,
+        "title": title,
+        "href": href,
+        "note": note,
+        "flag": flag,
+    }
 
 
 def render_page(board: dict[str, Any], stamp: tuple[str, str] | None = None) -> str:
@@ -79,9 +95,8 @@ def _run_cell(e: dict[str, Any]) -> Cell:
 
 
 def _accuracy_cell(e: dict[str, Any]) -> Cell:
-    pub = e.get("published")
-    note = f"published {pct(pub['accuracy'])}" if pub else ""
-    return cell(pct(e["accuracy"]), e["accuracy"], sub=ci(e["ci95"]), note=note)
+    note, flag = published_mark(e)
+    return cell(pct(e["accuracy"]), e["accuracy"], sub=ci(e["ci95"]), note=note, flag=flag)
 
 
 def columns(board: dict[str, Any]) -> list[Column]:
@@ -188,9 +203,14 @@ def _interval(c: Any) -> str:
     return "" if not c else f"[{100 * c[0]:+.1f}, {100 * c[1]:+.1f}]"
 
 
-def _verdict(block: dict[str, Any]) -> str:
-    c = block.get("consistent")
-    return "n/a" if c is None else "consistent" if c else "differs"
+def _verdict(block: dict[str, Any]) -> dict[str, str]:
+    """The verdict's word (a CSS class from it), and beside it the detectable difference or the reason."""
+    word = block.get("verdict") or "not comparable"
+    return {"verdict": word, "verdict_class": word.replace(" ", "-"), "verdict_note": verdict_detail(block)}
+
+
+def _p(x: Any) -> str:
+    return "" if x is None else f"{x:.3g}"
 
 
 def published_rows(board: dict[str, Any]) -> list[dict[str, Any]]:
@@ -207,7 +227,9 @@ def published_rows(board: dict[str, Any]) -> list[dict[str, Any]]:
                 "reproduced": pct(b["reproduced_accuracy"]),
                 "difference": _points(b["difference"]),
                 "interval": _interval(b["difference_ci95"]),
-                "verdict": _verdict(b),
+                "p": _p(b.get("p_value")),
+                "p_holm": _p(b.get("p_holm")),
+                **_verdict(b),
                 "size": f"{b['reproduced_questions']} here, {b['questions']} published",
                 "size_matches": b["size_matches"],
             }
@@ -217,13 +239,13 @@ def published_rows(board: dict[str, Any]) -> list[dict[str, Any]]:
             {
                 "name": e["name"],
                 "source": pub.get("source") or "",
-                "note": pub.get("note") or "",
+                "note": " ".join(x for x in (pub.get("reasoning_note"), pub.get("note")) if x),
                 "published": f"{pct(pub['accuracy'])} ({pub['correct']} / {pub['questions']})",
                 "reproduced": f"{pct(e['accuracy'])} ({e['correct']} / {e.get('responses', e['questions'])})",
                 "difference": _points(pub["difference"]),
                 "interval": _interval(pub["difference_ci95"]),
-                "p": "" if pub["p_value"] is None else f"{pub['p_value']:.3g}",
-                "verdict": _verdict(pub),
+                "p": _p(pub["p_value"]),
+                **_verdict(pub),
                 "mismatches": pub.get("class_size_mismatches") or [],
                 "classes": classes,
             }

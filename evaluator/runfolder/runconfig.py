@@ -123,6 +123,9 @@ class RunConfig(msgspec.Struct, kw_only=True, omit_defaults=False):
     launch: Launch | None = None
     """How the sweep started this invocation's server (a served run), or None (an endpoint run)."""
 
+    reasoning: str | None = None
+    """The declared reasoning mode, `on` or `off` (--reasoning); None: not declared."""
+
     extra: dict[str, Any] = msgspec.field(default_factory=dict)
     """Top-level keys this version does not know (written back unchanged, kept at the top level)."""
 
@@ -145,6 +148,7 @@ class RunConfig(msgspec.Struct, kw_only=True, omit_defaults=False):
             "servers",
             "serving",
             "launch",
+            "reasoning",
         ):  # absent rather than null, as before these fields existed
             if d.get(key) is None:
                 d.pop(key)

@@ -28,10 +28,17 @@ from evaluator.scoring import (
     outcome_counts,
 )
 from evaluator.scoring.compare import group_columns, paired_comparison
-from evaluator.scoring.published import INTERVAL, TEST, published_block
+from evaluator.scoring.published import INTERVAL, MIN_DETECTABLE, PER_CLASS, TEST, published_block
 from evaluator.scoring.repeat_scoring import compare_block, run_repeats
 from evaluator.scoring.row import ScoredQuestion, ScoredRow, question_rows, responses_of
-from evaluator.scoring.stats import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, CONFIDENCE, describe, sign_flip_p
+from evaluator.scoring.stats import (
+    BOOTSTRAP_RESAMPLES,
+    BOOTSTRAP_SEED,
+    CONFIDENCE,
+    describe,
+    holm,
+    sign_flip_p,
+)
 
 LEADERBOARD_SCHEMA_VERSION = 1
 # The providers that offer an OpenAI-format Batch API (OpenAI, Azure OpenAI, Groq, Together, Mistral, ...)
@@ -125,7 +132,9 @@ def run_entry(
         "latency_s": latency_of(responses),
     }
     if run.published:
-        entry["published"] = published_block(run.published, entry["correct"], _denominator(entry), per_group)
+        entry["published"] = published_block(
+            run.published, entry["correct"], _denominator(entry), per_group, m.run_config.reasoning
+        )
     return entry
 
 
@@ -326,18 +335,6 @@ def pair_p(ca: list, cb: list, mcnemar_p: float | None, resamples: int, seed: in
     return {"p_value": p, "p_test": "sign_flip"}
 
 
-def holm(pvalues: Sequence[float | None]) -> list[float | None]:
-    """Holm-Bonferroni step-down adjusted p-values (None stays None and does not count as a test)."""
-    tested = sorted((p, i) for i, p in enumerate(pvalues) if p is not None)
-    m = len(tested)
-    out: list[float | None] = [None] * len(pvalues)
-    running = 0.0
-    for rank, (p, i) in enumerate(tested):
-        running = max(running, min(1.0, (m - rank) * p))
-        out[i] = running
-    return out
-
-
 def methods(resamples: int, seed: int) -> dict[str, Any]:
     return {
         "rank_by": "primary score: exact-count accuracy over every question of the run (missing = wrong)",
@@ -359,4 +356,6 @@ def methods(resamples: int, seed: int) -> dict[str, Any]:
         "latency": "median and 95th percentile of latency_s over every response with a latency",
         "published_test": TEST,
         "published_interval": INTERVAL,
+        "published_power": MIN_DETECTABLE,
+        "published_per_class": PER_CLASS,
     }

@@ -164,3 +164,15 @@ def describe(values: Sequence[float], with_sum: bool = False) -> dict[str, float
         out[f"p{q}"] = _percentile_of_sorted(ordered, q)
     out["max"] = max(vals) if vals else None
     return out
+
+
+def holm(pvalues: Sequence[float | None]) -> list[float | None]:
+    """Holm-Bonferroni step-down adjusted p-values (None stays None and does not count as a test)."""
+    tested = sorted((p, i) for i, p in enumerate(pvalues) if p is not None)
+    m = len(tested)
+    out: list[float | None] = [None] * len(pvalues)
+    running = 0.0
+    for rank, (p, i) in enumerate(tested):
+        running = max(running, min(1.0, (m - rank) * p))
+        out[i] = running
+    return out

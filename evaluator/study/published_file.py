@@ -1,12 +1,13 @@
 """A run's `published` result in a sweep file, read and checked: the number the run reproduces.
 
-    published = { correct = 322, questions = 442, source = "DocCount README",
+    published = { correct = 322, questions = 442, source = "DocCount README", reasoning = "on",
                   per_class = { "Brand Logo" = [104, 163], ... }, note = "..." }
 
 `correct` of `questions` (integers, 0 <= correct <= questions), `source` (where the number is from),
-optional `per_class` (class -> [correct, questions]) and `note` (e.g. where two sources disagree). The
-leaderboard shows it beside the reproduced accuracy (evaluator.scoring.published); it never reaches a
-request, so changing it changes no run.
+optional `reasoning` (the mode the source ran in, "on" or "off": a run that declares the other mode is
+not comparable with it), `per_class` (class -> [correct, questions]) and `note` (e.g. where two sources
+disagree). The leaderboard shows it beside the reproduced accuracy (evaluator.scoring.published); it
+never reaches a request, so changing it changes no run.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ from typing import Any, Protocol
 
 from evaluator.study.secrets import looks_like_secret
 
-PUBLISHED_KEYS = ("correct", "questions", "source", "per_class", "note")
+PUBLISHED_KEYS = ("correct", "questions", "source", "reasoning", "per_class", "note")
+MODES = ("on", "off")
 
 
 class _Where(Protocol):
@@ -47,6 +49,8 @@ def run_published(where: _Where, i: int, name: str, table: dict[str, Any]) -> di
     for key in ("source", "note"):
         if key in pub and (not isinstance(pub[key], str) or looks_like_secret(pub[key])):
             raise fail(f"`{key}` must be a short text")
+    if "reasoning" in pub and not (isinstance(pub["reasoning"], str) and pub["reasoning"] in MODES):
+        raise fail('`reasoning` must be "on" or "off": the mode the source ran in')
     per_class = pub.get("per_class", {})
     if not isinstance(per_class, dict):
         raise fail('`per_class` must be a table: { "<class>" = [correct, questions], ... }')
