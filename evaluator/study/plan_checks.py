@@ -69,7 +69,7 @@ def is_vllm(table: ServeTable) -> bool:
     return any(Path(a).name == "vllm_cpu_serve.py" for a in cmd)
 
 
-def options(args: Iterable[str]) -> Iterator[tuple[str, str | None, str | None]]:
+def options(args: Iterable[str]) -> Iterator[tuple[str, str | None, str]]:
     """Each option of a vLLM argument list: (flag as vLLM reads it, its value, the flag as written).
     vLLM reads `--a_b` as `--a-b`, `--flag=value`, and `--json-flag.key value` as part of `--json-flag`;
     a token that is a number (e.g. `-1`) is a value, not a flag."""
