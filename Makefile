@@ -156,7 +156,8 @@ test: $(VENV_STAMP)
 	$(VENV)/bin/python -m pytest -q -m "not vllm and not containers and not slurm"
 
 test-vllm: $(VENV_STAMP)
-	$(VENV)/bin/python -m pytest -q -m vllm tests/test_vllm_real.py tests/test_vllm_sweep.py
+	$(VENV)/bin/python -m pytest -q -m vllm tests/test_vllm_real.py tests/test_vllm_sweep.py tests/test_vllm_flags.py \
+	  tests/test_vllm_context.py
 
 # A real one-node Slurm (munge, MariaDB + slurmdbd, slurmctld, slurmd with 4 pretend GPUs) under
 # SLURM_CI_DIR, the tests marked `slurm` against it, then every daemon stopped (also on failure).

@@ -34,7 +34,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-RECIPE_VERSION = 1
+RECIPE_VERSION = 2  # 2: 16,384 positions (1: 4,096), room for DocCount's prompt budget beside max_tokens
 SEED = 0
 STAMP_NAME = ".doccount-tiny-vlm-stamp"
 
@@ -174,7 +174,9 @@ def build(output: Path) -> None:
             "num_attention_heads": 2,
             "num_key_value_heads": 2,
             "head_dim": head_dim,
-            "max_position_embeddings": 4096,
+            # a sweep serving it must fit max_tokens + the 8,192-token DocCount prompt budget (the checks
+            # before starting refuse less); the weights do not grow with it
+            "max_position_embeddings": 16384,
             "rms_norm_eps": 1e-6,
             "rope_parameters": {
                 "rope_type": "default",

@@ -735,7 +735,7 @@ gpus = []
 name = "tiny-c"
 model = "$TINY_ID"
 served_model_name = "tiny-c"
-serve = { revision = "main", gpus = 0, args = ["--dtype", "bfloat16", "--max-model-len", "2048", "--max-num-seqs", "4", "--enforce-eager", "--kv-cache-memory-bytes", "1073741824"] }
+serve = { revision = "main", gpus = 0, args = ["--dtype", "bfloat16", "--max-model-len", "8704", "--max-num-seqs", "4", "--enforce-eager", "--kv-cache-memory-bytes", "1073741824"] }
 TOML
     CLEANUP_CMDS+=("podman ps -a -q --filter name=doccount-tiny-c | xargs -r podman rm -f -t 0")
     env HF_HOME="$HF" HF_HUB_OFFLINE=1 "$REPO/.venv/bin/doccount" sweep "$dir/sweep.toml" --run-root "$dir/runs" \

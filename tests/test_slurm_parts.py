@@ -98,7 +98,9 @@ def slurm_sweep(tmp: Path, gpus: list[int]) -> Path:
         'partition = "gpu"\ntime = "01:00:00"\ngpus_per_node = 4\n'
     )
     for i, g in enumerate(gpus):
-        text += f'\n[[runs]]\nname = "r{i}"\nmodel = "org/m{i}"\nserve = {{ gpus = {g} }}\n'
+        # vLLM's tensor parallelism over the run's GPUs (the checks before starting compare the two)
+        args = f'["--tensor-parallel-size", "{g}"]'
+        text += f'\n[[runs]]\nname = "r{i}"\nmodel = "org/m{i}"\nserve = {{ gpus = {g}, args = {args} }}\n'
     (tmp / "sweep.toml").write_text(text)
     return tmp / "sweep.toml"
 

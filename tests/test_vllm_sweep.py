@@ -23,7 +23,8 @@ from datagen import doccount_rows, write_doccount
 pytestmark = [pytest.mark.vllm, pytest.mark.timeout(1800)]
 
 CACHE = Path(os.environ.get("DOCCOUNT_CACHE") or Path.home() / ".cache" / "doccount")
-FLAGS = ["--dtype", "bfloat16", "--max-model-len", "2048", "--max-num-seqs", "4", "--enforce-eager"]
+# max_tokens 16 + DocCount's prompt budget (8,192) must fit the context, or the sweep refuses to start
+FLAGS = ["--dtype", "bfloat16", "--max-model-len", "8704", "--max-num-seqs", "4", "--enforce-eager"]
 FLAGS += ["--limit-mm-per-prompt", '{"image":1}']
 MARKER = "DOCCOUNT_TEST_VLLM_SWEEP"
 

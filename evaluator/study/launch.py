@@ -107,6 +107,21 @@ def launch_argv(spec: ServerSpec, run: str, port: int, gpus: list[str]) -> tuple
     return process_argv(spec, port), None
 
 
+PORT_PLACEHOLDER = "$PORT"
+
+
+def plan_argv(spec: ServerSpec, run: str, gpus: list[str]) -> list[str]:
+    """The argv `--plan` shows for a server: what launch_argv would run, with `$PORT` for the port (the
+    sweep picks a free one) and, for the process launcher, CUDA_VISIBLE_DEVICES as a shell prefix."""
+    if spec.launcher == "container":
+        name = container_name(run, 0)
+        swap = {"PORT=0": f"PORT={PORT_PLACEHOLDER}", name: name[:-1] + PORT_PLACEHOLDER}
+        return [swap.get(a, a) for a in container_argv(spec, 0, gpus, name)]
+    argv = process_argv(spec, 0)
+    argv[argv.index("--port") + 1] = PORT_PLACEHOLDER
+    return ([f"CUDA_VISIBLE_DEVICES={','.join(gpus)}"] if gpus else []) + argv
+
+
 def missing_program(spec: ServerSpec) -> str | None:
     """The program the launcher would run when this environment has no such program (else None): a server
     that cannot exist is not tried three times."""

@@ -83,22 +83,3 @@ def end_table(sweep: Any, state: Any, selected: list[Any], board: Path | None) -
     if board is not None:
         out.append(f"leaderboard: {board / 'index.html'} (and leaderboard.md, leaderboard.json)")
     return out
-
-
-def plan_lines(sweep: Any, rows: list[Any], finished: list[str]) -> list[str]:
-    """`--plan`: each run's endpoint or server, its GPUs, and the order servers start (executors.base.PlanRow)."""
-    out = [f"sweep {sweep.name}: plan ({sweep.serve.executor} executor); nothing is started", ""]
-    pad = max([len(r.run) for r in rows] + [len(n) for n in finished] + [3])
-    width = max([len(",".join(r.gpus)) for r in rows] + [4])
-    out.append(f"{'run':<{pad}}  {'start':>5}  {'gpus':<{width}}  endpoint or server")
-    for r in rows:
-        order = "" if r.order is None else str(r.order)
-        gpus = ",".join(r.gpus) or "-"
-        wait = f"  (after {', '.join(r.after)})" if r.after else ""
-        note = f"  [{r.note}]" if r.note else ""
-        out.append(f"{r.run:<{pad}}  {order:>5}  {gpus:<{width}}  {r.where}{wait}{note}")
-    for name in finished:
-        out.append(
-            f"{name:<{pad}}  {'':>5}  {'-':<{width}}  finished earlier with the same settings: not started"
-        )
-    return out

@@ -41,7 +41,9 @@ from evaluator.runfolder.files import RunLock
 from evaluator.study.executors.base import Executor, ExecutorError, Handle
 from evaluator.study.executors.slurm_queue import status_lines
 from evaluator.study.launch import ServerSpec
-from evaluator.study.progress import SweepProgress, end_table, plan_lines
+from evaluator.study.plan_checks import check_runs
+from evaluator.study.plan_text import plan_lines
+from evaluator.study.progress import SweepProgress, end_table
 from evaluator.study.state import SWEEP_STATE, RunState, args_digest, load_state
 from evaluator.study.sweep_file import (
     OptionSpec,
@@ -224,9 +226,13 @@ def run_sweep(
     executor = executor or make_executor(sw, runs, parallel, env)
     tasks = {r.name: sw.task(r) for r in runs}
     executor.check([t for t, _, _ in tasks.values()])
+    # the settings a server would refuse or waste, found before any server starts or job is submitted
+    check_runs(sweep, [r for r in runs if not tasks[r.name][2]])
     if plan:
         rows = executor.plan([t for t, _, done in tasks.values() if not done])
-        for line in plan_lines(sweep, rows, [r.name for r in runs if tasks[r.name][2]]):
+        header = executor.plan_header() if hasattr(executor, "plan_header") else []
+        finished = [r.name for r in runs if tasks[r.name][2]]
+        for line in plan_lines(sweep, rows, finished, header, getattr(executor, "parallel", None)):
             answer(line)  # the plan is the command's answer
         return 0
     check_key_variables(sweep, runs, env)

@@ -121,6 +121,10 @@ class Benchmark(ABC):
     prompt_files: tuple[str, ...] = ()
     # True when the manifest needs the image bytes (no released hash column to read instead)
     manifest_reads_images: bool = False
+    # The tokens one question's prompt may take (text and image together), as a served model's context
+    # must hold it beside max_tokens: the sweep's checks before starting (study.plan_checks) add the two.
+    # An estimate per benchmark, documented in docs/serving.md; each benchmark declares its own.
+    prompt_budget: int
 
     # -- data -> samples
     @abstractmethod

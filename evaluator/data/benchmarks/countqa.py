@@ -47,6 +47,9 @@ class CountQA(Benchmark):
     # What the reference adapter sends by default (EvalScope's count_qa over an OpenAI-compatible API):
     # temperature 0.0 and nothing else; top_p and max_tokens are left out (None: not sent). See README.
     default_sampling = Sampling(temperature=0.0, top_p=None, max_tokens=None)
+    # A short system prompt and question, and one everyday photo (a phone photo scaled by a Qwen-VL-style
+    # processor is a few thousand tokens): the same 8,192 as DocCount (docs/serving.md).
+    prompt_budget = 8192
     prompt_files = ("countqa_system.txt",)
     manifest_reads_images = True  # the release has no hash column: hash the bytes
 

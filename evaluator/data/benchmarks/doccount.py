@@ -41,6 +41,10 @@ class DocCount(Benchmark):
     }
     group_fields = ("target_class",)
     default_sampling = Sampling(temperature=1.0, top_p=0.95, max_tokens=32768)
+    # A few hundred tokens of protocol, question and class definition, and one page image: at about
+    # 28 x 28 px per token (Qwen-VL-style processors) a 1700 x 2200 page is ~4,800 tokens, and other
+    # processors tile more finely. 8,192 holds both with room (docs/serving.md, "Checks before starting").
+    prompt_budget = 8192
     prompt_files = ("counting_protocol.md",)
     expected_groups = {"target_class": CLASSES}
 

@@ -4,6 +4,7 @@ A sweep turns each run into a `UnitTask` (evaluator.study.unit: picklable, no se
 
     executor.check(tasks)           # refuse what can never run, before anything starts (ExecutorError: exit 2)
     executor.plan(tasks)            # -> list[PlanRow], for `doccount sweep FILE --plan`; starts nothing
+    executor.plan_header()          # -> list[str]: the pool or partition, --parallel, the order's assumption
     handle = executor.submit(task)  # -> Handle; the executor decides when it starts (GPUs, --parallel)
     handle.poll()                   # -> UnitStatus | None: None while queued; .result once finished
     handle.cancel()                 # stop it (queued: never starts; running: rows kept, server stopped)
@@ -40,7 +41,11 @@ class PlanRow(msgspec.Struct, frozen=True, kw_only=True):
     order: int | None = None
     """1-based start order of its server (None for an endpoint run)."""
     after: list[str] = msgspec.field(default_factory=list)
-    """The runs whose GPUs it waits for (local)."""
+    """The runs whose GPUs it waits for (local): those whose end frees the GPUs it starts on."""
+    slot: bool = False
+    """It waits for a run to end only because of --parallel (no GPU of its own to wait for)."""
+    command: list[str] = msgspec.field(default_factory=list)
+    """The argv that starts its server, `$PORT` where the port goes (empty for an endpoint run)."""
     note: str = ""
 
 
@@ -58,6 +63,10 @@ class Executor(Protocol):
     def check(self, tasks: Sequence[UnitTask]) -> None: ...
 
     def plan(self, tasks: Sequence[UnitTask]) -> list[PlanRow]: ...
+
+    def plan_header(self) -> list[str]:
+        """`--plan`'s first lines: where the runs go, how many at once, what the order assumes."""
+        ...
 
     def submit(self, task: UnitTask) -> Handle: ...
 

@@ -15,7 +15,7 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 
 from evaluator.study.executors.base import ExecutorError, PlanRow
-from evaluator.study.launch import process_argv
+from evaluator.study.launch import plan_argv
 from evaluator.study.unit import UnitResult, UnitStatus, UnitTask, serve_and_evaluate
 
 Runner = Callable[..., UnitResult]
@@ -125,6 +125,15 @@ class LocalExecutor:
                     "serve.gpus, add GPUs to [serve] gpus, or leave the run out with --only"
                 )
 
+    def plan_header(self) -> list[str]:
+        pool = f"{','.join(self.pool)} ({len(self.pool)} GPUs)" if self.pool else "none (endpoint runs only)"
+        return [
+            f"executor local; GPU pool {pool}; --parallel {self.parallel} (runs at once)",
+            "start order: the file's order, each server on the lowest free GPUs once enough are free, "
+            "assuming every run takes the same time (real runs differ, so later starts can come in "
+            "another order)",
+        ]
+
     def plan(self, tasks: Sequence[UnitTask]) -> list[PlanRow]:
         steps = simulate([t.gpus for t in tasks], self.pool, self.parallel)
         ends = {i: (start, end, gpus) for i, start, end, gpus in steps}
@@ -132,20 +141,12 @@ class LocalExecutor:
         rows = []
         for i, t in enumerate(tasks):
             start, _, gpus = ends.get(i, (0.0, 0.0, []))
-            after = [
-                tasks[j].run
-                for j, (_s, e, g) in ends.items()
-                if e == start and (set(g) & set(gpus) or not gpus)
-            ]
-            where = (
-                " ".join(process_argv(t.server, 0)).replace(" --port 0", " --port PORT")
-                if t.server
-                else _url(t)
-            )
-            if t.server is not None and t.server.launcher == "container":
-                where = f"container {t.server.image}: {t.server.model} as {t.server.served_name}"
-            rows.append(PlanRow(run=t.run, where=where, gpus=gpus, order=order[i] + 1 if i in order else None,
-                                after=after if start > 0 else []))  # fmt: skip
+            # the runs whose end frees the GPUs it starts on (a run without GPUs waits for a slot)
+            after = [tasks[j].run for j, (_s, e, g) in ends.items() if e == start and set(g) & set(gpus)]
+            slot = start > 0 and not after
+            rows.append(PlanRow(run=t.run, where=_url(t) if t.server is None else "", gpus=gpus,
+                                order=order[i] + 1 if i in order else None, after=after if start > 0 else [],
+                                slot=slot, command=plan_argv(t.server, t.run, gpus) if t.server else []))  # fmt: skip
         return rows
 
     def submit(self, task: UnitTask) -> LocalHandle:

@@ -45,6 +45,7 @@ from evaluator.study.executors.slurm_queue import (
     read_queue,
     rows_text,
 )
+from evaluator.study.launch import plan_argv
 from evaluator.study.secrets import SECRET_KEY_PARTS
 from evaluator.study.unit import CHILD_DROPS, UnitResult, UnitStatus, UnitTask, serve_and_evaluate
 
@@ -230,6 +231,15 @@ class SlurmExecutor:
                     "with --only"
                 )
 
+    def plan_header(self) -> list[str]:
+        s = self.settings
+        node = f", {s['gpus_per_node']} GPUs per node" if "gpus_per_node" in s else ""
+        return [
+            f"executor slurm; partition {s.get('partition') or '(default)'}, time {s.get('time', '01:00:00')}"
+            f"{node}; one job per run, all submitted at once (--parallel does not apply: Slurm decides when "
+            "each starts)"
+        ]
+
     def plan(self, tasks: Sequence[UnitTask]) -> list[PlanRow]:
         s = self.settings
         where = (
@@ -238,10 +248,9 @@ class SlurmExecutor:
         rows = []
         for t in tasks:
             note = f"adopts job {self.jobs[t.run]} if still queued or running" if t.run in self.jobs else ""
-            command = " ".join([*t.server.command, t.server.model]) if t.server else "endpoint run"
-            rows.append(
-                PlanRow(run=t.run, where=f"{where}: {command}", gpus=[f"{t.gpus} per job"], note=note)
-            )
+            command = plan_argv(t.server, t.run, []) if t.server else []
+            rows.append(PlanRow(run=t.run, where=where if t.server else f"{where}: endpoint run", gpus=[f"{t.gpus} per job"],
+                                note=note, command=command))  # fmt: skip
         return rows
 
     # ----------------------------------------------------------------- jobs
