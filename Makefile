@@ -124,7 +124,8 @@ need_model = @test -n '$(MODEL)' || { echo 'set MODEL=<model id>, e.g. make $@ M
 # that does not answer is one line before any image build, also under make -j.
 MODEL_GOALS = model serve eval eval-remote eval-batch serve-replicas eval-replicas
 MODEL_GOAL = $(or $(firstword $(filter $(MODEL_GOALS),$(MAKECMDGOALS))),eval)
-IMAGE_GUARDS = need-engine $(if $(filter $(MODEL_GOALS),$(MAKECMDGOALS)),need-model)
+IMAGE_GUARDS = $(if $(filter $(MODEL_GOALS),$(MAKECMDGOALS)),need-model) \
+  $(if $(filter $(MODEL_GOALS) images,$(MAKECMDGOALS)),need-engine)
 need_run = @test -n '$(RUN)' || { echo 'set RUN=<run name> (a folder under runs/)' >&2; exit 2; }
 
 .PHONY: need-model need-engine help venv tools test test-vllm test-slurm test-containers demo data model validate archive reproduce compare sweep \
