@@ -39,8 +39,15 @@ def archive_cmd(run_dir: Path | None, run_root: Path | None, output: Path, bundl
             info = create_archive(run_root, output, bundle_root=bundle_root, secret=api_key_from_env())
     except (*USER_ERRORS, ArchiveError) as exc:
         raise UserError(str(exc)) from None
-    for name, why in sorted(info.missing.items()):
-        click.echo(f"note: {name} not archived ({why})", err=True)
+    if info.missing:  # one line: from a wheel install every container file is missing at once
+        from evaluator.archive.base import default_bundle_root
+
+        where = bundle_root or default_bundle_root()
+        click.echo(
+            f"note: not archived, absent from {where}: {', '.join(sorted(info.missing))}; pass "
+            "--bundle-root CHECKOUT to include them",
+            err=True,
+        )
     click.echo(f"wrote {info.output} ({len(info.entries)} entries, {info.size} bytes, sha256 {info.sha256})")
 
 

@@ -305,12 +305,18 @@ def demo_cmd(run_root: Path, data_root: Path | None, pages: int, seed: int, conc
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", type=click.IntRange(0, 65535), default=8000, show_default=True)
 @click.option("--model-name", default="reference-layout-cdla", show_default=True)
-def serve_reference_cmd(host: str, port: int, model_name: str) -> None:
+@click.option(
+    "--port-file",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help="Write the port to this file once listening (with --port 0: a free port).",
+)
+def serve_reference_cmd(host: str, port: int, model_name: str, port_file: Path | None) -> None:
     """Serve the CPU reference model (a document-layout detector) as an OpenAI-compatible endpoint."""
     require_demo_extra("serve-reference")
     from evaluator.demo.reference_server import run_reference_server
 
-    run_reference_server(host, port, model_name)
+    run_reference_server(host, port, model_name, port_file)
 
 
 @click.command("data")
