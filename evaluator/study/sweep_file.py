@@ -324,11 +324,10 @@ def _check_options(
             raise where.fail(table, key, f"`{key}` is set by the sweep: {SWEEP_OWNED[key]}", index)
         spec = specs.get(ALIASES.get(key, key))
         if spec is None:
-            options_ = sorted(
-                [*ALIASES, *(k for k in specs if k not in SWEEP_OWNED and k not in ALIASES.values())]
-            )
+            options_ = [*ALIASES, *(k for k in specs if k not in SWEEP_OWNED and k not in ALIASES.values())]
+            valid = list(dict.fromkeys([*own_keys, *sorted(options_)]))  # a run's model, base_url once
             what = {(): "the top level", ("defaults",): "[defaults]"}.get(table, f"run #{index + 1}")
-            raise where.fail(table, key, unknown_key(key, what, [*own_keys, *options_]), index)
+            raise where.fail(table, key, unknown_key(key, what, valid), index)
         try:
             option_args(spec, value, key)
         except ValueError as exc:
