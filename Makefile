@@ -119,9 +119,16 @@ DATA_MOUNT = $(if $(DATA_DIR),-v '$(abspath $(DATA_DIR))':/workspace/data:ro)
 EVAL_DATA_ARGS = $(if $(DATA_DIR),--data-files '/workspace/data/*.parquet')
 
 need_model = @test -n '$(MODEL)' || { echo 'set MODEL=<model id>, e.g. make $@ MODEL=Qwen/Qwen2.5-VL-7B-Instruct' >&2; exit 2; }
+# Checked before anything is built: the targets that need MODEL list need-model first, and the images wait
+# for it (order-only) when such a target was asked for, so that a missing MODEL or a container engine
+# that does not answer is one line before any image build, also under make -j.
+MODEL_GOALS = model serve eval eval-remote eval-batch serve-replicas eval-replicas
+MODEL_GOAL = $(or $(firstword $(filter $(MODEL_GOALS),$(MAKECMDGOALS))),eval)
+IMAGE_GUARDS = $(if $(filter $(MODEL_GOALS),$(MAKECMDGOALS)),need-model) \
+  $(if $(filter $(MODEL_GOALS) images,$(MAKECMDGOALS)),need-engine)
 need_run = @test -n '$(RUN)' || { echo 'set RUN=<run name> (a folder under runs/)' >&2; exit 2; }
 
-.PHONY: help venv tools test test-vllm test-slurm test-containers demo data model validate archive reproduce compare sweep \
+.PHONY: need-model need-engine help venv tools test test-vllm test-slurm test-containers demo data model validate archive reproduce compare sweep \
   images image-eval image-vllm image-vllm-cpu serve wait-vllm eval eval-remote score down lint lock pin-vllm \
   serve-replicas eval-replicas down-replicas eval-batch
 
@@ -133,6 +140,12 @@ help:
 	@echo 'Replicas:       serve-replicas MODEL= REPLICAS= GPUS_PER_REPLICA= eval-replicas MODEL= RUN= down-replicas'
 	@echo 'Maintenance:    lint lock pin-vllm VLLM_VERSION=vX.Y.Z test-containers'
 	@echo 'Engine:         DOCKER=$(DOCKER) COMPOSE="$(COMPOSE)" (podman: DOCKER=podman COMPOSE=podman-compose)'
+
+need-model:
+	@test -n '$(MODEL)' || { echo 'error: set MODEL=<model id>, e.g. make $(MODEL_GOAL) MODEL=Qwen/Qwen2.5-VL-7B-Instruct' >&2; exit 2; }
+
+need-engine:
+	@$(DOCKER) info >/dev/null 2>&1 || { echo 'error: no container engine answers (`$(DOCKER) info` failed): start Docker, or use DOCKER=podman COMPOSE=podman-compose' >&2; exit 2; }
 
 # ----------------------------------------------------------------------------- local venv
 VENV_STAMP := $(VENV)/.doccount-installed
@@ -180,7 +193,7 @@ data: $(VENV_STAMP)
 # mounts); prints the commit. Then `HF_HUB_OFFLINE=1 make serve MODEL=... MODEL_REVISION=<commit>`
 # serves exactly those files. MODEL_FETCH_ARGS: e.g. --exclude 'original/*' (see `doccount model --help`).
 MODEL_FETCH_ARGS ?=
-model: $(VENV_STAMP)
+model: need-model $(VENV_STAMP)
 	$(need_model)
 	$(HUB_CACHE_ENV) $(VENV)/bin/doccount model '$(MODEL)' $(if $(MODEL_REVISION),--revision '$(MODEL_REVISION)') \
 	  $(MODEL_FETCH_ARGS)
@@ -210,6 +223,8 @@ compare: $(VENV_STAMP)
 
 # ----------------------------------------------------------------------------- images
 images: image-eval image-vllm
+
+image-eval image-vllm image-vllm-cpu: | $(IMAGE_GUARDS)
 
 # SKIP_BUILD=1 (air-gapped hosts, images brought with `docker load`): use the tagged images as they
 # are instead of building; stops with one line when one is missing.
@@ -253,7 +268,7 @@ image-vllm-cpu:
 	  $(if $(filter podman,$(notdir $(firstword $(DOCKER)))),--format docker) $(BUILD_FLAGS) .
 
 # ----------------------------------------------------------------------------- GPU host: serve / eval
-serve: image-vllm
+serve: need-model need-engine image-vllm
 	$(need_model)
 	@# Create the cache folders as you: the vllm container runs as root and would own them otherwise.
 	mkdir -p '$(HF_CACHE_DIR)/hub/.locks' '$(HF_CACHE_DIR)/xet'
@@ -275,7 +290,7 @@ wait-vllm:
 
 # Evaluate (then score) through compose against the vllm service (`serve` has started it and waited for
 # /health, hence --no-deps). The evaluator sends VLLM_API_KEY as its bearer token when the server has one.
-eval: image-eval serve
+eval: need-model need-engine image-eval serve
 	$(need_model)
 	$(export_server_provenance) \
 	$(COMPOSE_ENV) $(STACK_PROVENANCE) MODEL_API_KEY="$${VLLM_API_KEY:-}" \
@@ -287,7 +302,7 @@ eval: image-eval serve
 
 # The evaluator image alone against a remote OpenAI-compatible API. MODEL_API_BASE_URL and
 # MODEL_API_KEY are read from your environment and passed by name only.
-eval-remote: image-eval
+eval-remote: need-model need-engine image-eval
 	$(need_model)
 	@test -n "$${MODEL_API_BASE_URL:-}" || { echo 'export MODEL_API_BASE_URL (and MODEL_API_KEY) first' >&2; exit 2; }
 	mkdir -p runs
@@ -303,7 +318,7 @@ eval-remote: image-eval
 # the outputs into records, then score. Re-running continues: only rows not yet done are prepared.
 # MODEL_REVISION pins the weights run-batch loads, and run_config.json `serving` records them.
 BATCH_MAX_MB ?= 190
-eval-batch: image-eval image-vllm
+eval-batch: need-model need-engine image-eval image-vllm
 	$(need_model)
 	mkdir -p runs '$(HF_CACHE_DIR)/hub/.locks' '$(HF_CACHE_DIR)/xet'
 	$(DOCKER) run --rm $(RUN_USER_ARGS) -v '$(CURDIR)/runs':/workspace/runs \
@@ -344,7 +359,7 @@ GPUS_PER_REPLICA ?= 1
 REPLICA_PORTS = $(shell seq $(VLLM_PORT) $$(( $(VLLM_PORT) + $(REPLICAS) - 1 )))
 REPLICA_URL_ARGS = $(foreach p,$(REPLICA_PORTS),--base-url http://127.0.0.1:$(p)/v1)
 
-serve-replicas: image-vllm
+serve-replicas: need-model need-engine image-vllm
 	$(need_model)
 	@for i in $$(seq 0 $$(( $(REPLICAS) - 1 ))); do \
 	  first=$$(( i * $(GPUS_PER_REPLICA) )); \
@@ -355,7 +370,7 @@ serve-replicas: image-vllm
 	    $(MAKE) --no-print-directory serve VLLM_PORT=$$port || exit 1; \
 	done
 
-eval-replicas: image-eval
+eval-replicas: need-model need-engine image-eval
 	$(need_model)
 	mkdir -p runs
 	@# the key travels by name (-e NAME), never as a value on the command line

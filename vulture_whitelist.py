@@ -12,6 +12,9 @@ _.gname
 # click calls Command.format_options by name to render --help (cli/base.py GroupedCommand).
 _.format_options
 
+# click reads Command.short_help for a group's command list in --help (cli/main.py SHORT_HELP).
+_.short_help
+
 # The io text-stream protocol (writelines) and the warnings module's hook (showwarning): cli/guard.py.
 _.writelines
 _.showwarning

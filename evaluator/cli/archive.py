@@ -9,15 +9,13 @@ from typing import Any
 
 import click
 
-from evaluator.cli.base import UserError
+from evaluator.cli.base import UserError, one_run_folder, run_folder_arguments
 from evaluator.core.secrets import api_key_from_env
 from evaluator.evaluation.evaluate import USER_ERRORS
 
 
 @click.command("archive")
-@click.option(
-    "--run-root", type=click.Path(path_type=Path), required=True, help="The scored run folder to archive."
-)
+@run_folder_arguments("The scored run (or sweep) folder to archive (or give it as the argument).")
 @click.option(
     "--output", type=click.Path(path_type=Path), required=True, help="The archive to write, e.g. run.tar.gz."
 )
@@ -28,11 +26,12 @@ from evaluator.evaluation.evaluate import USER_ERRORS
     help="Folder with Dockerfile.eval, Dockerfile.vllm, compose.yaml, Makefile, requirements.lock "
     "(default: the checkout the evaluator runs from).",
 )
-def archive_cmd(run_root: Path, output: Path, bundle_root: Path | None) -> None:
+def archive_cmd(run_dir: Path | None, run_root: Path | None, output: Path, bundle_root: Path | None) -> None:
     """Pack a scored run, its prompts, lock and container files into one deterministic .tar.gz."""
     from evaluator.archive import ArchiveError, create_archive
     from evaluator.archive.sweep import create_sweep_archive, is_sweep_folder
 
+    run_root = one_run_folder(run_dir, run_root)
     try:
         if is_sweep_folder(run_root):  # a sweep: every run's archive, the sweep file, the leaderboard
             info = create_sweep_archive(run_root, output, bundle_root=bundle_root)
@@ -40,8 +39,15 @@ def archive_cmd(run_root: Path, output: Path, bundle_root: Path | None) -> None:
             info = create_archive(run_root, output, bundle_root=bundle_root, secret=api_key_from_env())
     except (*USER_ERRORS, ArchiveError) as exc:
         raise UserError(str(exc)) from None
-    for name, why in sorted(info.missing.items()):
-        click.echo(f"note: {name} not archived ({why})", err=True)
+    if info.missing:  # one line: from a wheel install every container file is missing at once
+        from evaluator.archive.base import default_bundle_root
+
+        where = bundle_root or default_bundle_root()
+        click.echo(
+            f"note: not archived, absent from {where}: {', '.join(sorted(info.missing))}; pass "
+            "--bundle-root CHECKOUT to include them",
+            err=True,
+        )
     click.echo(f"wrote {info.output} ({len(info.entries)} entries, {info.size} bytes, sha256 {info.sha256})")
 
 

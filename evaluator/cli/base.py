@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import sys
+from pathlib import Path
 from typing import Any
 
 import click
@@ -72,3 +73,29 @@ def show_output() -> None:
             logger.addHandler(ConsoleLines(stream))
         logger.setLevel(logging.INFO)
         logger.propagate = False
+
+
+def run_folder_arguments(help_text: str) -> Any:
+    """The run folder of a one-folder command (`score`, `report`, `archive`): a plain argument, as
+    `verify`, `compare` and `leaderboard` take theirs, or `--run-root` (the DocCount README's form)."""
+
+    def decorate(f: Any) -> Any:
+        f = click.option("--run-root", type=click.Path(path_type=Path), default=None, help=help_text)(f)
+        return click.argument("run_dir", required=False, type=click.Path(path_type=Path))(f)
+
+    return decorate
+
+
+def one_run_folder(run_dir: Path | None, run_root: Path | None) -> Path:
+    """The folder given either way; a usage error when none or two different ones are given."""
+    ctx = click.get_current_context()
+    if run_dir is not None and run_root is not None and run_dir != run_root:
+        raise click.UsageError(
+            f"two run folders given ({run_dir} and --run-root {run_root}); give one", ctx=ctx
+        )
+    folder = run_dir or run_root
+    if folder is None:
+        raise click.UsageError(
+            f"give the run folder: {ctx.command_path} runs/NAME (or --run-root runs/NAME)", ctx=ctx
+        )
+    return folder

@@ -13,7 +13,7 @@ import click
 
 from evaluator.cli import guard
 from evaluator.cli.archive import archive_cmd, reproduce_cmd, verify_cmd
-from evaluator.cli.base import GroupedCommand, UserError, show_output
+from evaluator.cli.base import GroupedCommand, UserError, one_run_folder, run_folder_arguments, show_output
 from evaluator.cli.batch import add_batch_commands
 from evaluator.cli.sweep import leaderboard_cmd, sweep_command
 from evaluator.core.jsonl import printable
@@ -57,13 +57,14 @@ check_endpoint_cmd = GroupedCommand(
 
 
 @click.command("score")
-@click.option("--run-root", type=click.Path(path_type=Path), required=True, help="The run folder to score.")
+@run_folder_arguments("The run folder to score (or give it as the argument).")
 @click.option("--report/--no-report", default=True, show_default=True, help="Also write scores/report.html.")
 @click.option(
     "--report-images/--no-report-images", default=True, show_default=True, help="Thumbnails in the report."
 )
-def score_cmd(run_root: Path, report: bool, report_images: bool) -> None:
+def score_cmd(run_dir: Path | None, run_root: Path | None, report: bool, report_images: bool) -> None:
     """Score a run folder over its full question set; writes responses.jsonl and scores/."""
+    run_root = one_run_folder(run_dir, run_root)
     try:
         result = score_run(run_root, keep_merged=True)
     except USER_ERRORS as exc:
@@ -222,9 +223,7 @@ def score_main() -> None:
 
 
 @click.command("report")
-@click.option(
-    "--run-root", type=click.Path(path_type=Path), required=True, help="The run folder to report on."
-)
+@run_folder_arguments("The run folder to report on (or give it as the argument).")
 @click.option(
     "--data-files",
     default=None,
@@ -237,10 +236,13 @@ def score_main() -> None:
     default=None,
     help="HTML file (default <run-root>/scores/report.html).",
 )
-def report_cmd(run_root: Path, data_files: str | None, no_images: bool, output: Path | None) -> None:
+def report_cmd(
+    run_dir: Path | None, run_root: Path | None, data_files: str | None, no_images: bool, output: Path | None
+) -> None:
     """Write the self-contained HTML report of a run: one row per question, filters, thumbnails."""
     from evaluator.report import ReportError, write_report
 
+    run_root = one_run_folder(run_dir, run_root)
     try:
         path = write_report(run_root, data_files=data_files, images=not no_images, output=output)
     except (*USER_ERRORS, ReportError) as exc:
@@ -303,12 +305,18 @@ def demo_cmd(run_root: Path, data_root: Path | None, pages: int, seed: int, conc
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", type=click.IntRange(0, 65535), default=8000, show_default=True)
 @click.option("--model-name", default="reference-layout-cdla", show_default=True)
-def serve_reference_cmd(host: str, port: int, model_name: str) -> None:
+@click.option(
+    "--port-file",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help="Write the port to this file once listening (with --port 0: a free port).",
+)
+def serve_reference_cmd(host: str, port: int, model_name: str, port_file: Path | None) -> None:
     """Serve the CPU reference model (a document-layout detector) as an OpenAI-compatible endpoint."""
     require_demo_extra("serve-reference")
     from evaluator.demo.reference_server import run_reference_server
 
-    run_reference_server(host, port, model_name)
+    run_reference_server(host, port, model_name, port_file)
 
 
 @click.command("data")
@@ -352,6 +360,35 @@ main.add_command(demo_cmd)
 main.add_command(serve_reference_cmd)
 main.add_command(data_cmd)
 main.add_command(model_cmd)
+
+
+# `doccount --help`'s one line per command: click cuts a longer docstring's first sentence with "...", so
+# each command has a summary that fits an 80-column terminal beside the longest name (under 57 chars).
+SHORT_HELP = {
+    "archive": "Pack a scored run or sweep into one archive.",
+    "batch": "Batch files for vllm run-batch: prepare, collect, cancel.",
+    "check-endpoint": "Send one real row and show what came back.",
+    "compare": "Compare runs: intervals, paired difference, McNemar.",
+    "data": "Fetch a pinned revision of a benchmark (HF cache).",
+    "demo": "The whole pipeline on a CPU with a reference model.",
+    "evaluate": "Evaluate a model on a benchmark; resumable.",
+    "leaderboard": "Rank a sweep's runs, or any run folders.",
+    "model": "Fetch a model's weights at a pinned revision.",
+    "report": "Write a run's HTML report (scores/report.html).",
+    "reproduce": "Re-run an archived evaluation and compare.",
+    "score": "Score a run folder: responses.jsonl and scores/.",
+    "serve-reference": "Serve the CPU reference model (OpenAI-compatible).",
+    "sweep": "Evaluate every run of a sweep file, then rank them.",
+    "verify": "Check an archive offline: checksums and a re-score.",
+}
+BATCH_SHORT_HELP = {
+    "prepare": "Write the input files of the rows not yet done.",
+    "collect": "Read output files in OpenAI's batch format.",
+    "cancel": "Cancel the batches a --batch run left running.",
+}
+for _group, _texts in ((main, SHORT_HELP), (main.commands["batch"], BATCH_SHORT_HELP)):
+    for _name, _text in _texts.items():
+        _group.commands[_name].short_help = _text  # type: ignore[attr-defined]
 
 
 if __name__ == "__main__":

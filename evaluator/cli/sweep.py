@@ -9,13 +9,18 @@ from pathlib import Path
 import click
 
 from evaluator.cli.base import UserError
+from evaluator.core.docs import see_docs
 
 
 def sweep_command(evaluate_cmd: click.Command) -> click.Command:
     """`doccount sweep`, its file's option keys taken from `evaluate_cmd`'s own parameters (so every
     evaluate option, `--batch` included, is a sweep key with no second list to keep)."""
 
-    @click.command("sweep")
+    @click.command(
+        "sweep",
+        help="Evaluate every run of a sweep file (TOML), resumably, then write its leaderboard"
+        f"{see_docs('sweeps.md')}; runs with `serve = {{...}}` get their own server{see_docs('serving.md')}.",
+    )
     @click.argument("sweep_file", type=click.Path(path_type=Path, dir_okay=False))
     @click.option(
         "--run-root",
@@ -55,8 +60,7 @@ def sweep_command(evaluate_cmd: click.Command) -> click.Command:
         detach: bool,
         status: bool,
     ) -> None:
-        """Evaluate every run of a sweep file (TOML), resumably, then write its leaderboard (docs/sweeps.md);
-        runs with `serve = {...}` get their own server (docs/serving.md)."""
+        # the help text is the command's `help` above: docs/ is named only where it exists
         from evaluator.runfolder.files import RunFolderError
         from evaluator.study.executors.base import ExecutorError
         from evaluator.study.sweep import run_sweep

@@ -6,8 +6,9 @@ double escaping) and any 8-character piece of it, from text (`redactor(text)`) a
 JSON value (`redactor.json(value)`).
 
 `api_key_from_env()` is where every command takes MODEL_API_KEY from. A key shorter than `MIN_KEY_CHARS`
-is refused: text as short as `0`, `null` or `EMPTY` occurs in ordinary replies and records, so a server
-echoing it could not be told apart from an answer and it could not be kept out of what is written.
+is refused: text as short as `0` or `null` occurs in ordinary replies and records, so a server echoing it
+could not be told apart from an answer and it could not be kept out of what is written. `EMPTY`, the
+placeholder vLLM's documentation puts where a keyless server needs some value, means no key.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from collections.abc import Mapping
 from evaluator.core.boundary import PIECE, KeyFilter
 
 MIN_KEY_CHARS = PIECE  # the shortest piece the filter removes on its own
+NO_KEY_PLACEHOLDERS = frozenset({"EMPTY"})  # vLLM's docs' value for "this server has no key"
 
 
 class Redactor(KeyFilter):
@@ -30,8 +32,10 @@ class ShortKeyError(ValueError):
 
 def api_key_from_env(env: Mapping[str, str] | None = None) -> str | None:
     """MODEL_API_KEY with surrounding whitespace stripped (a CRLF .env file leaves a "\\r"); None when unset
-    or blank. Raises ShortKeyError for a key under MIN_KEY_CHARS characters."""
+    or blank or the placeholder `EMPTY`. Raises ShortKeyError for a key under MIN_KEY_CHARS characters."""
     key = (os.environ if env is None else env).get("MODEL_API_KEY", "").strip() or None
+    if key in NO_KEY_PLACEHOLDERS:
+        return None
     if key is not None and len(key) < MIN_KEY_CHARS:
         raise ShortKeyError(
             f"MODEL_API_KEY is {len(key)} character(s) long, too short to redact safely: text that short occurs "

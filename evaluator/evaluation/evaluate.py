@@ -40,7 +40,6 @@ from evaluator.request.endpoint import (
     VLLM_DEFAULT_BASE_URL,
     EndpointError,
     normalize_base_url,
-    not_found_hint,
 )
 from evaluator.request.retry import RetryPolicy
 from evaluator.request.shape import RequestShapeError, load_preset, resolve_sampling
@@ -51,6 +50,7 @@ from evaluator.runfolder.files import (
     RecordWriter,
     RunFolderError,
     RunLock,
+    discard_unused,
     done_keys,
     ensure_run_root,
     write_json_atomic,
@@ -181,11 +181,15 @@ def evaluate(opts: EvaluateOptions, check_only: bool = False, batch_prepare: boo
 
         return check_endpoint(settings, source, selection)
     name = opts.run_name or os.environ.get("RUN_NAME") or default_run_name(bench.name, opts.model)
-    root = ensure_run_root(opts.run_root or Path("runs") / name)
+    root = opts.run_root or Path("runs") / name
+    created = not root.exists()
+    root = ensure_run_root(root)
     with RunLock(root):
         asked = servers.result() if servers is not None else {}
         down = unreachable(asked)
         if down:  # a re-run once the server is up continues: exit 3, not a configuration error
+            if created:  # nothing was sent: leave no folder that holds only a lock file behind
+                discard_unused(root)
             say(f"error: {nothing_listening(down)}")
             return 3
         config = fresh_run_config(settings, shape_preset, source, manifest, selection, asked)
@@ -307,9 +311,8 @@ def send_pending(plan: RunPlan) -> int:
         plan.folder,
         plan.selection,
     )
-    from evaluator.evaluation.reachability import answering_base_urls
     from evaluator.evaluation.runner import Evaluator, Progress, RunStopped, run_with_signals
-    from evaluator.request.breaker import BudgetReached, EndpointDown, EndpointRefused, wrong_path
+    from evaluator.request.breaker import BudgetReached, EndpointDown, EndpointRefused
 
     done, report = done_keys(root)
     if report.torn_tail:
@@ -333,18 +336,11 @@ def send_pending(plan: RunPlan) -> int:
         stats = asyncio.run(run_with_signals(ev, source, selection, skip, progress))
     except EndpointRefused as exc:
         progress.close()
-        # a wrong base URL is a configuration error: only a URL checked to answer is suggested; a base
-        # URL whose own /models answers is the right one, so its 404 is about something else
-        answering = (
-            answering_base_urls(settings.base_urls[0], settings.api_key)
-            if wrong_path(exc.status, exc.message)
-            else None
-        )
-        if answering is None:
-            say(f"error: {exc}")
-            return 3
-        say(f"error: {not_found_hint(settings.base_urls[0], answering)}")
-        return 2
+        from evaluator.evaluation.refusal import refusal_line
+
+        code, line = refusal_line(exc, settings.base_urls[0], settings.model, settings.api_key)
+        say(f"error: {line}")
+        return code
     except (EndpointDown, RunStopped) as exc:
         progress.close()
         say(f"error: {exc}")

@@ -9,6 +9,7 @@ from typing import Any
 
 import click
 
+from evaluator.core.docs import see_docs
 from evaluator.data.benchmarks import REGISTRY
 from evaluator.request.shape import FiniteRange, NumberOrNone, preset_names
 
@@ -218,7 +219,7 @@ _EVALUATE_OPTIONS = [
         "--batch",
         is_flag=True,
         help="Send through the provider's OpenAI-format Batch API (files + batches) instead of one request "
-        "per row: about half the price, within 24 h (docs/batch.md).",
+        f"per row: about half the price, within 24 h{see_docs('batch.md')}.",
     ),
     click.option(
         "--batch-max-mb",

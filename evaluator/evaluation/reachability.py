@@ -42,15 +42,29 @@ def nothing_listening(urls: list[str]) -> str:
     )
 
 
-def lists_models(http: httpx.Client, base_url: str) -> bool:
-    """Whether GET <base_url>/models answers 200 with a model list."""
+def model_ids(http: httpx.Client, base_url: str) -> list[str] | None:
+    """The model ids GET <base_url>/models lists (200 with a model list), else None."""
     base, query = split_query(base_url)
     try:
         resp = http.get(f"{base}/models", params=query)
         data = resp.json() if resp.status_code == 200 else None
     except Exception:  # noqa: BLE001 - a URL that does not answer simply does not list models
-        return False
-    return isinstance(data, dict) and isinstance(data.get("data"), list)
+        return None
+    if not (isinstance(data, dict) and isinstance(data.get("data"), list)):
+        return None
+    return [str(m["id"]) for m in data["data"] if isinstance(m, dict) and isinstance(m.get("id"), str)]
+
+
+def lists_models(http: httpx.Client, base_url: str) -> bool:
+    """Whether GET <base_url>/models answers 200 with a model list."""
+    return model_ids(http, base_url) is not None
+
+
+def served_models(base_url: str, api_key: str | None, timeout_s: float = 5.0) -> list[str] | None:
+    """The model ids the endpoint's /models lists, or None when it does not answer with a list."""
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    with httpx.Client(timeout=timeout_s, headers=headers) as http:
+        return model_ids(http, base_url)
 
 
 def answering_base_urls(base_url: str, api_key: str | None, timeout_s: float = 5.0) -> list[str] | None:

@@ -10,6 +10,13 @@ from typing import Any
 from evaluator.scoring.stats import wilson_interval
 
 WIDTH, LABEL_W, RIGHT_PAD, ROW_H, TOP, BOTTOM = 1000, 300, 30, 26, 34, 34
+# The most characters a label shows left of the axis: 290 units at 13 px, with room for wide letters (a
+# longer run name ends in "…" and its whole name is the label's tooltip, instead of running off the left)
+LABEL_CHARS = 34
+
+
+def short_label(label: str) -> str:
+    return label if len(label) <= LABEL_CHARS else label[: LABEL_CHARS - 1].rstrip() + "…"
 
 
 def _span(board: dict[str, Any]) -> tuple[float, float]:
@@ -44,7 +51,8 @@ def forest(board: dict[str, Any]) -> dict[str, Any]:
     rows = []
     for i, e in enumerate(board["runs"]):
         y = TOP + i * ROW_H + ROW_H / 2
-        row: dict[str, Any] = {"y": y, "label": f"{e['rank']}. {e['name']}", "x": None, "pub": None}
+        label = f"{e['rank']}. {e['name']}"
+        row: dict[str, Any] = {"y": y, "label": label, "short": short_label(label), "x": None, "pub": None}
         if e["accuracy"] is not None:
             ci = e["ci95"] or (e["accuracy"], e["accuracy"])
             row.update(x=x(e["accuracy"]), lo=x(ci[0]), hi=x(ci[1]))

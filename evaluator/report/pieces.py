@@ -264,9 +264,14 @@ def text_view(text: Any) -> dict[str, Any] | None:
 
 
 def status_bits(row: ScoredRow) -> list[tuple[str, str]]:
-    """(css class, text) of the status cell: the outcome badge, then details."""
+    """(css class, text) of the status cell: the outcome badge, then details. An answered row's badge is
+    its correctness (a green "ok" beside a wrong answer read as right); the request's status follows."""
     oc = row.outcome
-    bits = [(f"badge st-{oc}", STATUS_LABELS[oc])]
+    if oc == "ok":
+        verdict = "right" if row.correct else "wrong"
+        bits = [(f"badge st-{verdict}", verdict), ("detail", "request ok, answer parsed")]
+    else:
+        bits = [(f"badge st-{oc}", STATUS_LABELS[oc])]
     if oc == "parse_failure":
         bits.append(("detail", f"parse: {_text(row.parse_status)}"))
     if row.finish_reason and row.finish_reason != "stop":

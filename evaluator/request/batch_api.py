@@ -24,7 +24,7 @@ import openai
 from evaluator.core.boundary import KeyFilter, ShapeError, clip, one_line, parse_json
 from evaluator.request.batch_lines import BATCH_URL
 from evaluator.request.replies import error_message
-from evaluator.request.retry import RETRYABLE_STATUS, RetryPolicy
+from evaluator.request.retry import RetryPolicy, retryable_status
 
 T = TypeVar("T")
 # A batch id goes into URL paths (GET /batches/{id}) and the run folder's ledger: letters, digits and a few
@@ -253,7 +253,7 @@ class BatchAPI:
                         self.clean(f"{what}: HTTP {exc.status_code}: {error_message(exc, self._keys())}"),
                         2000,
                     ),
-                    exc.status_code in RETRYABLE_STATUS or exc.status_code >= 500,
+                    retryable_status(exc.status_code),
                 )
             except (openai.APIConnectionError, openai.APITimeoutError) as exc:
                 err = BatchAPIError(clip(self.clean(f"{what}: {type(exc).__name__}: {exc}"), 2000), True)

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from evaluator.core.records import ResponseRecord, Sampling
 from evaluator.core.usage import record_tokens
 from evaluator.request.endpoint import not_found_hint
-from evaluator.request.retry import RETRYABLE_STATUS
+from evaluator.request.retry import NEVER_RETRIED_5XX, RETRYABLE_STATUS
 
 
 class EndpointDown(Exception):
@@ -59,12 +59,15 @@ NOT_A_REFUSAL = RETRYABLE_STATUS | {402}
 
 
 def refusal_of(record: ResponseRecord) -> tuple[int, str] | None:
-    """(status, message) when the record failed on a non-retryable 4xx, else None."""
+    """(status, message) when the record failed on a non-retryable 4xx (or a 501: no such method), else
+    None."""
     if record.status != "request_error" or not record.retry_errors:
         return None
     last = record.retry_errors[-1]
     status = last.status_code
-    if last.kind != "http_status" or status is None or not 400 <= status < 500 or status in NOT_A_REFUSAL:
+    if last.kind != "http_status" or status is None or status in NOT_A_REFUSAL:
+        return None
+    if not (400 <= status < 500 or status in NEVER_RETRIED_5XX):
         return None
     return status, last.message
 

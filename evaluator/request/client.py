@@ -31,7 +31,7 @@ from evaluator.request.replies import (
     limits_of,
     status_failure,
 )
-from evaluator.request.retry import RetryPolicy
+from evaluator.request.retry import NEVER_RETRIED_5XX, RetryPolicy
 
 log = logging.getLogger(__name__)
 MESSAGE_LIMIT = 2000  # a retry error's or stop line's text, after redaction
@@ -304,7 +304,7 @@ class ChatSender:
         verdict = failure.verdict
         asked = verdict.wait_s if verdict is not None else None
         if verdict is None or verdict.kind not in ("rate_limit", "payment"):
-            if failure.status is None or failure.status >= 500:
+            if failure.status is None or (failure.status >= 500 and failure.status not in NEVER_RETRIED_5XX):
                 self.pool.failed(endpoint)
             return self.policy.wait_s(max(1, charged), asked, self.rng), True
         assert endpoint.gate is not None

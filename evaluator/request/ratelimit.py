@@ -40,7 +40,7 @@ from typing import Any
 
 from evaluator.core.boundary import clip
 from evaluator.core.usage import retry_errors_of
-from evaluator.request.retry import RETRYABLE_STATUS
+from evaluator.request.retry import retryable_status
 
 # A server asking for a longer wait than this is out of quota for the day, not pacing requests.
 QUOTA_WAIT_S = 900.0
@@ -256,7 +256,7 @@ def classify(status: int, headers: Mapping[str, str], body: Any, now: datetime |
         return Verdict(
             "payment", False, None, f"the endpoint refuses for billing (402: {clip(message, 300)})"
         )
-    if status in RETRYABLE_STATUS or status >= 500:  # 429 is handled above
+    if retryable_status(status):  # 429 is handled above
         return Verdict("retryable", True, wait)
     return Verdict("client_error", False, wait)
 

@@ -8,6 +8,14 @@ from dataclasses import dataclass
 # The statuses worth retrying besides 5xx (which are always retried): request timeout, conflict,
 # too early, rate limited. ratelimit.classify and the breaker read this set; nothing else lists them.
 RETRYABLE_STATUS = frozenset({408, 409, 425, 429})
+# The 5xx that never heal: 501 Not Implemented is a server that has no such method or route (a static file
+# server answering POST), so sending again cannot help.
+NEVER_RETRIED_5XX = frozenset({501})
+
+
+def retryable_status(status: int) -> bool:
+    """Whether an HTTP error status is worth another attempt (rate limits aside, see ratelimit.classify)."""
+    return status in RETRYABLE_STATUS or (status >= 500 and status not in NEVER_RETRIED_5XX)
 
 
 @dataclass(frozen=True)

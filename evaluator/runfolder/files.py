@@ -54,6 +54,19 @@ def ensure_run_root(path: Path) -> Path:
     return path
 
 
+def discard_unused(root: Path) -> bool:
+    """Remove a run folder that holds nothing but its lock file (called with the lock held, by the
+    invocation that created the folder, when nothing was sent); False when anything else is in it."""
+    try:
+        if [p.name for p in root.iterdir()] != [LOCK]:
+            return False
+        (root / LOCK).unlink()
+        root.rmdir()  # fails, keeping the folder, if another process put anything in it meanwhile
+    except OSError:
+        return False
+    return True
+
+
 class RunLock:
     """An advisory lock the kernel drops when the holder dies, so a killed run never blocks forever."""
 

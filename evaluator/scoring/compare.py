@@ -51,6 +51,14 @@ class CompareResult:
 Key = tuple[str, str | None]
 
 
+def competition_ranks(ranked: list[dict[str, Any]], score: str) -> None:
+    """Set each entry's `rank` in standard competition ranking ("1, 1, 3"): entries sorted best first
+    with an equal `score` share the better rank, the next one skips the places they take."""
+    for place, e in enumerate(ranked, start=1):
+        tied = place > 1 and e[score] == ranked[place - 2][score]
+        e["rank"] = ranked[place - 2]["rank"] if tied else place
+
+
 def _key(q: ScoredQuestion) -> Key:
     return (q.sample_id, q.image_sha256)
 
@@ -152,8 +160,7 @@ def compare_runs(
         for lab, run, rows, k in zip(labels, runs, rows_by_run, ks, strict=True)
     ]
     ranked = sorted(entries, key=lambda e: (-e["accuracy"], e["run"]))
-    for rank, e in enumerate(ranked, start=1):
-        e["rank"] = rank
+    competition_ranks(ranked, "accuracy")
     pairs = _pairs(labels, rows_by_run, ranked, resamples, seed)
     data = {
         "schema_version": COMPARE_SCHEMA_VERSION,

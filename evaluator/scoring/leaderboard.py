@@ -27,7 +27,7 @@ from evaluator.scoring import (
     group_keys,
     outcome_counts,
 )
-from evaluator.scoring.compare import group_columns, paired_comparison
+from evaluator.scoring.compare import competition_ranks, group_columns, paired_comparison
 from evaluator.scoring.published import INTERVAL, MIN_DETECTABLE, PER_CLASS, TEST, published_block
 from evaluator.scoring.repeat_scoring import compare_block, run_repeats
 from evaluator.scoring.row import ScoredQuestion, ScoredRow, question_rows, responses_of
@@ -80,8 +80,7 @@ def build_leaderboard(
         for r in runs
     ]
     entries.sort(key=lambda e: (-(e["accuracy"] if e["accuracy"] is not None else -1.0), e["name"]))
-    for rank, e in enumerate(entries, start=1):
-        e["rank"] = rank
+    competition_ranks(entries, "accuracy")  # identical results share a rank: 1, 1, 3
     return {
         "schema_version": LEADERBOARD_SCHEMA_VERSION,
         "benchmark": runs[0].merged.benchmark.name,

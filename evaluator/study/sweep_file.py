@@ -145,11 +145,18 @@ def load_sweep(path: Path, specs: Mapping[str, OptionSpec]) -> SweepSpec:
     name = _name(where, (), data, "name", "the sweep")
     top = {k: data[k] for k in ("benchmark", "data_files", "dataset", "revision") if k in data}
     _check_options(where, (), 0, top, specs)
-    defaults = _table(where, (), data, "defaults")
+    defaults = dict(_table(where, (), data, "defaults"))
+    # [defaults] may name the key variable for every run, as a run does for itself
+    key_env = (
+        _key_env(where, ("defaults",), defaults, 0, "[defaults]"),
+        where.lines.line_of(("defaults",), "api_key_env"),
+    )
+    defaults.pop("api_key_env", None)
     _check_options(where, ("defaults",), 0, defaults, specs)
     pricing = _pricing(where, _table(where, (), data, "pricing"))
     runs = [
-        _run(where, i, table, {**top, **defaults}, specs) for i, table in enumerate(_runs_list(where, data))
+        _run(where, i, table, {**top, **defaults}, specs, key_env)
+        for i, table in enumerate(_runs_list(where, data))
     ]
     _check_unique(where, runs)
     serve = serve_table(where, data)
@@ -227,12 +234,8 @@ def _runs_list(where: _Where, data: dict) -> list[dict[str, Any]]:
     return runs
 
 
-def _run(where: _Where, i: int, table: dict, inherited: dict, specs: Mapping[str, OptionSpec]) -> RunSpec:
-    here = ("runs",)
-    name = _name(where, here, table, "name", f"run #{i + 1}", i)
-    for key in ("model",):
-        if not isinstance(table.get(key), str) or not table[key].strip():
-            raise where.fail(here, key if key in table else None, f'run {name} needs `{key} = "..."`', i)
+def _key_env(where: _Where, here: tuple[str, ...], table: dict, i: int, what: str) -> str | None:
+    """A table's `api_key_env`: the name of an environment variable (never a key), or None."""
     env = table.get("api_key_env")
     if env is not None and (not isinstance(env, str) or not ENV_RE.match(env)):
         problem = (
@@ -240,13 +243,31 @@ def _run(where: _Where, i: int, table: dict, inherited: dict, specs: Mapping[str
             if (isinstance(env, str) and looks_like_secret(env))
             else "must name an environment variable (letters, digits, _)"
         )
-        raise where.fail(
-            here, "api_key_env", f"run {name}: `api_key_env` {problem} and name that variable", i
-        )
+        raise where.fail(here, "api_key_env", f"{what}: `api_key_env` {problem} and name that variable", i)
+    return env
+
+
+def _run(
+    where: _Where,
+    i: int,
+    table: dict,
+    inherited: dict,
+    specs: Mapping[str, OptionSpec],
+    default_key: tuple[str | None, int | None] = (None, None),
+) -> RunSpec:
+    here = ("runs",)
+    name = _name(where, here, table, "name", f"run #{i + 1}", i)
+    own = {k: v for k, v in table.items() if k not in RUN_KEYS or k in ("model", "base_url")}
+    # unknown keys first: `modle = ...` gets its did-you-mean, not "needs `model`"
+    _check_options(where, here, i, own, specs, RUN_KEYS)
+    if not isinstance(table.get("model"), str) or not table["model"].strip():
+        raise where.fail(here, "model" if "model" in table else None, f'run {name} needs `model = "..."`', i)
+    env = _key_env(where, here, table, i, f"run {name}")
+    key_line = where.lines.line_of(here, "api_key_env", i)
+    if env is None:  # [defaults]' variable, and its line for the messages
+        env, key_line = default_key
     serve = run_serve(where, i, name, table)
     published = run_published(where, i, name, table)
-    own = {k: v for k, v in table.items() if k not in RUN_KEYS or k in ("model", "base_url")}
-    _check_options(where, here, i, own, specs, RUN_KEYS)
     options = {**inherited, **own}
     if serve is not None:  # its server's URL is added when it is ready; requests name the served model
         options = {"backend": "vllm", **options, "model": serve.served_name}
@@ -265,7 +286,7 @@ def _run(where: _Where, i: int, table: dict, inherited: dict, specs: Mapping[str
         env,
         options,
         lines.line_of(here, "name", i),
-        lines.line_of(here, "api_key_env", i),
+        key_line,
         serve,
         published,
     )
@@ -303,11 +324,10 @@ def _check_options(
             raise where.fail(table, key, f"`{key}` is set by the sweep: {SWEEP_OWNED[key]}", index)
         spec = specs.get(ALIASES.get(key, key))
         if spec is None:
-            options_ = sorted(
-                [*ALIASES, *(k for k in specs if k not in SWEEP_OWNED and k not in ALIASES.values())]
-            )
+            options_ = [*ALIASES, *(k for k in specs if k not in SWEEP_OWNED and k not in ALIASES.values())]
+            valid = list(dict.fromkeys([*own_keys, *sorted(options_)]))  # a run's model, base_url once
             what = {(): "the top level", ("defaults",): "[defaults]"}.get(table, f"run #{index + 1}")
-            raise where.fail(table, key, unknown_key(key, what, [*own_keys, *options_]), index)
+            raise where.fail(table, key, unknown_key(key, what, valid), index)
         try:
             option_args(spec, value, key)
         except ValueError as exc:
@@ -363,10 +383,16 @@ def select_runs(sweep: SweepSpec, only: Iterable[str]) -> list[RunSpec]:
 
 def check_key_variables(sweep: SweepSpec, runs: Iterable[RunSpec], env: Mapping[str, str]) -> None:
     """Every run about to start has its key variable set (a run without api_key_env sends no key)."""
-    missing = [r for r in runs if r.api_key_env and not env.get(r.api_key_env, "").strip()]
-    if missing:
-        where = ", ".join(f"{r.name} (line {r.key_line}: {r.api_key_env})" for r in missing)
+    missing: dict[tuple[str, int | None], list[str]] = {}
+    for r in runs:
+        if r.api_key_env and not env.get(r.api_key_env, "").strip():
+            missing.setdefault((r.api_key_env, r.key_line), []).append(r.name)
+    if missing:  # one line, each unset variable once, with the line that names it and its runs
+        where = "; ".join(
+            f"{', '.join(names)} (line {line}: {var})" for (var, line), names in missing.items()
+        )
+        count = sum(len(names) for names in missing.values())
         raise SweepFileError(
-            f"{sweep.path}: the key variable of {len(missing)} run(s) is not set: {where}; export it "
+            f"{sweep.path}: the key variable of {count} run(s) is not set: {where}; export it "
             "(read -rsp 'key: ' VAR; export VAR) or leave the run out with --only"
         )
