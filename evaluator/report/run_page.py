@@ -217,8 +217,8 @@ def page_stamp(html: str) -> tuple[str, str] | None:
 
 
 def run_stamp(merged: MergedRun) -> tuple[str, str]:
-    """A stamp taken from the run (its last record time), not from the clock: archiving twice gives the
-    same bytes."""
+    """A stamp taken from the run (run_config.json's last update, to the minute), not from the clock:
+    archiving twice gives the same bytes."""
     config = merged.run_config
     found = re.match(r"(\d{4}-\d\d-\d\d)[T ](\d\d:\d\d)", config.updated_at or config.created_at or "")
     return version(), f"{found.group(1)} {found.group(2)} UTC" if found else "an unrecorded time"
