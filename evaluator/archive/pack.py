@@ -1,4 +1,8 @@
-"""Pack a scored run folder into one deterministic .tar.gz (create_archive)."""
+"""Pack a scored run folder into one deterministic .tar.gz (create_archive).
+
+The run's scores/report.html is not copied: the archive gets a rendering without thumbnails or question
+texts (report.archived_report), which `verify` rebuilds from the archived records and compares.
+"""
 
 from __future__ import annotations
 
@@ -39,6 +43,8 @@ from evaluator.core.atomic import atomic_file
 from evaluator.core.jsonl import utf8_text
 from evaluator.data.benchmarks import REGISTRY
 from evaluator.data.prompt_files import prompts_dir
+from evaluator.report import REPORT_FILE
+from evaluator.report.run_page import archived_report
 from evaluator.runfolder.batches import LEDGER
 from evaluator.runfolder.files import CONFIG, MANIFEST, MERGED, PARTIAL
 from evaluator.runfolder.runconfig import RunConfig, RunConfigError
@@ -70,6 +76,8 @@ def _collect_run(root: Path, run_dir: str, entries: dict[str, bytes], output: Pa
     out = output.resolve()
     for path in sorted(scores.rglob("*")):
         if not path.is_file() or path.name.endswith(".tmp") or path.resolve() == out:
+            continue
+        if path == scores / REPORT_FILE:  # it shows the data's images: the archive gets its own rendering
             continue
         rel = path.relative_to(root).as_posix()
         entries[f"{run_dir}/{rel}"] = path.read_bytes()
@@ -297,6 +305,10 @@ def create_archive(
     raw = read_json_bytes(entries[f"{run_dir}/{CONFIG}"], f"{root}/{CONFIG}")
     config = _typed(raw, root)
     summary = _check_scores_current(root, run_dir, entries)
+    try:
+        entries[f"{run_dir}/{SCORES_DIR}/{REPORT_FILE}"] = archived_report(root)
+    except ScoreError as exc:
+        raise ArchiveError(f"the run's report cannot be rendered for the archive: {exc}") from None
     recorded: dict[str, str] = {}
     _collect_prompts(config, entries, recorded)
     missing = _collect_bundle(config, bundle, entries, recorded)

@@ -31,6 +31,7 @@ from evaluator.archive.base import (
 from evaluator.archive.pack import (
     dataset_record,
 )
+from evaluator.archive.report_check import check_report
 from evaluator.runfolder.files import CONFIG, MANIFEST, MERGED, PARTIAL
 from evaluator.runfolder.runconfig import RunConfig, RunConfigError
 from evaluator.scoring import SCORES_DIR, SUMMARY_JSON, SUMMARY_MD, ScoreError, score_run
@@ -259,6 +260,7 @@ def verify_archive(archive: Archive, workdir: Path) -> VerifyResult:
     _check_recorded_hashes(archive, config, problems, checks)
     _check_dataset(archive, run_dir, config, problems)
     dest = _rescore(archive, run_dir, run_name, workdir, problems, checks)
+    check_report(archive, run_dir, run_name, workdir, problems, checks)
     return VerifyResult(archive, problems, checks, dest)
 
 

@@ -22,8 +22,11 @@ TEXT_KEEP = 12_000  # a longer response or reasoning text keeps this many charac
 PLOT_MAX_BYTES = 5_000_000
 QUESTION_COLUMN = "question"
 ID_COLUMN = "sample_id"
+# script-src lists the SHA-256 of each inline script of the page (templates.render fills SCRIPT_HASHES in
+# from the rendered text): no 'unsafe-inline', so an injected script or javascript: link does not run
+SCRIPT_HASHES = "{script-hashes}"
 CSP = (
-    "default-src 'none'; img-src data:; style-src 'unsafe-inline'; script-src 'unsafe-inline'; "
+    f"default-src 'none'; img-src data:; style-src 'unsafe-inline'; script-src {SCRIPT_HASHES}; "
     "base-uri 'none'; form-action 'none'"
 )
 TITLES = {"doccount": "DocCount", "countqa": "CountQA"}

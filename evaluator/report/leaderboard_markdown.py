@@ -1,8 +1,15 @@
-"""The leaderboard as text: its table cells (shared with the page) and leaderboard.md."""
+"""The leaderboard as text: its table cells (shared with the page) and leaderboard.md.
+
+Every text leaderboard.md takes from a run folder, the data, a sweep file or a server (run names, models,
+hosts, group values, published `source` and `note`) goes through core.escape.md_text: one line, no table
+break, no link and no HTML; the report links are core.escape.safe_href paths.
+"""
 
 from __future__ import annotations
 
 from typing import Any
+
+from evaluator.core.escape import md_text, safe_href
 
 
 def pct(x: Any) -> str:
@@ -53,7 +60,7 @@ def board_headers(board: dict[str, Any]) -> list[str]:
     head = ["Rank", "Run", "Model", "Provider", "Correct", "Accuracy % [95% CI]"]
     head += [f"{k.replace('_', ' ').capitalize()} %" for k in extra_metric_names(board)]
     head += ["Mean ± sd (repeats)"] if repeats else []
-    head += [column_label(board, c) for c in board["columns"]]
+    head += [md_text(column_label(board, c)) for c in board["columns"]]
     head += [
         "Parse failures",
         "Cut off",
@@ -69,12 +76,12 @@ def run_cells(board: dict[str, Any], e: dict[str, Any], link: bool = True) -> li
     repeats = any("repeats" in x for x in board["runs"])
     o, t = e["outcomes"], e["tokens"]
     denom = e.get("responses", e["questions"])
-    name = f"{e['name']} (batch)" if e.get("batch") else e["name"]
-    cells = [str(e["rank"]), name, str(e["model"]), e["provider"], f"{e['correct']} / {denom}"]
+    name = md_text(e["name"]) + (" (batch)" if e.get("batch") else "")
+    cells = [str(e["rank"]), name, md_text(e["model"]), md_text(e["provider"]), f"{e['correct']} / {denom}"]
     differ = published_mark(e)[1]
     cells.append(
         f"{pct(e['accuracy'])} {ci(e['ci95'])}".strip()
-        + (f" (against published, {differ})" if differ else "")
+        + (f" (against published, {md_text(differ)})" if differ else "")
     )
     cells += [pct((e.get("extra_metrics") or {}).get(k)) for k in extra_metric_names(board)]
     if repeats:
@@ -87,13 +94,14 @@ def run_cells(board: dict[str, Any], e: dict[str, Any], link: bool = True) -> li
     cells.append(cost_cell(e))
     cells.append(latency(e))
     cells.append("yes" if e["complete"] else f"no ({e['state']})" if e.get("state") else "no")
-    cells.append(f"[report]({e['report']})" if e["report"] and link else e["report"] or "")
+    report = e["report"] or ""
+    cells.append(f"[report]({safe_href(report)})" if report and link else md_text(report))
     return cells
 
 
 def pair_cells(p: dict[str, Any]) -> list[str]:
     if not p["comparable"]:
-        return [p["a"], p["b"], "", f"not comparable: {p['reason']}", "", ""]
+        return [md_text(p["a"]), md_text(p["b"]), "", md_text(f"not comparable: {p['reason']}"), "", ""]
     lo, hi = p["difference_ci95"] or (None, None)
     diff = f"{100 * p['difference']:+.2f}" + (
         f" [{100 * lo:+.1f}, {100 * hi:+.1f}]" if lo is not None and hi is not None else ""
@@ -104,7 +112,7 @@ def pair_cells(p: dict[str, Any]) -> list[str]:
         else f"{p['p_value']:.4g}" + SIGN_FLIP_MARK.get(str(p.get("p_test")), "")
     )
     ph = "" if p["p_holm"] is None else f"{p['p_holm']:.4g}"
-    return [p["a"], p["b"], str(p["questions"]), diff, pv, ph]
+    return [md_text(p["a"]), md_text(p["b"]), str(p["questions"]), diff, pv, ph]
 
 
 PAIR_HEADERS = ["A", "B", "Questions", "A - B, points [95% CI]", "p (McNemar; † sign-flip)", "p (Holm)"]
@@ -114,7 +122,7 @@ SIGN_FLIP_MARK = {"sign_flip": " †"}  # runs with repeats: the sign-flip test 
 def leaderboard_markdown(board: dict[str, Any]) -> str:
     m = board["methods"]
     out = [
-        f"# Leaderboard: {board['title']} ({board['benchmark']}, {len(board['runs'])} runs)",
+        f"# Leaderboard: {md_text(board['title'])} ({md_text(board['benchmark'])}, {len(board['runs'])} runs)",
         "",
         "Ranked by exact-count accuracy over every question of each run (missing, unparsed and failed "
         "answers count as wrong); 95% Wilson intervals (with repeats: question-cluster bootstrap). Group "
@@ -144,7 +152,9 @@ def leaderboard_markdown(board: dict[str, Any]) -> str:
 
 
 def _md_row(cells: list[str]) -> str:
-    return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
+    """A table row of cells already made safe (data text through md_text; the bundle's own text has no
+    `|`, so escaping here again would double the escapes)."""
+    return "| " + " | ".join(cells) + " |"
 
 
 PUBLISHED_HEADERS = [
@@ -205,7 +215,7 @@ def _p(x: Any) -> str:
 def _published_line(name: str, source: str, b: dict[str, Any]) -> list[str]:
     return [
         name,
-        source,
+        md_text(source),
         f"{pct(b['accuracy'])} ({b['correct']} / {b['questions']})",
         f"{pct(b['reproduced_accuracy'])} ({b['reproduced_correct']} / {b['reproduced_questions']})",
         _difference(b),
@@ -239,10 +249,13 @@ def published_markdown(board: dict[str, Any]) -> list[str]:
     notes = []
     for e in runs:
         pub = e["published"]
-        out.append(_md_row(_published_line(e["name"], pub.get("source") or "", pub)))
+        name = md_text(e["name"])
+        out.append(_md_row(_published_line(name, pub.get("source") or "", pub)))
         for cls, b in (pub.get("per_class") or {}).items():
-            out.append(_md_row(_published_line(f"{e['name']} · {cls}", "", b)))
-        notes += [f"- {e['name']}: class sizes differ ({x})" for x in pub.get("class_size_mismatches") or []]
-        notes += [f"- {e['name']}: {pub['reasoning_note']}"] if pub.get("reasoning_note") else []
-        notes += [f"- {e['name']}: {pub['note']}"] if pub.get("note") else []
+            out.append(_md_row(_published_line(f"{name} · {md_text(cls)}", "", b)))
+        notes += [
+            f"- {name}: class sizes differ ({md_text(m)})" for m in pub.get("class_size_mismatches") or []
+        ]
+        notes += [f"- {name}: {md_text(pub['reasoning_note'])}"] if pub.get("reasoning_note") else []
+        notes += [f"- {name}: {md_text(pub['note'])}"] if pub.get("note") else []
     return [*out, "", *notes, *([""] if notes else [])]

@@ -3,7 +3,8 @@ fits a 1280-pixel screen (rank, run, accuracy with interval, per group, cost, la
 other column one click away, the forest plot, published against reproduced, then the pairwise matrix.
 
 Built in the report's page frame (its stylesheet inline, its Content-Security-Policy that forbids any
-network request); the only links are to each run's own report, relative to the page.
+network request); the only links are to each run's own report, relative to the page, each a percent-encoded
+`./` path (core.escape.safe_href), never a scheme such as `javascript:`.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any
 
 from markupsafe import Markup
 
+from evaluator.core.escape import safe_href
 from evaluator.report.base import asset
 from evaluator.report.leaderboard_forest import forest
 from evaluator.report.leaderboard_markdown import (
@@ -91,7 +93,8 @@ def main_columns(board: dict[str, Any]) -> list[Column]:
 
 
 def _run_cell(e: dict[str, Any]) -> Cell:
-    return cell(e["name"], href=e["report"] or "", sub=f"{e['model']} · {e['provider']}")
+    href = safe_href(e["report"]) if e["report"] else ""
+    return cell(e["name"], href=href, sub=f"{e['model']} · {e['provider']}")
 
 
 def _accuracy_cell(e: dict[str, Any]) -> Cell:
@@ -130,7 +133,7 @@ def columns(board: dict[str, Any]) -> list[Column]:
         ("Cost USD", "num", lambda e: cell(cost_cell(e))),
         ("Latency s median / p95", "num", lambda e: cell(latency(e))),
         ("Complete", "txt", _complete_cell),
-        ("Report", "txt", lambda e: cell("report", href=e["report"]) if e["report"] else cell("")),
+        ("Report", "txt", lambda e: cell("report", href=safe_href(e["report"])) if e["report"] else cell("")),
     ]
     return cols
 

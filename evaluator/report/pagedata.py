@@ -39,6 +39,7 @@ class PageData:
     source: str | None = None  # where the data came from, for the page
     notes: list[str] = field(default_factory=list)  # shown in the page and on stderr
     images_requested: bool = True
+    archived: bool = False  # the archive's copy: nothing of the data (no thumbnail, no question text)
 
 
 class _NoData(Exception):

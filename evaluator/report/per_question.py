@@ -3,7 +3,9 @@
 Columns: sample_id, repeat (with --repeats), the benchmark's subgroup fields (DocCount: target_class;
 a list field's values joined with "; "), question (from the data; blank when the data was not found),
 ground_truth, parsed_answer, parse_status, outcome, correct, latency_s, and the token counts. Every
-question of the run is a line, missing ones included (outcome `missing`), as in the report.
+question of the run is a line, missing ones included (outcome `missing`), as in the report. A text cell
+that starts like a spreadsheet formula (`=`, `+`, `-`, `@`, tab, CR: a sample id or question from the data)
+gets a leading `'` (core.escape.csv_cell); numbers are written as they are.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from evaluator.core.atomic import write_atomic
+from evaluator.core.escape import csv_cell
 from evaluator.data.benchmarks.base import Benchmark
 from evaluator.report.base import SCORES_DIR
 from evaluator.report.pieces import repeats_of
@@ -55,10 +58,10 @@ def per_question_csv(merged: MergedRun, questions: dict[str, str]) -> str:
     repeats = repeats_of(merged.summary) > 1
     out = io.StringIO()
     writer = csv.writer(out)
-    writer.writerow(per_question_header(merged.benchmark, repeats))
+    writer.writerow([csv_cell(c) for c in per_question_header(merged.benchmark, repeats)])
     for row in merged.rows:
         question = questions.get(row.sample_id)
-        writer.writerow(per_question_line(row, merged.benchmark, question, repeats))
+        writer.writerow([csv_cell(c) for c in per_question_line(row, merged.benchmark, question, repeats)])
     return out.getvalue()
 
 

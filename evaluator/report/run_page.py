@@ -1,7 +1,12 @@
-"""One run's page: scores/report.html (write_report), rendered from templates/run.html."""
+"""One run's page: scores/report.html (write_report), rendered from templates/run.html.
+
+An archive carries another rendering (archived_report): from the run's records alone, with no image and
+no text of the data, at a stamp taken from the run, so `verify` rebuilds it byte for byte.
+"""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -25,6 +30,7 @@ from evaluator.report.base import (
     group_key,
     log_to_stderr,
     now,
+    version,
 )
 from evaluator.report.pagedata import PageData, load_page_data
 from evaluator.report.per_question import write_per_question
@@ -36,8 +42,9 @@ from evaluator.scoring import MergedRun, merge_run
 from evaluator.scoring.row import ScoredRow
 
 
-def render_report(merged: MergedRun, page: PageData) -> str:
-    """The HTML of one run's report."""
+def render_report(merged: MergedRun, page: PageData, stamp: tuple[str, str] | None = None) -> str:
+    """The HTML of one run's report. `stamp`: the (version, time) it says it was written by and at
+    (default: this version, now)."""
     bench, summary = merged.benchmark, merged.summary
     title = TITLES.get(bench.name, bench.name)
     model = merged.run_config.model or summary.get("model")
@@ -49,9 +56,10 @@ def render_report(merged: MergedRun, page: PageData) -> str:
         "run.html",
         f"{title} report: {model}",
         page.images,
+        stamp=stamp,
         bench_title=title,
         model=model,
-        meta=_meta(merged, title, model),
+        meta=_meta(merged, title, model, stamp[1] if stamp else now()),
         headline=pieces.headline(summary),
         outcome_pills=pieces.outcome_pills(merged.rows),
         group_tables=pieces.group_tables(summary, count_errors.group_error_stats(bench, merged.rows, limit)),
@@ -69,6 +77,8 @@ def render_report(merged: MergedRun, page: PageData) -> str:
 
 
 def _image_note(page: PageData, rows: int) -> str | None:
+    if page.archived:
+        return ARCHIVED_NOTE
     if not page.images_requested:
         return "This report was written without images (--no-images)."
     if page.source:
@@ -79,7 +89,7 @@ def _image_note(page: PageData, rows: int) -> str | None:
     return None
 
 
-def _meta(merged: MergedRun, title: str, model: Any) -> list[tuple[str, pieces.Parts]]:
+def _meta(merged: MergedRun, title: str, model: Any, written: str) -> list[tuple[str, pieces.Parts]]:
     config, summary = merged.run_config, merged.summary
     data, question_set = data_parts(config, summary)
     return [
@@ -91,7 +101,7 @@ def _meta(merged: MergedRun, title: str, model: Any) -> list[tuple[str, pieces.P
         ("sampling", [("", sampling_text(config))]),
         ("run dates", [("", dates_text(config))]),
         *([("batch", [("", batch_line(summary["batch"]))])] if summary.get("batch") else []),
-        ("report", [("", f"written {now()}")]),
+        ("report", [("", f"written {written}")]),
     ]
 
 
@@ -182,10 +192,45 @@ def _question_row(
     )
 
 
-def write_page(path: Path, text: str) -> None:
+def page_bytes(text: str) -> bytes:
     # a lone surrogate (a server may send one) has no UTF-8 form: shown as U+FFFD
     # and the API key never reaches the page, whatever an older run folder holds
-    write_atomic(path, utf8_text(redactor_from_env()(text)))
+    return utf8_text(redactor_from_env()(text))
+
+
+def write_page(path: Path, text: str) -> None:
+    write_atomic(path, page_bytes(text))
+
+
+ARCHIVED_NOTE = (
+    "This is the archive's copy of the report: it shows nothing of the data (no thumbnails, no question "
+    "texts), whose licence does not allow passing it on. The run folder's own report.html has them."
+)
+# the footer line every page ends with (templates/page.html): which version wrote it, and when
+_FOOTER = re.compile(r"Written by doccount-eval (\S+) on ([^<>\n]+?)\. Self-contained page")
+
+
+def page_stamp(html: str) -> tuple[str, str] | None:
+    """The (version, time) a page's footer says it was written by and at."""
+    found = _FOOTER.search(html)
+    return (found.group(1), found.group(2)) if found else None
+
+
+def run_stamp(merged: MergedRun) -> tuple[str, str]:
+    """A stamp taken from the run (run_config.json's last update, to the minute), not from the clock:
+    archiving twice gives the same bytes."""
+    config = merged.run_config
+    found = re.match(r"(\d{4}-\d\d-\d\d)[T ](\d\d:\d\d)", config.updated_at or config.created_at or "")
+    return version(), f"{found.group(1)} {found.group(2)} UTC" if found else "an unrecorded time"
+
+
+def archived_report(run_root: Path, stamp: tuple[str, str] | None = None) -> bytes:
+    """The report.html an archive carries, from the run folder's records alone: no thumbnails and no
+    question texts (the data is never read), at `stamp` (default: run_stamp). ScoreError when the run
+    cannot be merged."""
+    merged = merge_run(Path(run_root))
+    page = PageData(images_requested=False, archived=True)
+    return page_bytes(render_report(merged, page, stamp or run_stamp(merged)))
 
 
 def write_report(

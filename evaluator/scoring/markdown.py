@@ -1,9 +1,14 @@
-"""scores/summary.md: the summary dict rendered as Markdown, one function per section."""
+"""scores/summary.md: the summary dict rendered as Markdown, one function per section.
+
+Text from the data, the server or the run folder (model, run name, group values, finish reasons, batch
+ids, warnings) goes through core.escape (md_text, md_code): it cannot break a table or make a link or HTML.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
+from evaluator.core.escape import md_code, md_text
 from evaluator.core.usage import usage_markdown
 from evaluator.request.ratelimit import rate_limit_markdown
 from evaluator.runfolder.batches import batch_line
@@ -22,8 +27,8 @@ def render_markdown(summary: dict[str, Any]) -> str:
 def _headline(s: dict[str, Any]) -> list[str]:
     p = s["primary"]
     n = p["questions"]
-    title = {"doccount": "DocCount", "countqa": "CountQA"}.get(s["benchmark"], s["benchmark"])
-    out = [f"# {title}: {s['model']} (run `{s['run_name']}`)", ""]
+    title = {"doccount": "DocCount", "countqa": "CountQA"}.get(s["benchmark"], md_text(s["benchmark"]))
+    out = [f"# {title}: {md_text(s['model'])} (run {md_code(s['run_name'])})", ""]
     if "repeats" in s:
         out += headline_markdown(s)
     else:
@@ -53,16 +58,16 @@ def _groups(s: dict[str, Any]) -> list[str]:
     out: list[str] = []
     for name, g in s["groups"].items():
         extra_keys = sorted({k for v in g["values"].values() for k in v["extra_metrics"]})
-        label = "Class" if name == "target_class" else name
+        label = "Class" if name == "target_class" else md_text(name)
         note = " (a question counts once in each of its values)" if g["multi_valued"] else ""
-        out += [f"## Accuracy by {name}{note}", ""]
+        out += [f"## Accuracy by {md_text(name)}{note}", ""]
         head = f"| {label} | questions | correct | accuracy | 95% CI | not answered |"
         head += "".join(f" {k.replace('_', ' ')} |" for k in extra_keys)
         out += [head, "| --- |" + " ---: |" * (5 + len(extra_keys))]
         for key in g["order"]:
             v = g["values"][key]
             unanswered = v.get("responses", v["questions"]) - v["outcomes"]["ok"]
-            line = f"| {key} | {v['questions']} | {v['correct']} | {pct_text(v['accuracy'])} | {ci_text(v['ci95'])} | {unanswered} |"
+            line = f"| {md_text(key)} | {v['questions']} | {v['correct']} | {pct_text(v['accuracy'])} | {ci_text(v['ci95'])} | {unanswered} |"
             line += "".join(f" {pct_text(v['extra_metrics'].get(k))} |" for k in extra_keys)
             out.append(line)
         out.append("")
@@ -126,14 +131,20 @@ def _usage(s: dict[str, Any]) -> list[str]:
         f"Earlier (parse-retried) responses: {ea['responses']}, {ea['total_tokens']} total tokens. "
         f"HTTP attempts: {s['http_attempts']['sum']}, rows that needed a retry: {s['http_attempts']['rows_retried']}.",
         "",
-        *([batch_line(s["batch"]), ""] if s.get("batch") else []),
+        *([md_text(batch_line(s["batch"])), ""] if s.get("batch") else []),
         *rate_limit_markdown(s.get("rate_limits", {})),
         *usage_markdown(s["usage"]),
     ]
     if s["parse_status"]:
-        out += ["Parse status: " + ", ".join(f"{k} {v}" for k, v in s["parse_status"].items()) + ".", ""]
+        out += [
+            "Parse status: " + ", ".join(f"{md_text(k)} {v}" for k, v in s["parse_status"].items()) + ".",
+            "",
+        ]
     if s["finish_reasons"]:
-        out += ["Finish reasons: " + ", ".join(f"{k} {v}" for k, v in s["finish_reasons"].items()) + ".", ""]
+        out += [
+            "Finish reasons: " + ", ".join(f"{md_text(k)} {v}" for k, v in s["finish_reasons"].items()) + ".",
+            "",
+        ]
     return out
 
 
@@ -154,7 +165,7 @@ def _diagnostic(s: dict[str, Any]) -> list[str]:
 def _footer(s: dict[str, Any]) -> list[str]:
     out: list[str] = []
     if s["warnings"]:
-        out += ["## Warnings", ""] + [f"- {w}" for w in s["warnings"]] + [""]
+        out += ["## Warnings", ""] + [f"- {md_text(w)}" for w in s["warnings"]] + [""]
     d = s["data"]
     out += [
         f"Questions: {d['questions']}; manifest SHA-256 `{d['manifest_sha256']}` "

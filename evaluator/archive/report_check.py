@@ -1,0 +1,38 @@
+"""verify's check of an archived run's report.html: rebuilt from the archived records (no images, no
+data), at the stamp the archived page shows, and compared byte for byte, so an edited page is caught even
+when SHA256SUMS was recomputed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from evaluator.archive.base import Archive, Problem
+from evaluator.report import REPORT_FILE, ReportError
+from evaluator.report.run_page import archived_report, page_stamp
+from evaluator.scoring import SCORES_DIR, ScoreError
+
+
+def check_report(
+    archive: Archive, run_dir: str, run_name: str, workdir: Path, problems: list[Problem], checks: list[str]
+) -> None:
+    entry = f"{run_dir}/{SCORES_DIR}/{REPORT_FILE}"
+    if entry not in archive.files:
+        return
+    folder = workdir / "report-check" / run_name  # the run folder's name is part of the page
+    prefix = f"{run_dir}/"
+    for name, data in archive.files.items():
+        if name.startswith(prefix):
+            target = folder / name[len(prefix) :]
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(data)
+    stamp = page_stamp(archive.files[entry].decode("utf-8", "replace"))
+    try:
+        fresh = archived_report(folder, stamp) if stamp else None
+    except (ScoreError, ReportError, OSError, ValueError):
+        fresh = None
+    if fresh != archive.files[entry]:
+        problems.append(
+            Problem(entry, "does not match the report rebuilt from the archived records (without images)")
+        )
+    else:
+        checks.append(f"report: {REPORT_FILE} matches the page rebuilt from the archived records")
