@@ -244,6 +244,14 @@ def _run(where: _Where, i: int, table: dict, inherited: dict, specs: Mapping[str
             here, "api_key_env", f"run {name}: `api_key_env` {problem} and name that variable", i
         )
     serve = run_serve(where, i, name, table)
+    if serve is not None and env is not None:  # its requests carry its own server's token (study.unit)
+        raise where.fail(
+            here,
+            "api_key_env",
+            f"run {name}: a served run sends its own server's fresh token, never a key of yours; "
+            "remove `api_key_env`",
+            i,
+        )
     published = run_published(where, i, name, table)
     own = {k: v for k, v in table.items() if k not in RUN_KEYS or k in ("model", "base_url")}
     _check_options(where, here, i, own, specs, RUN_KEYS)
