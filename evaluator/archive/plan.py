@@ -127,7 +127,8 @@ def serve_commands(config: dict[str, Any]) -> list[str]:
     if s is None or not s.model:
         return []
     model = _checked("model", s.model)
-    pin = _checked("revision", s.commit or s.revision) if (s.commit or s.revision) else None
+    recorded_pin = s.commit or s.revision
+    pin = _checked("revision", recorded_pin) if recorded_pin else None
     words = ["make", "serve", f"MODEL={model}"] + ([f"MODEL_REVISION={pin}"] if pin else [])
     if c.model != s.model:
         words.append(f"SERVED_MODEL_NAME={_checked('served name', c.model)}")

@@ -247,7 +247,8 @@ def _child_env(
     """evaluate's environment: a served run's key is its server's token, an endpoint run's the user's."""
     out = {k: v for k, v in env.items() if k not in (*CHILD_DROPS, *task.drop_env, task.api_key_env or "")}
     if server is not None:
-        out["MODEL_API_KEY"] = server.token
+        if server.token:  # always set by _start_server; None only for a Server made elsewhere
+            out["MODEL_API_KEY"] = server.token
     elif task.api_key_env and env.get(task.api_key_env, "").strip():
         out["MODEL_API_KEY"] = env[task.api_key_env].strip()
     out[PARENT_PID_ENV] = str(os.getpid())  # the child stops if this process dies (evaluation.orphan)
