@@ -4,10 +4,12 @@
 the run's key, when it has one, is read from the unit's environment by the variable's name. The GPUs
 are CUDA_VISIBLE_DEVICES of that environment (the local executor sets it; Slurm sets it itself).
 
-For a served run (`task.server`): pick a free port, start the server under its guard (own process group,
-output to `runs/<sweep>/logs/<run>.server.log`), wait until it is ready and serves the right name (a
-server that exits before that is tried again, at most `task.tries` starts; one serving another model is
-refused at once), then run evaluate as a child (`python -m evaluator.cli evaluate ... --base-url
+For a served run (`task.server`): make a fresh token for the server (VLLM_API_KEY in its environment,
+never on its command line: vLLM then answers /v1 only to requests carrying it; the readiness check and
+evaluate, as MODEL_API_KEY, carry it; the user's key never goes there), pick a free port, start the
+server under its guard (own process group, output to `runs/<sweep>/logs/<run>.server.log`), wait until
+it is ready and serves the right name (a server that exits before that is tried again, at most
+`task.tries` starts; one serving another model is refused at once), then run evaluate as a child (`python -m evaluator.cli evaluate ... --base-url
 http://127.0.0.1:PORT/v1`) while watching the server: a server that dies mid-run is noticed within
 `task.watch_s`, the evaluate child is stopped as Ctrl-C stops it (its rows are kept) and the run ends
 not done; a re-run resumes the folder. Last, the server is stopped (SIGTERM to its group, SIGKILL after
