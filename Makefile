@@ -24,19 +24,21 @@ MODEL ?=
 # as --revision and --tokenizer-revision, run_config.json records it with the commit it resolved to.
 MODEL_REVISION ?=
 SERVED_MODEL_NAME ?= $(MODEL)
+# A value as one single-quoted shell word (for $(shell ...), which cannot read exported variables).
+shq = '$(subst ','\'',$(1))'
 # Run name; default = the evaluator's own default for DocCount (doccount__<model, sanitised>).
-RUN ?= $(if $(SERVED_MODEL_NAME),doccount__$(shell printf '%s' '$(SERVED_MODEL_NAME)' | sed -E 's/[^A-Za-z0-9._-]+/_/g; s/^_+//; s/_+$$//'))
+RUN ?= $(if $(SERVED_MODEL_NAME),doccount__$(shell printf '%s' $(call shq,$(SERVED_MODEL_NAME)) | sed -E 's/[^A-Za-z0-9._-]+/_/g; s/^_+//; s/_+$$//'))
 # Local parquet files instead of the Hugging Face dataset:
 #   make validate DATA='data/*.parquet'      (glob, for the local venv)
 #   make eval DATA_DIR=data                  (folder, mounted read-only at /workspace/data)
 DATA ?=
-DATA_ARGS ?= $(if $(DATA),--data-files '$(DATA)')
+DATA_ARGS ?= $(if $(DATA),--data-files "$$DATA")
 # The hub dataset, fetched once by `make data` into the HF cache ($(HF_CACHE_DIR)/hub, the folder the
 # containers mount) and read from there; `make validate` without DATA checks that copy offline.
 #   make data [BENCHMARK=countqa] [DATASET_REVISION=<branch, tag or commit>]
 BENCHMARK ?= doccount
 DATASET_REVISION ?=
-HUB_ARGS = --benchmark $(BENCHMARK) $(if $(DATASET_REVISION),--revision '$(DATASET_REVISION)')
+HUB_ARGS = --benchmark $(BENCHMARK) $(if $(DATASET_REVISION),--revision "$$DATASET_REVISION")
 HUB_CACHE_ENV = HF_HUB_CACHE="$${HF_HUB_CACHE:-$(HF_CACHE_DIR)/hub}"
 DATA_DIR ?=
 EVAL_ARGS ?=
@@ -88,7 +90,7 @@ STACK_PROVENANCE = $(EVAL_PROVENANCE) \
   DOCCOUNT_IMAGE_VLLM=$(call image_id,$(VLLM_IMAGE)) \
   DOCCOUNT_DOCKERFILE_VLLM_SHA256=$(call sha256_of,Dockerfile.vllm) \
   DOCCOUNT_DOCKERFILE_VLLM_CPU_SHA256=$(call sha256_of,Dockerfile.vllm-cpu) \
-  DOCCOUNT_SERVED_MODEL='$(MODEL)' DOCCOUNT_MODEL_REVISION='$(MODEL_REVISION)' \
+  DOCCOUNT_SERVED_MODEL="$$MODEL" DOCCOUNT_MODEL_REVISION="$$MODEL_REVISION" \
   DOCCOUNT_COMPOSE_SHA256=$(call sha256_of,compose.yaml) \
   DOCCOUNT_VLLM_BATCH_INVARIANT=$(VLLM_BATCH_INVARIANT)
 
@@ -109,16 +111,22 @@ find_vllm = { $(COMPOSE_ENV) $(COMPOSE) ps -q vllm 2>/dev/null || \
   done; } | grep -E '^[0-9a-f]{12,64}$$' | head -n 1
 GPU_QUERY = nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 
+# What you name (a model, a revision, a run, data), on the command line or in a line `doccount reproduce`
+# prints: handed to every recipe through the environment and read there as "$$MODEL", never pasted into
+# recipe text, where a quote or a $ in the value would be shell syntax. compose.yaml reads MODEL,
+# MODEL_REVISION and SERVED_MODEL_NAME from that environment too.
+export MODEL MODEL_REVISION SERVED_MODEL_NAME RUN DATA DATASET_REVISION ARCHIVE BASE_URL SWEEP
+
 # Interpolation variables for compose.yaml (secrets such as HF_TOKEN / VLLM_API_KEY are never
 # listed here: compose passes them through from your environment by name).
-COMPOSE_ENV = MODEL='$(MODEL)' MODEL_REVISION='$(MODEL_REVISION)' SERVED_MODEL_NAME='$(SERVED_MODEL_NAME)' EVAL_IMAGE='$(EVAL_IMAGE)' \
+COMPOSE_ENV = EVAL_IMAGE='$(EVAL_IMAGE)' \
   VLLM_IMAGE='$(VLLM_IMAGE)' VLLM_PORT='$(VLLM_PORT)' HF_CACHE_DIR='$(HF_CACHE_DIR)' \
   EVAL_UID='$(HOST_UID)' EVAL_GID='$(HOST_GID)' VLLM_BATCH_INVARIANT='$(VLLM_BATCH_INVARIANT)'
 
 DATA_MOUNT = $(if $(DATA_DIR),-v '$(abspath $(DATA_DIR))':/workspace/data:ro)
 EVAL_DATA_ARGS = $(if $(DATA_DIR),--data-files '/workspace/data/*.parquet')
 
-need_model = @test -n '$(MODEL)' || { echo 'set MODEL=<model id>, e.g. make $@ MODEL=Qwen/Qwen2.5-VL-7B-Instruct' >&2; exit 2; }
+need_model = @test -n "$$MODEL" || { echo 'set MODEL=<model id>, e.g. make $@ MODEL=Qwen/Qwen2.5-VL-7B-Instruct' >&2; exit 2; }
 # Checked before anything is built: the targets that need MODEL list need-model first, and the images wait
 # for it (order-only) when such a target was asked for, so that a missing MODEL or a container engine
 # that does not answer is one line before any image build, also under make -j.
@@ -126,7 +134,7 @@ MODEL_GOALS = model serve eval eval-remote eval-batch serve-replicas eval-replic
 MODEL_GOAL = $(or $(firstword $(filter $(MODEL_GOALS),$(MAKECMDGOALS))),eval)
 IMAGE_GUARDS = $(if $(filter $(MODEL_GOALS),$(MAKECMDGOALS)),need-model) \
   $(if $(filter $(MODEL_GOALS) images,$(MAKECMDGOALS)),need-engine)
-need_run = @test -n '$(RUN)' || { echo 'set RUN=<run name> (a folder under runs/)' >&2; exit 2; }
+need_run = @test -n "$$RUN" || { echo 'set RUN=<run name> (a folder under runs/)' >&2; exit 2; }
 
 .PHONY: need-model need-engine help venv tools test test-vllm test-slurm test-containers demo data model validate archive reproduce compare sweep \
   images image-eval image-vllm image-vllm-cpu serve wait-vllm eval eval-remote score down lint lock pin-vllm \
@@ -142,7 +150,7 @@ help:
 	@echo 'Engine:         DOCKER=$(DOCKER) COMPOSE="$(COMPOSE)" (podman: DOCKER=podman COMPOSE=podman-compose)'
 
 need-model:
-	@test -n '$(MODEL)' || { echo 'error: set MODEL=<model id>, e.g. make $(MODEL_GOAL) MODEL=Qwen/Qwen2.5-VL-7B-Instruct' >&2; exit 2; }
+	@test -n "$$MODEL" || { echo 'error: set MODEL=<model id>, e.g. make $(MODEL_GOAL) MODEL=Qwen/Qwen2.5-VL-7B-Instruct' >&2; exit 2; }
 
 need-engine:
 	@$(DOCKER) info >/dev/null 2>&1 || { echo 'error: no container engine answers (`$(DOCKER) info` failed): start Docker, or use DOCKER=podman COMPOSE=podman-compose' >&2; exit 2; }
@@ -195,7 +203,7 @@ data: $(VENV_STAMP)
 MODEL_FETCH_ARGS ?=
 model: need-model $(VENV_STAMP)
 	$(need_model)
-	$(HUB_CACHE_ENV) $(VENV)/bin/doccount model '$(MODEL)' $(if $(MODEL_REVISION),--revision '$(MODEL_REVISION)') \
+	$(HUB_CACHE_ENV) $(VENV)/bin/doccount model "$$MODEL" $${MODEL_REVISION:+--revision "$$MODEL_REVISION"} \
 	  $(MODEL_FETCH_ARGS)
 
 # With DATA: those files. Without: the cached hub copy, offline (HF_HUB_OFFLINE=0 to ask the hub).
@@ -206,16 +214,16 @@ validate: $(VENV_STAMP)
 
 archive: $(VENV_STAMP)
 	$(need_run)
-	$(VENV)/bin/doccount archive --run-root runs/$(RUN) --output runs/$(RUN).tar.gz
+	$(VENV)/bin/doccount archive --run-root "runs/$$RUN" --output "runs/$$RUN.tar.gz"
 
 reproduce: $(VENV_STAMP)
-	@test -n '$(ARCHIVE)' || { echo 'set ARCHIVE=runs/NAME.tar.gz [BASE_URL=http://host:8000/v1] [DATA=glob]' >&2; exit 2; }
-	$(VENV)/bin/doccount reproduce $(ARCHIVE) $(if $(BASE_URL),--base-url '$(BASE_URL)') $(DATA_ARGS)
+	@test -n "$$ARCHIVE" || { echo 'set ARCHIVE=runs/NAME.tar.gz [BASE_URL=http://host:8000/v1] [DATA=glob]' >&2; exit 2; }
+	$(VENV)/bin/doccount reproduce "$$ARCHIVE" $${BASE_URL:+--base-url "$$BASE_URL"} $(DATA_ARGS)
 
 # Every run of a sweep file (keys from the variables it names), then runs/<sweep>/leaderboard/.
 sweep: $(VENV_STAMP)
-	@test -n '$(SWEEP)' || { echo 'set SWEEP=sweeps/NAME.toml [ONLY="run-a run-b"] [PARALLEL=4]' >&2; exit 2; }
-	$(VENV)/bin/doccount sweep '$(SWEEP)' $(foreach n,$(ONLY),--only '$(n)') $(if $(PARALLEL),--parallel $(PARALLEL))
+	@test -n "$$SWEEP" || { echo 'set SWEEP=sweeps/NAME.toml [ONLY="run-a run-b"] [PARALLEL=4]' >&2; exit 2; }
+	$(VENV)/bin/doccount sweep "$$SWEEP" $(foreach n,$(ONLY),--only '$(n)') $(if $(PARALLEL),--parallel $(PARALLEL))
 
 compare: $(VENV_STAMP)
 	@test -n '$(RUNS)' || { echo 'set RUNS="run-a run-b" (folders under runs/)' >&2; exit 2; }
@@ -295,10 +303,10 @@ eval: need-model need-engine image-eval serve
 	$(export_server_provenance) \
 	$(COMPOSE_ENV) $(STACK_PROVENANCE) MODEL_API_KEY="$${VLLM_API_KEY:-}" \
 	  $(COMPOSE) run --rm --no-deps $(DATA_MOUNT) evaluator \
-	  evaluate --backend vllm --base-url http://vllm:8000/v1 --model '$(SERVED_MODEL_NAME)' \
-	  --run-name '$(RUN)' $(EVAL_DATA_ARGS) $(EVAL_ARGS)
+	  evaluate --backend vllm --base-url http://vllm:8000/v1 --model "$$SERVED_MODEL_NAME" \
+	  --run-name "$$RUN" $(EVAL_DATA_ARGS) $(EVAL_ARGS)
 	$(COMPOSE_ENV) $(STACK_PROVENANCE) \
-	  $(COMPOSE) run --rm --no-deps evaluator score --run-root 'runs/$(RUN)'
+	  $(COMPOSE) run --rm --no-deps evaluator score --run-root "runs/$$RUN"
 
 # The evaluator image alone against a remote OpenAI-compatible API. MODEL_API_BASE_URL and
 # MODEL_API_KEY are read from your environment and passed by name only.
@@ -309,9 +317,9 @@ eval-remote: need-model need-engine image-eval
 	$(DOCKER) run --rm $(RUN_USER_ARGS) -v '$(CURDIR)/runs':/workspace/runs \
 	  -v '$(HF_CACHE_DIR)':/cache/huggingface $(DATA_MOUNT) \
 	  -e MODEL_API_BASE_URL -e MODEL_API_KEY -e HF_TOKEN -e HF_HUB_OFFLINE $(addprefix -e ,$(EVAL_PROVENANCE)) \
-	  $(EVAL_IMAGE) evaluate --backend api --model '$(MODEL)' --run-name '$(RUN)' $(EVAL_DATA_ARGS) $(EVAL_ARGS)
+	  $(EVAL_IMAGE) evaluate --backend api --model "$$MODEL" --run-name "$$RUN" $(EVAL_DATA_ARGS) $(EVAL_ARGS)
 	$(DOCKER) run --rm $(RUN_USER_ARGS) -v '$(CURDIR)/runs':/workspace/runs \
-	  $(EVAL_IMAGE) score --run-root 'runs/$(RUN)'
+	  $(EVAL_IMAGE) score --run-root "runs/$$RUN"
 
 # Offline batch (docs/batch.md): `doccount batch prepare` writes the input files under runs/RUN/batch/,
 # `vllm run-batch` runs each one inside the vLLM image (GPUs, no server), `doccount batch collect` reads
@@ -324,25 +332,25 @@ eval-batch: need-model need-engine image-eval image-vllm
 	$(DOCKER) run --rm $(RUN_USER_ARGS) -v '$(CURDIR)/runs':/workspace/runs \
 	  -v '$(HF_CACHE_DIR)':/cache/huggingface $(DATA_MOUNT) -e HF_TOKEN -e HF_HUB_OFFLINE \
 	  $(addprefix -e ,$(STACK_PROVENANCE)) \
-	  $(EVAL_IMAGE) batch prepare --backend vllm --model '$(SERVED_MODEL_NAME)' --run-name '$(RUN)' \
-	  --batch-max-mb $(BATCH_MAX_MB) $(EVAL_DATA_ARGS) $(EVAL_ARGS) > 'runs/.eval-batch-$(RUN).files'
-	set -e; for f in $$(cat 'runs/.eval-batch-$(RUN).files'); do \
+	  $(EVAL_IMAGE) batch prepare --backend vllm --model "$$SERVED_MODEL_NAME" --run-name "$$RUN" \
+	  --batch-max-mb $(BATCH_MAX_MB) $(EVAL_DATA_ARGS) $(EVAL_ARGS) > "runs/.eval-batch-$$RUN.files"
+	set -e; for f in $$(cat "runs/.eval-batch-$$RUN.files"); do \
 	  rel=$${f#runs/}; \
 	  $(DOCKER) run --rm --gpus all -v '$(CURDIR)/runs':/workspace/runs -v '$(HF_CACHE_DIR)':/root/.cache/huggingface \
 	    -e HF_TOKEN -e HF_HUB_OFFLINE --entrypoint vllm $(VLLM_IMAGE) run-batch \
 	    -i "/workspace/runs/$$rel" -o "/workspace/runs/$${rel%.jsonl}.output.jsonl" \
-	    --model '$(MODEL)' $(if $(MODEL_REVISION),--revision '$(MODEL_REVISION)' --tokenizer-revision '$(MODEL_REVISION)') \
-	    --served-model-name '$(SERVED_MODEL_NAME)' --limit-mm-per-prompt '{"image":1}' $(VLLM_ARGS); \
+	    --model "$$MODEL" $${MODEL_REVISION:+--revision "$$MODEL_REVISION" --tokenizer-revision "$$MODEL_REVISION"} \
+	    --served-model-name "$$SERVED_MODEL_NAME" --limit-mm-per-prompt '{"image":1}' $(VLLM_ARGS); \
 	done
 	$(DOCKER) run --rm $(RUN_USER_ARGS) -v '$(CURDIR)/runs':/workspace/runs $(EVAL_IMAGE) \
-	  batch collect --run-root 'runs/$(RUN)' $$(sed 's/\.jsonl$$/.output.jsonl/' 'runs/.eval-batch-$(RUN).files')
+	  batch collect --run-root "runs/$$RUN" $$(sed 's/\.jsonl$$/.output.jsonl/' "runs/.eval-batch-$$RUN.files")
 	$(DOCKER) run --rm $(RUN_USER_ARGS) -v '$(CURDIR)/runs':/workspace/runs \
-	  $(EVAL_IMAGE) score --run-root 'runs/$(RUN)'
+	  $(EVAL_IMAGE) score --run-root "runs/$$RUN"
 
 score:
 	$(need_run)
 	$(DOCKER) run --rm $(RUN_USER_ARGS) -v '$(CURDIR)/runs':/workspace/runs \
-	  $(EVAL_IMAGE) score --run-root 'runs/$(RUN)'
+	  $(EVAL_IMAGE) score --run-root "runs/$$RUN"
 
 down:
 	MODEL="$${MODEL:-unused}" $(COMPOSE) down
@@ -378,10 +386,10 @@ eval-replicas: need-model need-engine image-eval
 	$(DOCKER) run --rm --network host $(RUN_USER_ARGS) -v '$(CURDIR)/runs':/workspace/runs \
 	  -v '$(HF_CACHE_DIR)':/cache/huggingface $(DATA_MOUNT) -e HF_TOKEN -e HF_HUB_OFFLINE \
 	  -e MODEL_API_KEY $(addprefix -e ,$(STACK_PROVENANCE)) \
-	  $(EVAL_IMAGE) evaluate --backend vllm $(REPLICA_URL_ARGS) --model '$(SERVED_MODEL_NAME)' \
-	  --run-name '$(RUN)' $(EVAL_DATA_ARGS) $(EVAL_ARGS)
+	  $(EVAL_IMAGE) evaluate --backend vllm $(REPLICA_URL_ARGS) --model "$$SERVED_MODEL_NAME" \
+	  --run-name "$$RUN" $(EVAL_DATA_ARGS) $(EVAL_ARGS)
 	$(DOCKER) run --rm $(RUN_USER_ARGS) -v '$(CURDIR)/runs':/workspace/runs \
-	  $(EVAL_IMAGE) score --run-root 'runs/$(RUN)'
+	  $(EVAL_IMAGE) score --run-root "runs/$$RUN"
 
 down-replicas:
 	@for i in $$(seq 0 $$(( $(REPLICAS) - 1 ))); do \

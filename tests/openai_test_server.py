@@ -276,6 +276,7 @@ class ServerState:
         self._lock = threading.Lock()
         self._cond = threading.Condition(self._lock)
         self._records: list[dict[str, Any]] = []
+        self.access: list[dict[str, Any]] = []  # every request's path and Authorization hash (api_key)
         self._seq = 0
         self._log: IO[str] | None = (
             open(request_log, "a", encoding="utf-8") if request_log is not None else None  # noqa: SIM115
@@ -440,9 +441,40 @@ async def _hang_up(request: web.Request) -> web.StreamResponse:
     raise web.HTTPServiceUnavailable()  # pragma: no cover - cancelled long before
 
 
-def build_app(state: ServerState, client_max_size: int = 256 * 1024 * 1024) -> web.Application:
-    """aiohttp application serving the OpenAI-compatible and control endpoints."""
-    app = web.Application(client_max_size=client_max_size)
+def _key_guard(state: ServerState, api_key: str) -> Any:
+    """vLLM's token check (see tests/standin_server.py for where vLLM does it): a request to a model route
+    without `Authorization: Bearer <api_key>` gets 401; /health and /version stay open. Every request's
+    path and Authorization hash are kept in `state.access`."""
+
+    @web.middleware
+    async def guard(request: web.Request, handler: Any) -> web.StreamResponse:
+        auth = request.headers.get("Authorization")
+        scheme, _, given = (auth or "").partition(" ")
+        open_path = request.path in ("/health", "/version") or request.path.startswith("/_")
+        allowed = open_path or (scheme.lower() == "bearer" and given == api_key)
+        with state._lock:
+            state.access.append(
+                {
+                    "path": request.path,
+                    "authorization_sha256": sha256_hex(auth) if auth else None,
+                    "allowed": allowed,
+                }
+            )
+        if not allowed:
+            return web.json_response({"error": "Unauthorized"}, status=401)
+        return await handler(request)
+
+    return guard
+
+
+def build_app(
+    state: ServerState, client_max_size: int = 256 * 1024 * 1024, api_key: str | None = None
+) -> web.Application:
+    """aiohttp application serving the OpenAI-compatible and control endpoints (with `api_key`, its model
+    routes answer only requests that carry it, as vLLM with VLLM_API_KEY)."""
+    app = web.Application(
+        client_max_size=client_max_size, middlewares=[_key_guard(state, api_key)] if api_key else []
+    )
 
     async def chat(request: web.Request) -> web.StreamResponse:
         raw = await request.read()
@@ -612,11 +644,14 @@ async def _fault_response(
 
 
 async def _start_site(
-    state: ServerState, host: str, port: int, shutdown_timeout: float
+    state: ServerState, host: str, port: int, shutdown_timeout: float, api_key: str | None = None
 ) -> tuple[web.AppRunner, int]:
     """Start the app on host:port; returns the runner and the bound port."""
     runner = web.AppRunner(
-        build_app(state), handler_cancellation=True, shutdown_timeout=shutdown_timeout, access_log=None
+        build_app(state, api_key=api_key),
+        handler_cancellation=True,
+        shutdown_timeout=shutdown_timeout,
+        access_log=None,
     )
     await runner.setup()
     site = web.TCPSite(runner, host, port, backlog=1024)
@@ -648,8 +683,10 @@ class TestServer:
         port: int = 0,
         request_log: str | os.PathLike[str] | None = None,
         shutdown_timeout: float = 0.5,
+        api_key: str | None = None,
     ) -> None:
         self.state = ServerState(config, request_log=request_log)
+        self.api_key = api_key
         self.host = host
         self.port = port
         self._shutdown_timeout = shutdown_timeout
@@ -680,7 +717,7 @@ class TestServer:
             asyncio.set_event_loop(loop)
             try:
                 self._runner, self.port = loop.run_until_complete(
-                    _start_site(self.state, self.host, self.port, self._shutdown_timeout)
+                    _start_site(self.state, self.host, self.port, self._shutdown_timeout, self.api_key)
                 )
             except BaseException as exc:  # noqa: BLE001 - reported to the starting thread
                 error.append(exc)

@@ -12,7 +12,16 @@ It takes the contract's arguments (the sweep's process launcher passes them) and
 --ignore-term     ignore SIGTERM (the SIGKILL path of a stop);
 --record FILE     append {"name","gpus","pid","start","end"} JSON lines: once listening, and at exit;
 --hold-s S        sleep S seconds before answering each request (a run that takes time);
---request-log F   append each chat request to F (openai_test_server's request log).
+--request-log F   append each chat request to F (openai_test_server's request log);
+--access-log F    at exit, append one JSON line per request received (path, Authorization SHA-256,
+                  allowed), with the server's token and command line (a test reads what it was sent).
+
+A server's key comes only from its environment, as vLLM's does: with VLLM_API_KEY set, every model route
+(/v1/...) answers 401 unless the request carries `Authorization: Bearer <VLLM_API_KEY>`, while /health
+(and /version) stay open. That is vLLM's own rule: vllm/entrypoints/openai/api_server.py (build_app)
+adds AuthenticationMiddleware when `args.api_key or envs.VLLM_API_KEY` is set, and that middleware
+(vllm/entrypoints/openai/server_utils.py, AuthenticationMiddleware.__call__) answers 401 to a request
+whose path starts with /v1 and whose Bearer token matches none of the keys; other paths pass.
 """
 
 from __future__ import annotations
@@ -48,6 +57,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--record")
     p.add_argument("--hold-s", type=float, default=0.0)
     p.add_argument("--request-log")
+    p.add_argument("--access-log")
     return p.parse_args(argv)
 
 
@@ -82,7 +92,9 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, signal.SIG_IGN if ns.ignore_term else (lambda *_: stop.set()))
     signal.signal(signal.SIGINT, lambda *_: stop.set())
     gpus = os.environ.get("CUDA_VISIBLE_DEVICES", "")
-    with TestServer(config, host=ns.host, port=ns.port, request_log=ns.request_log) as srv:
+    token = os.environ.get("VLLM_API_KEY") or None  # as vLLM: from the environment (or --api-key)
+    srv = TestServer(config, host=ns.host, port=ns.port, request_log=ns.request_log, api_key=token)
+    with srv:
         start = time.time()
         record(ns.record, name=ns.served_model_name, gpus=gpus, pid=os.getpid(), start=start, end=None)
         try:
@@ -95,6 +107,8 @@ def main(argv: list[str] | None = None) -> int:
             record(
                 ns.record, name=ns.served_model_name, gpus=gpus, pid=os.getpid(), start=start, end=time.time()
             )
+            for seen in srv.state.access:
+                record(ns.access_log, token=token, argv=sys.argv, request=seen)
     return 0
 
 

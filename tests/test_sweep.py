@@ -136,12 +136,13 @@ def test_four_providers_at_once_own_keys_a_spent_quota_then_resume(tmp_path: Pat
         assert res4.returncode == 0, res4.stdout + res4.stderr
         assert "leaderboard: 4 runs and 6 pairs match" in res4.stdout
 
-        # reproduce one run of the sweep archive: its own key, its recorded endpoint, a new folder
+        # reproduce one run of the sweep archive: its own key, to the endpoint named for it, a new folder
         n = len(ms.requests())
         again = tmp_path / "again"
         res5 = sweep_cli(
-            "reproduce", str(out), "--only", "kimi", "--run-root", str(again), "--data-files", data, env=KEYS
-        )
+            "reproduce", str(out), "--only", "kimi", "--base-url", f"kimi={ms.base_url}",
+            "--run-root", str(again), "--data-files", data, env=KEYS,
+        )  # fmt: skip
         assert res5.returncode == 0, res5.stderr
         assert (again / "kimi" / "scores" / "summary.json").is_file() and not (again / "gemma").exists()
         assert {r["headers"]["authorization_sha256"] for r in ms.requests()[n:] if r.get("body")} == {

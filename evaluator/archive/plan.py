@@ -4,11 +4,13 @@ the archived run's settings."""
 from __future__ import annotations
 
 import json
+import re
 import shlex
 from pathlib import PurePosixPath
 from typing import Any
 
-from evaluator.archive.base import TOP_SUFFIX
+from evaluator.archive.base import TOP_SUFFIX, ArchiveError
+from evaluator.core.boundary import clip
 from evaluator.request.shape import shape_flags
 from evaluator.runfolder.runconfig import RunConfig
 from evaluator.runfolder.serving import is_repo_id
@@ -20,6 +22,15 @@ PARALLEL_VARS = {
     "--data-parallel-size": "DATA_PARALLEL_SIZE",
 }
 REVISION_FLAGS = ("--revision", "--tokenizer-revision")  # the launcher adds them from MODEL_REVISION
+# What a serving value read from an archive may be before it goes into a printed `make` line (a crafted
+# archive could hold Make or shell syntax): a hub repository id or a plain absolute folder, a revision as
+# scripts/serve_vllm.sh accepts it, a served name of the same characters, parallel sizes as numbers.
+SERVING_VALUES = {
+    "model": re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)?|(/[A-Za-z0-9._-]+)+"),
+    "revision": re.compile(r"[A-Za-z0-9][A-Za-z0-9._/-]{0,199}"),
+    "served name": re.compile(r"[A-Za-z0-9][A-Za-z0-9._/:-]{0,199}"),
+    "parallel size": re.compile(r"[0-9]{1,4}"),
+}
 
 
 def data_args_for(config: dict[str, Any], data_files: str | None = None) -> list[str]:
@@ -92,6 +103,21 @@ def format_command(words: list[str]) -> str:
     return " ".join(shlex.quote(w) for w in words)
 
 
+def make_command(words: list[str]) -> str:
+    """A `make` line for a shell: each word's `$` doubled (Make expands `$(...)` in a command-line
+    variable, even under `make -n`), then shell-quoted."""
+    return format_command([w.replace("$", "$$") for w in words])
+
+
+def _checked(what: str, value: str) -> str:
+    if not SERVING_VALUES[what].fullmatch(value) or ".." in value.split("/"):
+        raise ArchiveError(
+            f"run_config.json `serving` holds a {what} {clip(repr(value), 80)} that is not one (letters, digits "
+            "and ._-/ only); refusing to print a make line for it"
+        )
+    return value
+
+
 def serve_commands(config: dict[str, Any]) -> list[str]:
     """The make lines that put the recorded weights into the HF cache and serve them as the run was served
     (compose.yaml's vllm service): the commit, the served name and the recorded server arguments. Empty
@@ -100,10 +126,12 @@ def serve_commands(config: dict[str, Any]) -> list[str]:
     s = c.serving
     if s is None or not s.model:
         return []
-    pin = s.commit or s.revision
-    words = ["make", "serve", f"MODEL={s.model}"] + ([f"MODEL_REVISION={pin}"] if pin else [])
+    model = _checked("model", s.model)
+    recorded_pin = s.commit or s.revision
+    pin = _checked("revision", recorded_pin) if recorded_pin else None
+    words = ["make", "serve", f"MODEL={model}"] + ([f"MODEL_REVISION={pin}"] if pin else [])
     if c.model != s.model:
-        words.append(f"SERVED_MODEL_NAME={c.model}")
+        words.append(f"SERVED_MODEL_NAME={_checked('served name', c.model)}")
     rest: list[str] = []
     args = iter(s.args)
     for arg in args:
@@ -111,13 +139,13 @@ def serve_commands(config: dict[str, Any]) -> list[str]:
         if flag in PARALLEL_VARS or flag in REVISION_FLAGS:
             value = value if eq else next(args, "")
             if flag in PARALLEL_VARS:
-                words.append(f"{PARALLEL_VARS[flag]}={value}")
+                words.append(f"{PARALLEL_VARS[flag]}={_checked('parallel size', value)}")
             continue
         rest.append(arg)
     if rest:
         words.append("VLLM_EXTRA_ARGS=" + shlex.join(rest))
-    fetch = ["make", "model", f"MODEL={s.model}"] + ([f"MODEL_REVISION={pin}"] if pin else [])
-    return ([format_command(fetch)] if is_repo_id(s.model) else []) + [format_command(words)]
+    fetch = ["make", "model", f"MODEL={model}"] + ([f"MODEL_REVISION={pin}"] if pin else [])
+    return ([make_command(fetch)] if is_repo_id(model) else []) + [make_command(words)]
 
 
 def reproduce_md(
@@ -201,7 +229,10 @@ def _md_rerun(config: dict[str, Any], run_name: str) -> list[str]:
     repro = ["doccount", "reproduce", "ARCHIVE.tar.gz", "--base-url", "URL"]
     if (config.get("data") or {}).get("source") != "hub":
         repro += data_args
-    serve = serve_commands(config)
+    try:
+        serve = serve_commands(config)
+    except ArchiveError:  # a serving value no make line can carry: the recorded values are in run_config.json
+        serve = []
     return [
         "",
         "## 3. Re-run and compare",

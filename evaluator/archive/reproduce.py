@@ -16,6 +16,7 @@ from evaluator.archive.base import (
     VerifyResult,
     read_json_bytes,
 )
+from evaluator.archive.endpoints import Confirm, key_endpoints
 from evaluator.archive.pack import create_archive
 from evaluator.archive.plan import evaluate_args, format_command, serve_commands
 from evaluator.archive.verify import (
@@ -193,14 +194,16 @@ __all__ = [
 
 def reproduce(
     archive_file: Path,
-    base_url: str | None,
+    base_url: list[str],
     data_files: str | None,
     run_root: Path | None,
     concurrency: int | None,
     quiet: bool,
+    confirm: Confirm | None = None,
 ) -> int:
     """`doccount reproduce`: verify the archive, re-run it with the recorded settings into a new folder,
-    score it and print the comparison; the exit code (1: the archive does not verify)."""
+    score it and print the comparison; the exit code (1: the archive does not verify). MODEL_API_KEY goes
+    only to the `base_url` endpoints or to recorded ones the user confirmed (archive.endpoints)."""
     archive = read_archive(archive_file)
     with tempfile.TemporaryDirectory(prefix="doccount-reproduce-") as work:
         result = verify_archive(archive, Path(work))
@@ -210,18 +213,15 @@ def reproduce(
             say(f"error: {archive_file} does not verify; refusing to reproduce from it")
             return 1
         config = config_of(archive)
+        serve = serve_commands(config)  # a serving value no make line may carry is refused here, first
+        urls = _endpoints(config, archive.run_name or "run", base_url, confirm)
         data_args, data_note = check_reproduction_data(config, data_files)
-        recorded = config.get("endpoints") or [config.get("endpoint")]
-        urls = (
-            [base_url] if base_url else [u for u in os.environ.get("MODEL_API_BASE_URL", "").split(",") if u]
-        )
-        urls = urls or [u for u in recorded if u]
         new_root = run_root or Path("runs") / f"{archive.run_name}-reproduce"
         args = evaluate_args(config, data_args, urls, str(new_root), concurrency=concurrency)
         if quiet:
             args.append("--quiet")
         say(f"[reproduce] {archive_file} verified; data: {data_note}")
-        for line in serve_commands(config):
+        for line in serve:
             say(f"[reproduce] serve the run's weights with: {line}")
         say(f"[reproduce] {format_command(['doccount', 'evaluate', *args])}")
         code = _evaluate_with_prompts(args, extract_prompts(archive, Path(work) / "bundle"))
@@ -230,6 +230,17 @@ def reproduce(
         score_run(new_root)
         _print_comparison(result.run_dir, new_root, archive.run_name)
     return code
+
+
+def _endpoints(config: dict[str, Any], run: str, named: list[str], confirm: Confirm | None) -> list[str]:
+    """The endpoints to re-run against: the named ones; else MODEL_API_BASE_URL's or the recorded ones,
+    which a key may go to only once the user has confirmed them (archive.endpoints)."""
+    recorded = [str(u) for u in (config.get("endpoints") or [config.get("endpoint")]) if u]
+    fallback = [u for u in os.environ.get("MODEL_API_BASE_URL", "").split(",") if u] or recorded
+    key = os.environ.get("MODEL_API_KEY", "").strip()
+    has_key = bool(key) and key != "EMPTY"  # EMPTY: vLLM's placeholder for no key
+    how = "--base-url URL (or unset MODEL_API_KEY for an endpoint that needs no key)"
+    return key_endpoints(run, "MODEL_API_KEY", has_key, list(named), fallback, confirm, how)
 
 
 def _evaluate_with_prompts(args: list[str], prompts: Path) -> int:

@@ -39,10 +39,17 @@ from evaluator.archive.base import (
     secret_hits,
     sha256_hex,
 )
+from evaluator.archive.endpoints import Confirm, key_endpoints
 from evaluator.archive.pack import create_archive, write_tar_gz
+from evaluator.archive.reproduce import config_of
 from evaluator.archive.verify import check_sums, read_archive, verify_archive
 from evaluator.core.atomic import atomic_file
 from evaluator.core.boundary import clip
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib  # type: ignore[no-redef]
 
 SWEEP_FORMAT = "doccount-sweep-archive"
 SWEEP_FORMAT_VERSION = 1
@@ -246,6 +253,37 @@ def _numbers(board: dict[str, Any]) -> Any:
     return json.loads(json.dumps({"runs": runs, "pairwise": board.get("pairwise")}))
 
 
+def key_variables(archive: Archive, runs: Mapping[str, str]) -> dict[str, str | None]:
+    """Each run's key variable, from sweep.json checked against the archived sweep file (sweep.toml):
+    ArchiveError in one line when they differ (a crafted sweep.json naming another variable, with its
+    checksum recomputed) or when a run names a variable the archive has no sweep file to check against."""
+    try:
+        state = json.loads(archive.files.get(STATE, b"{}") or b"{}")
+        states = state.get("runs") if isinstance(state, dict) else None
+        toml = tomllib.loads(archive.files[COPY].decode("utf-8")) if COPY in archive.files else None
+    except (ValueError, UnicodeDecodeError) as exc:  # tomllib.TOMLDecodeError is a ValueError
+        raise ArchiveError(
+            f"{archive.source}: cannot read {STATE} or {COPY} ({clip(str(exc), 120)})"
+        ) from None
+    states = states if isinstance(states, dict) else {}
+    toml_runs = toml.get("runs") if isinstance(toml, dict) else None
+    declared = {
+        str(r.get("name")): r.get("api_key_env") for r in toml_runs or [] if isinstance(r, dict)
+    }  # fmt: skip
+    out: dict[str, str | None] = {}
+    for name in runs:
+        st = states.get(name)
+        var = st.get("api_key_env") if isinstance(st, dict) else None
+        if var != declared.get(name) and (var is not None or name in declared):
+            raise ArchiveError(
+                f"{archive.source}: {STATE} names the key variable {clip(repr(var), 60)} for run {name} where the "
+                f"archived sweep file ({COPY}) names {clip(repr(declared.get(name)), 60)}; refusing to reproduce "
+                "from it (nothing was read or sent)"
+            )
+        out[name] = var if isinstance(var, str) and var else None
+    return out
+
+
 def reproduce_sweep(
     archive: Archive,
     only: list[str],
@@ -253,34 +291,52 @@ def reproduce_sweep(
     passthrough: list[str],
     env: Mapping[str, str] | None = None,
     python: str = sys.executable,
+    base_urls: Mapping[str, list[str]] | None = None,
+    confirm: Confirm | None = None,
 ) -> list[tuple[str, int]]:
-    """Re-run each selected run with `doccount reproduce` (a child, its own key); (name, exit code) each."""
+    """Re-run each selected run with `doccount reproduce` (a child, its own key); (name, exit code) each.
+    A run's key variable is read only for an endpoint named in `base_urls` (RUN -> URLs) or confirmed;
+    every run's endpoint is settled before the first starts (ArchiveError: nothing is sent)."""
     env = os.environ if env is None else env
+    base_urls = base_urls or {}
     runs = run_archives(archive)  # names checked before anything is written
     sweep_name(archive)
-    unknown = [n for n in only if n not in runs]
+    unknown = [n for n in [*only, *base_urls] if n not in runs]
     if unknown:
         raise ArchiveError(
-            f"--only names no run of the archive: {', '.join(unknown)} (runs: {', '.join(runs)})"
+            f"--only or --base-url RUN=URL names no run of the archive: {', '.join(unknown)} "
+            f"(runs: {', '.join(runs)})"
         )
-    states = json.loads(archive.files.get(STATE, b"{}") or b"{}").get("runs") or {}
-    key_vars = {
-        str(s.get("api_key_env")) for s in states.values() if isinstance(s, dict) and s.get("api_key_env")
-    }
+    variables = key_variables(archive, runs)
+    drop = {v for v in variables.values() if v} | {"MODEL_API_KEY", "MODEL_API_BASE_URL"}
     results = []
     with tempfile.TemporaryDirectory(prefix="doccount-sweep-reproduce-") as work:
+        plans = []
         for name, entry in runs.items():
             if only and name not in only:
                 continue
             path = Path(work) / f"{name}.tar.gz"
             path.write_bytes(archive.files[entry])
-            child_env = {k: v for k, v in env.items() if k not in key_vars and k != "MODEL_API_KEY"}
-            var = (states.get(name) or {}).get("api_key_env")
-            if var and env.get(var, "").strip():
-                child_env["MODEL_API_KEY"] = env[var].strip()
+            var = variables[name]
+            has_key = bool(var and env.get(var, "").strip())
+            named = list(base_urls.get(name, []))
+            how = f"--base-url {name}=URL, or leave the run out with --only"
+            urls = key_endpoints(name, var or "", has_key, named, _recorded(path), confirm, how)
+            plans.append((name, path, named or (urls if has_key else []), has_key))
+        for name, path, urls, has_key in plans:
+            child_env = {k: v for k, v in env.items() if k not in drop}
+            if has_key:  # only now, for an endpoint the user named or confirmed
+                child_env["MODEL_API_KEY"] = env[str(variables[name])].strip()
             cmd = [python, "-m", "evaluator.cli", "reproduce", str(path), "--run-root", str(run_root / name)]
+            cmd += [a for u in urls for a in ("--base-url", u)]
             code = subprocess.run(
                 [*cmd, *passthrough], env=child_env, stdin=subprocess.DEVNULL, check=False
             ).returncode
             results.append((name, code))
     return results
+
+
+def _recorded(path: Path) -> list[str]:
+    """The endpoints a run's archive recorded (what its reproduction would use when none is named)."""
+    config = config_of(read_archive(path))
+    return [str(u) for u in (config.get("endpoints") or [config.get("endpoint")]) if u]

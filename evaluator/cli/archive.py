@@ -95,7 +95,13 @@ def verify_cmd(archive_file: Path) -> None:
 @click.command("reproduce")
 @click.argument("archive_file", type=click.Path(path_type=Path))
 @click.option(
-    "--base-url", default=None, help="Endpoint (default env MODEL_API_BASE_URL, else the recorded one)."
+    "--base-url",
+    "base_url",
+    multiple=True,
+    metavar="URL|RUN=URL",
+    help="Endpoint to re-run against (repeatable: replicas); a sweep archive: RUN=URL, per run. The key "
+    "(MODEL_API_KEY; a sweep run's own variable) goes only to an endpoint named here or confirmed at a "
+    "prompt. Default: MODEL_API_BASE_URL, else the recorded endpoint (with no key unless confirmed).",
 )
 @click.option(
     "--data-files", default=None, help="Local parquet glob with the archived data files (quote it)."
@@ -114,6 +120,7 @@ def verify_cmd(archive_file: Path) -> None:
 def reproduce_cmd(only: tuple[str, ...], **opts: Any) -> None:
     """Re-run an archived evaluation with the same settings, data and prompts, then compare with it."""
     from evaluator.archive import ArchiveError, read_archive, reproduce
+    from evaluator.archive.endpoints import parse_base_urls
     from evaluator.archive.sweep import is_sweep_archive
 
     try:
@@ -121,7 +128,14 @@ def reproduce_cmd(only: tuple[str, ...], **opts: Any) -> None:
             sys.exit(_reproduce_sweep(list(only), **opts))
         if only:
             raise ArchiveError("--only names runs of a sweep archive; this is the archive of one run")
-        code = reproduce(**opts)  # archive_file, base_url, data_files, run_root, concurrency, quiet
+        plain, per_run = parse_base_urls(opts.pop("base_url"))
+        if per_run:
+            raise ArchiveError(
+                f"--base-url {next(iter(per_run))}=URL names a run of a sweep archive; this is the archive of "
+                "one run: pass --base-url URL"
+            )
+        # archive_file, data_files, run_root, concurrency, quiet
+        code = reproduce(base_url=plain, confirm=_confirm(), **opts)
     except (*USER_ERRORS, ArchiveError) as exc:
         raise UserError(str(exc)) from None
     sys.exit(code)
@@ -130,21 +144,45 @@ def reproduce_cmd(only: tuple[str, ...], **opts: Any) -> None:
 def _reproduce_sweep(only: list[str], archive_file: Path, run_root: Path | None, **opts: Any) -> int:
     """Each (or each named) run of a sweep archive re-run by `doccount reproduce`; 0 when all finished."""
     from evaluator.archive import ArchiveError, read_archive
+    from evaluator.archive.endpoints import parse_base_urls
     from evaluator.archive.sweep import reproduce_sweep, run_archives, sweep_name
 
     archive = read_archive(archive_file)
     runs = run_archives(archive)  # the archive's names checked before any is used in a path
     name = sweep_name(archive)
     selected = only or list(runs)
-    if opts["base_url"] and len(selected) != 1:
+    plain, per_run = parse_base_urls(opts.pop("base_url"))
+    if plain and len(selected) != 1:
         raise ArchiveError(
-            "--base-url applies to one run: name it with --only (each run has its own endpoint)"
+            "--base-url URL applies to one run: pass --base-url RUN=URL for each run (each has its own "
+            "endpoint), or name the run with --only"
         )
+    if plain:
+        per_run.setdefault(selected[0], []).extend(plain)
     passthrough = [f for k, v in opts.items() if v for f in _flag(k, v)]
-    results = reproduce_sweep(archive, only, run_root or Path("runs") / f"{name}-reproduce", passthrough)
+    root = run_root or Path("runs") / f"{name}-reproduce"
+    results = reproduce_sweep(archive, only, root, passthrough, base_urls=per_run, confirm=_confirm())
     for run, code in results:
         click.echo(f"[reproduce] {run}: exit {code}", err=True)
     return 0 if all(code == 0 for _, code in results) else 3
+
+
+def _confirm() -> Any:
+    """The prompt that lets a key go to an endpoint the archive recorded: only on a terminal (None, so
+    refused, otherwise). It names the run, the key's variable and the hosts."""
+    if not sys.stdin.isatty():
+        return None
+    from evaluator.archive.endpoints import endpoint_hosts
+
+    def ask(run: str, variable: str, urls: list[str]) -> bool:
+        return click.confirm(
+            f"run {run}: send the key in {variable} to {endpoint_hosts(urls)} (the endpoint the archive "
+            "recorded, not one you named with --base-url)?",
+            default=False,
+            err=True,
+        )
+
+    return ask
 
 
 def _flag(key: str, value: Any) -> list[str]:

@@ -7,7 +7,8 @@ The contract (docs/serving.md, the sweep file's `[serve]` table): the process la
 with CUDA_VISIBLE_DEVICES set to the GPU ids it was given (the caller sets it in the environment). The
 container launcher hands the same model, name, host, port, revision and args to the bundle's vLLM image
 (whose launcher, scripts/serve_vllm.sh, reads MODEL, SERVED_MODEL_NAME, HOST and PORT and appends the
-rest), on the host network, with those GPUs as devices, and stops the container by name.
+rest), on the host network, with those GPUs as devices, and stops the container by name. Either way the
+server's token (VLLM_API_KEY) reaches it through the environment only, never its command line.
 
 Ports: `free_port` asks the kernel for an unused one and then checks it, because vLLM can bind a port
 another server already listens on (SO_REUSEPORT) without an error and the two would share requests.
@@ -91,6 +92,7 @@ def container_argv(
         "-v", f"{cache}:/root/.cache/huggingface", *folder,
         "-e", f"MODEL={spec.model}", "-e", f"SERVED_MODEL_NAME={spec.served_name}",
         "-e", f"HOST={host}", "-e", f"PORT={port}", "-e", "HF_TOKEN", "-e", "HF_HUB_OFFLINE",
+        "-e", "VLLM_API_KEY",  # the server's own token, by name: the unit puts it in the environment
         spec.image, *rest,
     ]  # fmt: skip
 

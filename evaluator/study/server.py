@@ -1,8 +1,8 @@
 """One model server as a process: started under its guard (evaluator.study.guard), waited for until it
 is ready and serves the right model, watched, and stopped with its whole process tree.
 
-Ready means GET /health answers 200 and GET /v1/models lists the served name (read through the trust
-boundary, runfolder.provenance.server_info). A server that answers /health but lists other models is
+Ready means GET /health answers 200 and GET /v1/models (asked with the server's token) lists the served
+name (read through the trust boundary, runfolder.provenance.server_info). A server that answers /health but lists other models is
 refused at once (it is another server, or the wrong weights): that is not retried. A server process
 that exits before it is ready is noticed within a poll and may be tried again (unit.serve_and_evaluate).
 """
@@ -66,6 +66,11 @@ class Server:
         self.grace_s = 10.0
 
     @property
+    def token(self) -> str | None:
+        """The key this server requires on /v1 (its VLLM_API_KEY, set by the unit); None when it has none."""
+        return self.env.get("VLLM_API_KEY") or None
+
+    @property
     def base_url(self) -> str:
         return f"http://{HOST}:{self.port}/v1"
 
@@ -115,7 +120,7 @@ class Server:
             return False
 
     def _check_identity(self) -> dict:
-        info = server_info(self.base_url, None)
+        info = server_info(self.base_url, self.token)  # /v1/models needs the token; /health does not
         models = info.get("models")
         if not isinstance(models, list) or self.spec.served_name not in models:
             raise ServerFailure(

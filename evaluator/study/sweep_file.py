@@ -267,6 +267,14 @@ def _run(
     if env is None:  # [defaults]' variable, and its line for the messages
         env, key_line = default_key
     serve = run_serve(where, i, name, table)
+    if serve is not None and env is not None:  # its requests carry its own server's token (study.unit)
+        raise where.fail(
+            here,
+            "api_key_env",
+            f"run {name}: a served run sends its own server's fresh token, never a key of yours; "
+            "remove `api_key_env`",
+            i,
+        )
     published = run_published(where, i, name, table)
     options = {**inherited, **own}
     if serve is not None:  # its server's URL is added when it is ready; requests name the served model

@@ -4,10 +4,12 @@
 the run's key, when it has one, is read from the unit's environment by the variable's name. The GPUs
 are CUDA_VISIBLE_DEVICES of that environment (the local executor sets it; Slurm sets it itself).
 
-For a served run (`task.server`): pick a free port, start the server under its guard (own process group,
-output to `runs/<sweep>/logs/<run>.server.log`), wait until it is ready and serves the right name (a
-server that exits before that is tried again, at most `task.tries` starts; one serving another model is
-refused at once), then run evaluate as a child (`python -m evaluator.cli evaluate ... --base-url
+For a served run (`task.server`): make a fresh token for the server (VLLM_API_KEY in its environment,
+never on its command line: vLLM then answers /v1 only to requests carrying it; the readiness check and
+evaluate, as MODEL_API_KEY, carry it; the user's key never goes there), pick a free port, start the
+server under its guard (own process group, output to `runs/<sweep>/logs/<run>.server.log`), wait until
+it is ready and serves the right name (a server that exits before that is tried again, at most
+`task.tries` starts; one serving another model is refused at once), then run evaluate as a child (`python -m evaluator.cli evaluate ... --base-url
 http://127.0.0.1:PORT/v1`) while watching the server: a server that dies mid-run is noticed within
 `task.watch_s`, the evaluate child is stopped as Ctrl-C stops it (its rows are kept) and the run ends
 not done; a re-run resumes the folder. Last, the server is stopped (SIGTERM to its group, SIGKILL after
@@ -24,6 +26,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import secrets
 import signal
 import socket
 import subprocess
@@ -55,8 +58,10 @@ SERVING_ENV = (
     "DOCCOUNT_GPUS",
     "DOCCOUNT_IMAGE_VLLM",
 )
-# variables a child must not inherit: the unit sets the key and passes the URL and folder itself
-CHILD_DROPS = ("MODEL_API_KEY", "MODEL_API_BASE_URL", "RUN_NAME", LAUNCH_ENV, *SERVING_ENV)
+# variables a child must not inherit: the unit sets the key and passes the URL and folder itself; a
+# server gets only the token the unit made for it (SERVER_TOKEN_ENV), never one from the sweep's environment
+SERVER_TOKEN_ENV = "VLLM_API_KEY"
+CHILD_DROPS = ("MODEL_API_KEY", "MODEL_API_BASE_URL", "RUN_NAME", SERVER_TOKEN_ENV, LAUNCH_ENV, *SERVING_ENV)
 
 
 class UnitTask(msgspec.Struct, frozen=True, kw_only=True):
@@ -75,7 +80,8 @@ class UnitTask(msgspec.Struct, frozen=True, kw_only=True):
     gpus: int = 0
     """GPUs the server needs (what an executor allots; the unit reads the ids from CUDA_VISIBLE_DEVICES)."""
     api_key_env: str | None = None
-    """The NAME of the variable holding this run's key; its value goes to evaluate as MODEL_API_KEY."""
+    """The NAME of the variable holding this run's key; its value goes to evaluate as MODEL_API_KEY (an
+    endpoint run only: a served run's requests carry its server's own token, never the user's key)."""
     drop_env: list[str] = msgspec.field(default_factory=list)
     """Variables no child may inherit (the other runs' key variables)."""
     python: str = sys.executable
@@ -157,7 +163,12 @@ def _start_server(
     for attempt in range(1, task.tries + 1):
         if stop.is_set():
             return UnitResult(state="interrupted", message="stopped while the server was starting")
-        server = Server(task.server, task.run, gpus, Path(task.server_log), server_env)
+        # a fresh token for each server, by environment only (a command line is visible to every user of
+        # the node): the server then answers /v1 only to requests that carry it (vLLM's VLLM_API_KEY)
+        token = secrets.token_urlsafe(32)
+        server = Server(
+            task.server, task.run, gpus, Path(task.server_log), {**server_env, SERVER_TOKEN_ENV: token}
+        )
         report(
             UnitStatus(
                 phase="starting server", detail=f"try {attempt}/{task.tries} on GPUs {','.join(gpus) or '-'}"
@@ -232,9 +243,15 @@ def _nvidia_smi_gpus(gpus: list[str]) -> str | None:
     return out.stdout if out.returncode == 0 and out.stdout.strip() else None
 
 
-def _child_env(task: UnitTask, env: Mapping[str, str], launch: Launch | None) -> dict[str, str]:
+def _child_env(
+    task: UnitTask, env: Mapping[str, str], launch: Launch | None, server: Server | None
+) -> dict[str, str]:
+    """evaluate's environment: a served run's key is its server's token, an endpoint run's the user's."""
     out = {k: v for k, v in env.items() if k not in (*CHILD_DROPS, *task.drop_env, task.api_key_env or "")}
-    if task.api_key_env and env.get(task.api_key_env, "").strip():
+    if server is not None:
+        if server.token:  # always set by _start_server; None only for a Server made elsewhere
+            out["MODEL_API_KEY"] = server.token
+    elif task.api_key_env and env.get(task.api_key_env, "").strip():
         out["MODEL_API_KEY"] = env[task.api_key_env].strip()
     out[PARENT_PID_ENV] = str(os.getpid())  # the child stops if this process dies (evaluation.orphan)
     if launch is not None and task.server is not None:
@@ -253,18 +270,18 @@ def _evaluate(
     launch: Launch | None,
 ) -> UnitResult:
     """evaluate as a child, its stderr to the log (redacted) and the status; the server watched meanwhile."""
-    redact = Redactor(env.get(task.api_key_env or "") or None)
+    keys = [Redactor(env.get(task.api_key_env or "") or None), Redactor(server.token if server else None)]
     cmd = [task.python, "-m", "evaluator.cli", "evaluate", *task.evaluate_args, *extra]
     report(UnitStatus(phase="evaluating", detail="starting"))
     child = subprocess.Popen(
-        cmd, env=_child_env(task, env, launch), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+        cmd, env=_child_env(task, env, launch, server), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
     )  # fmt: skip
     died: list[str] = []
     done = threading.Event()
     watcher = threading.Thread(target=_watch, args=(child, server, stop, done, died, task), daemon=True)
     watcher.start()
-    last_error = _follow(child, task.evaluate_log, redact, report)
+    last_error = _follow(child, task.evaluate_log, lambda t: keys[1](keys[0](t)), report)
     code = child.wait()
     done.set()
     watcher.join()
@@ -279,7 +296,9 @@ def _evaluate(
     )
 
 
-def _follow(child: subprocess.Popen[bytes], log_path: str, redact: Redactor, report: Report) -> str | None:
+def _follow(
+    child: subprocess.Popen[bytes], log_path: str, redact: Callable[[str], str], report: Report
+) -> str | None:
     last_error = None
     assert child.stderr is not None
     with open(log_path, "ab") as log:
