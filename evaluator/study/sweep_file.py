@@ -264,9 +264,9 @@ def _run(
         raise where.fail(here, "model" if "model" in table else None, f'run {name} needs `model = "..."`', i)
     env = _key_env(where, here, table, i, f"run {name}")
     key_line = where.lines.line_of(here, "api_key_env", i)
-    if env is None:  # [defaults]' variable, and its line for the messages
-        env, key_line = default_key
     serve = run_serve(where, i, name, table)
+    if env is None and serve is None:  # [defaults]' variable (never a served run's), and its line
+        env, key_line = default_key
     if serve is not None and env is not None:  # its requests carry its own server's token (study.unit)
         raise where.fail(
             here,
