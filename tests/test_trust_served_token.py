@@ -98,3 +98,19 @@ def test_a_served_run_with_a_key_variable_is_refused(tmp_path: Path) -> None:
     lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and lines[0].startswith("error:") and "api_key_env" in lines[0], res.stderr
     assert not (study.folder / "a").exists() and not study.records.exists()  # nothing started
+
+
+def test_defaults_key_variable_goes_to_endpoint_runs_only_never_a_served_one(tmp_path: Path) -> None:
+    """`api_key_env` in [defaults] is every endpoint run's; a served run takes its server's token instead
+    (it is not refused for a variable it never named)."""
+    study = Study(tmp_path, rows=2)
+    study.write([{"name": "a", "serve": {"gpus": 1}}])
+    text = study.file.read_text().replace(
+        "[defaults]\n", '[defaults]\napi_key_env = "DOCCOUNT_USER_KEY"\n', 1
+    )
+    study.file.write_text(text)
+    res = run_cli(
+        "sweep", str(study.file), "--run-root", str(study.root), "--plan", env={"DOCCOUNT_USER_KEY": USER_KEY}
+    )
+    assert res.returncode == 0, res.stderr
+    assert USER_KEY not in res.stdout + res.stderr
