@@ -286,3 +286,29 @@ def test_smoke_check_decides_on_the_first_four_answered() -> None:
     assert seen[:3] == [None] * 3 and "4 of 4" in str(seen[3]) and "3 with reasoning tokens" in str(seen[3])
     with pytest.raises(ValueError):
         SmokeCheck("maybe")
+
+
+def test_verify_accepts_an_archive_scored_before_the_reasoning_key(tmp_path, data, server) -> None:
+    """An archive whose summary.json has no `reasoning` (packed before the key existed) still verifies."""
+    from test_archive import rewrite
+
+    serve(server, None)
+    run = tmp_path / "r"
+    assert evaluate(server, data, run, "--quiet").returncode == 0
+    assert "reasoning" in summary(run)
+    (tmp_path / "bundle").mkdir()
+    new = tmp_path / "new.tar.gz"
+    res = run_cli(
+        "archive", "--run-root", str(run), "--output", str(new), "--bundle-root", str(tmp_path / "bundle")
+    )
+    assert res.returncode == 0, res.stderr
+
+    def drop_key(files: dict[str, bytes]) -> None:
+        [name] = [n for n in files if n.endswith("scores/summary.json")]
+        old = json.loads(files[name])
+        del old["reasoning"]
+        files[name] = json.dumps(old, sort_keys=True, indent=2).encode()
+
+    old = rewrite(new, tmp_path / "old.tar.gz", drop_key, resum=True)
+    res = run_cli("verify", str(old))
+    assert res.returncode == 0, res.stdout + res.stderr
