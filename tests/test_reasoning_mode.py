@@ -312,3 +312,12 @@ def test_verify_accepts_an_archive_scored_before_the_reasoning_key(tmp_path, dat
     old = rewrite(new, tmp_path / "old.tar.gz", drop_key, resum=True)
     res = run_cli("verify", str(old))
     assert res.returncode == 0, res.stdout + res.stderr
+
+
+def test_reproduce_declares_the_archived_mode() -> None:
+    from evaluator.archive.plan import evaluate_args
+
+    config = {"benchmark": "doccount", "model": "m", "reasoning": "on"}
+    args = evaluate_args(config, [], ["http://127.0.0.1:9/v1"], "r")
+    assert args[args.index("--reasoning") + 1] == "on"
+    assert "--reasoning" not in evaluate_args({"benchmark": "doccount", "model": "m"}, [], [], "r")
