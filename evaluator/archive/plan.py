@@ -71,6 +71,8 @@ def evaluate_args(
         args += ["--seed", str(c.extra["seed"])]
     if c.extra.get("repeats"):
         args += ["--repeats", str(c.extra["repeats"])]
+    if c.reasoning:  # the reproduction claims, and is checked against, the same mode
+        args += ["--reasoning", c.reasoning]
     return args + _policy_args(c.request_policy, concurrency) + _limit_args(c.data)
 
 

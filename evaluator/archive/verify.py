@@ -183,6 +183,10 @@ def _check_dataset(archive: Archive, run_dir: str, config: RunConfig, problems: 
         )
 
 
+# summary.json keys added within schema 3 (compatible additions): an archive from before lacks them.
+SUMMARY_KEYS_ADDED = ("reasoning",)
+
+
 def _rescore(
     archive: Archive, run_dir: str, run_name: str, workdir: Path, problems: list[Problem], checks: list[str]
 ) -> Path | None:
@@ -208,6 +212,10 @@ def _rescore(
         problems.append(Problem(summary_name, "is not valid JSON"))
         return dest
     fresh = json.loads((dest / SCORES_DIR / SUMMARY_JSON).read_bytes())
+    if isinstance(archived, dict):  # keys added since without a schema bump: an older summary has none
+        for key in SUMMARY_KEYS_ADDED:
+            if key not in archived:
+                fresh.pop(key, None)
     if archived != fresh:
         keys = mismatched_keys(archived, fresh) if isinstance(archived, dict) else ["(whole file)"]
         note = ""

@@ -154,7 +154,8 @@ def prepare_folder(
 def evaluate(opts: EvaluateOptions, check_only: bool = False, batch_prepare: bool = False) -> int:
     """Run `doccount-evaluate` (with check_only: `doccount check-endpoint`, one row, nothing written; with
     batch_prepare: `doccount batch prepare`, the input files of the rows to do, nothing sent); the exit
-    code: 0 done, 1 dry-run failure, 2 a base URL the server has no chat completions at, 3 request errors,
+    code: 0 done, 1 dry-run failure, 2 a base URL the server has no chat completions at or a reasoning mode
+    the first answers contradict (data.reasoning), 3 request errors,
     an early stop or nothing listening at the base URL (a re-run continues), 130 interrupted."""
     stop_when_orphaned()  # a sweep's child: stop with the sweep
     extra = parse_extra_body(opts.extra_body_json)
@@ -272,6 +273,7 @@ def eval_settings(opts: EvaluateOptions, bench: Benchmark, extra: dict[str, Any]
         rate_limit_patience_s=opts.rate_limit_patience,
         seed=opts.seed,
         repeats=opts.repeats,
+        reasoning=opts.reasoning,
     )
 
 
@@ -311,6 +313,7 @@ def send_pending(plan: RunPlan) -> int:
         plan.folder,
         plan.selection,
     )
+    from evaluator.data.reasoning import ReasoningMismatch
     from evaluator.evaluation.runner import Evaluator, Progress, RunStopped, run_with_signals
     from evaluator.request.breaker import BudgetReached, EndpointDown, EndpointRefused
 
@@ -349,6 +352,10 @@ def send_pending(plan: RunPlan) -> int:
         progress.close()
         say(f"[evaluate] {exc}")
         return 3
+    except ReasoningMismatch as exc:  # the declared mode is not what the model does: a settings error
+        progress.close()
+        say(f"error: {exc}")
+        return 2
     finally:
         progress.close()
     code = exit_code(stats, root)

@@ -29,6 +29,8 @@ class RunStopped(Exception):
 
 
 class Gatekeeper(Protocol):
+    stopping: bool  # final: no new request is sent (the spend guard, the reasoning smoke check)
+
     async def admit(self) -> None: ...
     def release(self) -> None: ...
     def outcome(self, record: ResponseRecord) -> None: ...
@@ -79,7 +81,7 @@ class RowLoop:
             await self.breaker.admit()
             try:
                 # the sample is never bound here, so its image is freed once its request body exists
-                record = await self.evaluate(*(await _next_unit(queue)))
+                record = await self.evaluate(*(await _next_unit(queue, self.breaker)))
             except StopAsyncIteration:
                 self.breaker.release()
                 return
@@ -92,8 +94,9 @@ class RowLoop:
             self.breaker.outcome(record)
 
 
-async def _next_unit(queue: asyncio.Queue[Unit | None]) -> Unit:
+async def _next_unit(queue: asyncio.Queue[Unit | None], breaker: Gatekeeper) -> Unit:
     item = await queue.get()
-    if item is None:
+    # admitted before the run began to stop, taken after: not sent (not recorded; a resume sends it)
+    if item is None or breaker.stopping:
         raise StopAsyncIteration
     return item

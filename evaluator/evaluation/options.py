@@ -54,6 +54,7 @@ class EvaluateOptions:
     batch_poll_s: float = 30.0
     batch_max_wait: float | None = None
     rate_limit_patience: float = 600.0
+    reasoning: str | None = None  # --reasoning on|off (env REASONING): the declared mode; None: not declared
 
 
 def common_data_options(f):
@@ -135,6 +136,14 @@ _EVALUATE_OPTIONS = [
         type=click.Choice(preset_names()),
         default=None,
         help="A shipped set of the request-shape flags above (evaluator/request/presets/); explicit flags win.",
+    ),
+    click.option(
+        "--reasoning",
+        type=click.Choice(["on", "off"]),
+        envvar="REASONING",
+        default=None,
+        help="The reasoning mode the run claims (env REASONING; default: not declared). The first 4 answered "
+        "responses are checked: if all contradict it, the run stops (exit 2) with the fix (docs/evaluate.md).",
     ),
     click.option(
         "--timeout",
@@ -257,6 +266,7 @@ OPTION_GROUPS: list[tuple[str, list[str]]] = [
             "max_tokens",
             "max_tokens_field",
             "preset",
+            "reasoning",
             "extra_body_json",
             "seed",
             "repeats",

@@ -28,6 +28,7 @@ from evaluator.core.secrets import Redactor
 from evaluator.core.text import one_line
 from evaluator.data.benchmarks.base import Benchmark, ManifestEntry, Sample
 from evaluator.data.parquet import DataSource, iter_samples
+from evaluator.data.reasoning import SmokeCheck
 from evaluator.evaluation.loop import RowLoop, RunStopped  # noqa: F401 (cli imports RunStopped here)
 from evaluator.request.admission import PacingSummary, pacing_summary
 from evaluator.request.body import request_bytes
@@ -75,6 +76,7 @@ class EvalSettings:
     # --batch / `batch prepare`: {"mode", "max_mb", "poll_s", "max_wait_s"}; how rows are sent, not what a request holds
     batch: dict[str, Any] | None = None
     rate_limit_patience_s: float = 600.0  # --rate-limit-patience: an endpoint refused this long is given up
+    reasoning: str | None = None  # --reasoning on|off: the declared mode (smoke-checked); None: not declared
 
     @property
     def base_url(self) -> str:
@@ -218,6 +220,7 @@ class Evaluator:
             lambda status, message: shape_hint(status, message, self.s.sampling, self.s.base_url),
             rows=len(wanted),
             max_total_tokens=self.s.max_total_tokens,
+            smoke=SmokeCheck(self.s.reasoning) if self.s.reasoning else None,
         )
         loop = RowLoop(
             evaluate=lambda sample, repeat: self.evaluate_sample(sample, repeat, sender=sender),
@@ -286,6 +289,7 @@ def settings_summary(s: EvalSettings) -> dict[str, Any]:
         # written only when used, so a run without them has the same run_config.json as before
         **({"seed": s.seed} if s.seed is not None else {}),
         **({"repeats": s.repeats} if s.repeats > 1 else {}),
+        **({"reasoning": s.reasoning} if s.reasoning else {}),
         "request_policy": {
             "concurrency": s.concurrency,
             "timeout_s": s.timeout_s,

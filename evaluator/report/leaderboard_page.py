@@ -87,9 +87,23 @@ def main_columns(board: dict[str, Any]) -> list[Column]:
     cols += [
         ("Cost USD", "num", lambda e: cell(cost_cell(e))),
         ("Latency s median / p95", "num", lambda e: cell(latency(e))),
+        ("Reasoning declared / seen", "txt", _reasoning_cell),
         ("Complete", "txt", _complete_cell),
     ]
     return cols
+
+
+def _reasoning_cell(e: dict[str, Any]) -> Cell:
+    """The declared mode and the share of answered responses that showed reasoning (no "best": not a score)."""
+    r = e.get("reasoning") or {}
+    declared, share = r.get("declared"), r.get("observed_share")
+    seen = "no answers" if share is None else f"{100 * share:.0f}% seen"
+    title = f"declared {declared or 'nothing'}; " + (
+        "no answered responses"
+        if share is None
+        else f"{100 * share:.1f}% of answered responses showed reasoning"
+    )
+    return cell(declared or "–", sub=seen, title=title)
 
 
 def _run_cell(e: dict[str, Any]) -> Cell:
@@ -132,6 +146,7 @@ def columns(board: dict[str, Any]) -> list[Column]:
         ("Tokens prompt / completion / reasoning", "num", _tokens_cell),
         ("Cost USD", "num", lambda e: cell(cost_cell(e))),
         ("Latency s median / p95", "num", lambda e: cell(latency(e))),
+        ("Reasoning declared / seen", "txt", _reasoning_cell),
         ("Complete", "txt", _complete_cell),
         ("Report", "txt", lambda e: cell("report", href=safe_href(e["report"])) if e["report"] else cell("")),
     ]

@@ -84,3 +84,16 @@ def dates_text(config: RunConfig) -> str:
     if a and b and a != b:
         return f"{a} → {b}"
     return a or b or "not recorded"
+
+
+def reasoning_text(block: Any) -> str:
+    """summary.json `reasoning` in one line: the declared mode and what the answered responses showed."""
+    if not isinstance(block, dict):
+        return "not recorded"
+    declared = block.get("declared")
+    head = f"declared {declared}" if declared in ("on", "off") else "not declared"
+    answered, shown, share = block.get("answered"), block.get("with_reasoning"), block.get("observed_share")
+    if not is_int(answered) or not is_int(shown):
+        return head
+    seen = f"{shown} of {answered} answered responses showed reasoning"
+    return f"{head}; {seen}" + (f" ({100 * share:.1f}%)" if isinstance(share, (int, float)) else "")

@@ -35,7 +35,7 @@ from evaluator.report.base import (
 from evaluator.report.pagedata import PageData, load_page_data
 from evaluator.report.per_question import write_per_question
 from evaluator.report.pieces import QuestionRow, Select
-from evaluator.report.run_facts import data_parts, dates_text, sampling_text
+from evaluator.report.run_facts import data_parts, dates_text, reasoning_text, sampling_text
 from evaluator.report.templates import render
 from evaluator.runfolder.batches import batch_line
 from evaluator.scoring import MergedRun, merge_run
@@ -99,6 +99,7 @@ def _meta(merged: MergedRun, title: str, model: Any, written: str) -> list[tuple
         ("data", data),
         ("question set", question_set),
         ("sampling", [("", sampling_text(config))]),
+        *([("reasoning", [("", reasoning_text(summary["reasoning"]))])] if "reasoning" in summary else []),
         ("run dates", [("", dates_text(config))]),
         *([("batch", [("", batch_line(summary["batch"]))])] if summary.get("batch") else []),
         ("report", [("", f"written {written}")]),

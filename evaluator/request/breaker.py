@@ -8,7 +8,10 @@ Two rules, both fed with every finished record:
   between lifts the stop;
 - `limit` rows in a row that failed after their retries: stop (the endpoint is down or misconfigured);
 - the spend guard (--max-total-tokens): once the tokens recorded by this invocation pass the limit, no
-  new request is sent; the ones in flight are answered and recorded, then the run stops.
+  new request is sent; the ones in flight are answered and recorded, then the run stops;
+- the reasoning smoke check (--reasoning on|off, data.reasoning.SmokeCheck): once the first answered
+  responses all contradict the declared mode, no new request is sent; the ones in flight are answered
+  and recorded, then the run stops (ReasoningMismatch).
 A 4xx on one row after others succeeded (one bad image) stays that row's error.
 """
 
@@ -20,6 +23,7 @@ from collections.abc import Callable
 
 from evaluator.core.records import ResponseRecord, Sampling
 from evaluator.core.usage import record_tokens
+from evaluator.data.reasoning import ReasoningMismatch, SmokeCheck
 from evaluator.request.endpoint import not_found_hint
 from evaluator.request.retry import NEVER_RETRIED_5XX, RETRYABLE_STATUS
 
@@ -119,6 +123,7 @@ class Breaker:
         limit: int | None = None,
         rows: int | None = None,
         max_total_tokens: int | None = None,
+        smoke: SmokeCheck | None = None,
     ) -> None:
         self.concurrency = concurrency
         # how many identical refusals confirm one: two, unless fewer requests can ever be in flight
@@ -132,7 +137,9 @@ class Breaker:
         self.refused: tuple[int, str] | None = None  # a confirmed refusal, waiting for the rows in flight
         self.max_total_tokens = max_total_tokens
         self.spent = 0
-        self.stopping = False
+        self.stopping = False  # final: no new request; the run stops once nothing is in flight
+        self.smoke = smoke
+        self.mismatch: ReasoningMismatch | None = None
         self._gate = asyncio.Event()
         self._gate.set()
 
@@ -151,6 +158,7 @@ class Breaker:
         """Account for one recorded row; raises EndpointRefused / EndpointDown when the run must stop."""
         self.in_flight -= 1
         self._spend(record)
+        self._smoke(record)
         if record.status == "ok":
             self.any_success = True
             self.failures_in_a_row = 0
@@ -179,8 +187,16 @@ class Breaker:
         if self.refused is not None:
             status, message = self.refused
             raise EndpointRefused(status, message, self.refusals[self.refused], self.hint(status, message))
+        if self.mismatch is not None:
+            raise self.mismatch
         if self.stopping and self.max_total_tokens is not None:
             raise BudgetReached(self.spent, self.max_total_tokens)
+
+    def _smoke(self, record: ResponseRecord) -> None:
+        mismatch = self.smoke.see(record) if self.smoke is not None else None
+        if mismatch is not None:
+            self.mismatch, self.stopping = mismatch, True
+            self._gate.clear()
 
     def _spend(self, record: ResponseRecord) -> None:
         self.spent += record_tokens(record)

@@ -13,7 +13,7 @@ Adding a setting: add a field here (with a default, so older folders still read)
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import msgspec
 
@@ -123,8 +123,9 @@ class RunConfig(msgspec.Struct, kw_only=True, omit_defaults=False):
     launch: Launch | None = None
     """How the sweep started this invocation's server (a served run), or None (an endpoint run)."""
 
-    reasoning: str | None = None
-    """The declared reasoning mode, `on` or `off` (--reasoning); None: not declared."""
+    reasoning: Literal["on", "off"] | None = None
+    """The declared reasoning mode (--reasoning `on` or `off`), or None: not declared (and left out, as
+    before the option existed). One per folder: a re-run declaring another is refused."""
 
     extra: dict[str, Any] = msgspec.field(default_factory=dict)
     """Top-level keys this version does not know (written back unchanged, kept at the top level)."""
@@ -205,11 +206,17 @@ def check_compatible(old: RunConfig, new: RunConfig, root: Path) -> None:
     was, now = (c.serving.commit if c.serving else None for c in (old, new))
     if was and now and was != now:  # both known: other weights answer now
         changed.append(f"model weights (commit {was[:12]}... then {now[:12]}...)")
+    if old.reasoning != new.reasoning:  # the claim the run's answers are checked and compared under
+        changed.append(f"declared reasoning mode ({_mode(old.reasoning)}, now {_mode(new.reasoning)})")
     if changed:
         raise RunConfigError(
             f"{root} holds a run made with different {', '.join(changed)}; records made under other settings "
             "must not be mixed. Use a new --run-name (or --run-root) for the new settings"
         )
+
+
+def _mode(declared: str | None) -> str:
+    return f"--reasoning {declared}" if declared else "not declared"
 
 
 # Top-level settings added by other modules (seed, repeats, ...): part of the identity when listed here.

@@ -28,6 +28,7 @@ from evaluator.scoring import (
     outcome_counts,
 )
 from evaluator.scoring.compare import competition_ranks, group_columns, paired_comparison
+from evaluator.scoring.metrics import reasoning_block
 from evaluator.scoring.published import INTERVAL, MIN_DETECTABLE, PER_CLASS, TEST, published_block
 from evaluator.scoring.repeat_scoring import compare_block, run_repeats
 from evaluator.scoring.row import ScoredQuestion, ScoredRow, question_rows, responses_of
@@ -129,12 +130,19 @@ def run_entry(
         "report": run.report,
         "question_set_sha256": question_set_digest(qrows),
         "latency_s": latency_of(responses),
+        "reasoning": reasoning_of(m.run_config.reasoning, responses),
     }
     if run.published:
         entry["published"] = published_block(
             run.published, entry["correct"], _denominator(entry), per_group, m.run_config.reasoning
         )
     return entry
+
+
+def reasoning_of(declared: str | None, responses: list[ScoredRow]) -> dict[str, Any]:
+    """The declared mode and the share of answered responses that showed reasoning (summary.json's)."""
+    block = reasoning_block(declared, responses)
+    return {"declared": block["declared"], "observed_share": block["observed_share"]}
 
 
 def _denominator(entry: dict[str, Any]) -> int:

@@ -9,6 +9,7 @@ from typing import Any
 from evaluator.core.usage import extra_usage_stats
 from evaluator.core.values import is_int, is_num
 from evaluator.data.benchmarks.base import Benchmark
+from evaluator.data.reasoning import observed, shows_reasoning
 from evaluator.data.think import inline_think_count, inline_think_warnings
 from evaluator.request.ratelimit import rate_limit_stats
 from evaluator.runfolder.batches import run_batch_summary
@@ -178,6 +179,19 @@ def usage_stats(rows: list[ScoredRow]) -> dict[str, Any]:
     return out
 
 
+def reasoning_block(declared: str | None, rows: list[ScoredRow]) -> dict[str, Any]:
+    """summary.json `reasoning`: the declared mode and how many answered responses showed reasoning
+    (evaluator.data.reasoning: a reasoning text, reported reasoning tokens or a think block)."""
+    answered = [r for r in rows if r.outcome in ("ok", "parse_failure")]
+    return observed(
+        declared,
+        (
+            shows_reasoning(r.reasoning_text, (r.usage or {}).get("reasoning_tokens"), r.response_text)
+            for r in answered
+        ),
+    )
+
+
 def fallback_diagnostic(benchmark: Benchmark, rows: list[ScoredRow]) -> dict[str, Any]:
     """Last-integer fallback over the visible text of every response: a diagnostic, never the score."""
     correct = rescued = lost = 0
@@ -249,6 +263,7 @@ def summarize(
         "count_buckets": bucket_breakdown(benchmark, rows),
         "usage": usage_stats(rows),
         **inline_think_count(lines),
+        "reasoning": reasoning_block(config.reasoning, rows),
         "latency_s": describe(latencies),
         "http_attempts": {"sum": sum(attempts), "rows_retried": sum(1 for a in attempts if a > 1)},
         **({"rate_limits": limits} if (limits := rate_limit_stats(lines)) else {}),

@@ -17,7 +17,7 @@ SWEEP_STATE = "sweep.json"
 
 
 class RunState(msgspec.Struct, omit_defaults=True):
-    state: str = "pending"  # pending, running, done, failed, refused, interrupted, error
+    state: str = "pending"  # pending, running, done, failed, refused, stopped, interrupted, error
     exit_code: int | None = None
     message: str | None = None  # the child's last error line (the key redacted)
     args_sha256: str | None = None  # of the evaluate arguments (no key is ever in them)

@@ -155,7 +155,10 @@ class Sweep:
         st.message = self.redact(result.message) if result.message and result.state != "done" else None
         if result.launch is not None:
             st.gpus = result.launch.gpus
-        if (self.folder / run.name / "run_config.json").is_file() and result.exit_code in (0, 3, 130):
+        rows_kept = (
+            result.exit_code in (0, 3, 130) or result.state == "stopped"
+        )  # a smoke stop keeps its rows
+        if (self.folder / run.name / "run_config.json").is_file() and rows_kept:
             progress.update(run.name, st.state, "scoring")
             self.score(run)
         st.finished_at = utc_now()

@@ -38,6 +38,7 @@ from pathlib import Path
 import msgspec
 
 from evaluator.core.secrets import Redactor
+from evaluator.data.reasoning import is_stop_line
 from evaluator.evaluation.orphan import PARENT_PID_ENV
 from evaluator.runfolder.provenance import LAUNCH_ENV
 from evaluator.runfolder.runconfig import Launch
@@ -46,7 +47,8 @@ from evaluator.study.server import Server, ServerFailure, Stopped, last_error_li
 
 IMAGE_ID_RE = re.compile(r"[0-9a-f]{64}")
 
-# evaluate's exit codes (evaluator.evaluation.evaluate) as run states
+# evaluate's exit codes (evaluator.evaluation.evaluate) as run states; an exit 2 whose error line is a
+# reasoning smoke stop (data.reasoning) is "stopped"
 STATES = {0: "done", 1: "error", 2: "refused", 3: "failed", 130: "interrupted"}
 # what a served run's evaluate child is told about its server (runfolder.serving reads them): set by the
 # unit for served runs, never inherited from the sweep's own environment
@@ -61,7 +63,15 @@ SERVING_ENV = (
 # variables a child must not inherit: the unit sets the key and passes the URL and folder itself; a
 # server gets only the token the unit made for it (SERVER_TOKEN_ENV), never one from the sweep's environment
 SERVER_TOKEN_ENV = "VLLM_API_KEY"
-CHILD_DROPS = ("MODEL_API_KEY", "MODEL_API_BASE_URL", "RUN_NAME", SERVER_TOKEN_ENV, LAUNCH_ENV, *SERVING_ENV)
+CHILD_DROPS = (
+    "MODEL_API_KEY",
+    "MODEL_API_BASE_URL",
+    "RUN_NAME",
+    "REASONING",
+    SERVER_TOKEN_ENV,
+    LAUNCH_ENV,
+    *SERVING_ENV,
+)
 
 
 class UnitTask(msgspec.Struct, frozen=True, kw_only=True):
@@ -97,7 +107,8 @@ class UnitTask(msgspec.Struct, frozen=True, kw_only=True):
 
 class UnitResult(msgspec.Struct, kw_only=True):
     state: str
-    """done, failed, error, refused, interrupted (evaluate's exit code as a state), or not-started."""
+    """done, failed, error, refused, stopped (a reasoning smoke stop), interrupted (evaluate's exit code as a
+    state), or not-started."""
     exit_code: int | None = None
     """evaluate's exit code (None when it did not run)."""
     message: str | None = None
@@ -291,9 +302,8 @@ def _evaluate(
         return UnitResult(state="failed", exit_code=code, message=died[0], launch=launch)
     if code != 0 and last_error is None:
         last_error = f"evaluate exited {code}; see {task.evaluate_log}"
-    return UnitResult(
-        state=STATES.get(code, "error"), exit_code=code, message=last_error if code else None, launch=launch
-    )
+    state = "stopped" if code == 2 and is_stop_line(last_error) else STATES.get(code, "error")
+    return UnitResult(state=state, exit_code=code, message=last_error if code else None, launch=launch)
 
 
 def _follow(
