@@ -7,9 +7,14 @@ child alone). Figures seen on the 2-core test machine are in the issue #39 repor
 from __future__ import annotations
 
 import contextlib
+import gzip
 import json
 import os
+import signal
 import subprocess
+import sys
+import tarfile
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -17,32 +22,49 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 from conftest import clean_env, fast_eval_cmd
 from datagen import doccount_rows, write_doccount
+
+from evaluator.cli.main import main
 
 MiB = 1024 * 1024
 HUGE = 120 * MiB  # the reply the huge server sends (never built whole: written 1 MiB at a time)
 DRIP_EVERY_S = 0.5
 
 
+# A small parent for the measured child: a child forked from pytest itself would count pytest's own pages
+# in its peak (ru_maxrss survives exec), so a fresh interpreter forks it and reports its peak alone.
+MEASURE = (
+    "import os, subprocess, sys\n"
+    "p = subprocess.Popen(sys.argv[2:])\n"
+    "_, status, usage = os.wait4(p.pid, 0)\n"
+    "open(sys.argv[1], 'w').write(str(usage.ru_maxrss * 1024))\n"
+    "sys.exit(os.waitstatus_to_exitcode(status))\n"
+)
+
+
 def run_measured(cmd: list[str], timeout: float) -> tuple[int, str, float, int]:
     """Run a child; its exit code, stderr, wall time and peak RSS in bytes. Killed past `timeout`, so a
     hang fails the test instead of holding it."""
-    t0 = time.monotonic()
-    proc = subprocess.Popen(
-        cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=clean_env(), start_new_session=True
-    )
-    timer = threading.Timer(timeout, proc.kill)
-    timer.start()
-    try:
-        err = proc.stderr.read().decode("utf-8", "replace") if proc.stderr else ""
-        _, status, usage = os.wait4(proc.pid, 0)
-    finally:
-        timer.cancel()
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    elapsed = time.monotonic() - t0
-    assert elapsed < timeout, f"still running after {timeout} s (killed): {err[-2000:]}"
-    return proc.returncode, err, elapsed, usage.ru_maxrss * 1024
+    with tempfile.NamedTemporaryFile(suffix=".rss") as rss:
+        t0 = time.monotonic()
+        proc = subprocess.Popen(
+            [sys.executable, "-c", MEASURE, rss.name, *cmd],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            env=clean_env(),
+            start_new_session=True,
+        )
+        try:
+            _, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            _, err = proc.communicate()
+            pytest.fail(f"still running after {timeout} s (killed): {err.decode(errors='replace')[-2000:]}")
+        elapsed = time.monotonic() - t0
+        peak = int(Path(rss.name).read_text() or 0)
+    return proc.returncode, err.decode("utf-8", "replace"), elapsed, peak
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -159,3 +181,103 @@ def test_a_huge_reply_is_the_rows_error_and_never_held_whole(server: str, tmp_pa
     assert [e["kind"] for e in row["retry_errors"]] == ["response_too_large"]  # not sent again
     assert size < 64 * 1024, size
     assert peak < 300 * MiB, peak
+
+
+# ----------------------------------------------------------------------------- archives
+
+
+TOP = "bomb.archive"
+BOMB = 3 * 1024 * MiB  # over the 2 GiB member limit
+
+
+def zeros_gzip(n: int) -> bytes:
+    """n zero bytes, gzipped: one 64 MiB block compressed once and repeated as concatenated gzip members
+    (a gzip reader reads them as one stream), so a 3 GiB member takes well under a second to make."""
+    block = 64 * MiB
+    one = gzip.compress(bytes(block), compresslevel=1)
+    full, rest = divmod(n, block)
+    return one * full + (gzip.compress(bytes(rest), compresslevel=1) if rest else b"")
+
+
+def header(name: str, size: int, kind: bytes = tarfile.REGTYPE, fmt: int = tarfile.PAX_FORMAT) -> bytes:
+    info = tarfile.TarInfo(name)
+    info.size, info.type = size, kind
+    return info.tobuf(format=fmt)
+
+
+def tar_end(size: int) -> bytes:
+    """The padding after a member of `size` bytes, then the tar's two zero blocks."""
+    return bytes(-size % 512) + bytes(1024)
+
+
+def bomb(path: Path) -> Path:
+    """One member of 3 GiB of zeros (an honest header), in a ~3 MB file."""
+    name = f"{TOP}/runs/x/responses.partial.jsonl"
+    path.write_bytes(gzip.compress(header(name, BOMB)) + zeros_gzip(BOMB) + gzip.compress(tar_end(BOMB)))
+    return path
+
+
+def verify_measured(path: Path) -> tuple[int, str, int]:
+    code, err, _, peak = run_measured([sys.executable, "-m", "evaluator.cli", "verify", str(path)], 120)
+    return code, err, peak
+
+
+def one_error_line(err: str) -> str:
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: "), err[-3000:]
+    return lines[0]
+
+
+def test_a_decompression_bomb_is_refused_in_one_line_with_memory_bounded(tmp_path: Path) -> None:
+    path = bomb(tmp_path / "bomb.tar.gz")
+    code, err, peak = verify_measured(path)
+    print(
+        f"bomb: {path.stat().st_size} bytes holding a {BOMB} byte member; verify peak RSS {peak / MiB:.0f} MiB"
+    )
+    assert peak < 300 * MiB, peak
+    assert code == 2, err
+    line = one_error_line(err)
+    assert "runs/x/responses.partial.jsonl" in line and "2 GiB member limit" in line, line
+
+
+def crafted(path: Path, blob: bytes) -> Path:
+    path.write_bytes(gzip.compress(blob, compresslevel=1))
+    return path
+
+
+def many_members(n: int) -> bytes:
+    return b"".join(header(f"{TOP}/m{i}", 0) for i in range(n)) + bytes(1024)
+
+
+@pytest.mark.parametrize(
+    ("blob", "said"),
+    [
+        # a header claiming 5 GiB with nothing behind it: refused before anything is read
+        (header(f"{TOP}/SHA256SUMS", 5 * 1024 * MiB) + bytes(2048), "2 GiB member limit"),
+        # a header claiming 10 bytes with 50 MiB behind the tar's end: the stream is counted, not the header
+        (header(f"{TOP}/SHA256SUMS", 10) + bytes(10) + tar_end(10) + b"\x01" * (50 * MiB), "after the end"),
+        # a PAX header of 5 MiB (tarfile would read it whole before yielding the member)
+        (header(f"{TOP}/" + "a" * (5 * MiB), 0) + bytes(1024), "1 MiB limit"),
+        (many_members(10_001), "more than 10000 members"),
+        (
+            header(f"{TOP}/sparse", 0, tarfile.GNUTYPE_SPARSE, tarfile.GNU_FORMAT) + bytes(1024),
+            "unexpected entry",
+        ),
+    ],
+    ids=["header-5GiB", "data-after-end", "pax-5MiB", "10001-members", "sparse"],
+)
+def test_crafted_headers_are_refused_in_one_line(tmp_path: Path, blob: bytes, said: str) -> None:
+    path = crafted(tmp_path / "c.tar.gz", blob)
+    result = CliRunner().invoke(main, ["verify", str(path)])
+    assert result.exit_code == 2, result.output
+    assert said in one_error_line(result.output), result.output
+
+
+def test_the_total_limit_counts_the_unpacked_stream(tmp_path: Path) -> None:
+    """Members each under the member limit, over the total together (smaller limits, same code)."""
+    from evaluator.archive.read import ArchiveLimitError, Limits, read_archive  # new in issue 39
+
+    blob = b"".join(header(f"{TOP}/m{i}", 3 * MiB) + bytes(3 * MiB) for i in range(4)) + bytes(1024)
+    path = crafted(tmp_path / "t.tar.gz", blob)
+    with pytest.raises(ArchiveLimitError, match="unpacks to more than 10 MiB"):
+        read_archive(path, Limits(member_bytes=4 * MiB, total_bytes=10 * MiB))

@@ -162,7 +162,7 @@ def verify_sweep(archive: Archive, workdir: Path) -> VerifyResult:
     rescored: dict[str, Path] = {}
     for name, entry in runs.items():
         path = workdir / f"{name}.tar.gz"
-        path.write_bytes(archive.files[entry])
+        archive.copy_to(entry, path)
         try:
             result = verify_archive(read_archive(path), workdir / name)
         except ArchiveError as exc:
@@ -187,15 +187,18 @@ def _check_board(
     if entry not in archive.files or not rescored:
         checks.append("leaderboard: not archived or no run re-scored; not checked")
         return
-    state = json.loads(archive.files.get(STATE, b"{}") or b"{}")
-    states = state.get("runs") or {}
-    published = state.get("published") or {}
+    try:
+        state = archive.json_object(STATE, {})
+        archived = archive.json_object(entry)
+    except ArchiveError as exc:
+        problems.append(Problem(entry, f"cannot be checked: {exc}"))
+        return
+    states, published = _dict(state.get("runs")), _dict(state.get("published"))
     runs = [
-        BoardRun(n, merge_run(p), None, (states.get(n) or {}).get("state"), published.get(n))
+        BoardRun(n, merge_run(p), None, _dict(states.get(n)).get("state"), published.get(n))
         for n, p in sorted(rescored.items())
     ]
-    fresh = build_leaderboard(runs, state.get("pricing") or {})
-    archived = json.loads(archive.files[entry])
+    fresh = build_leaderboard(runs, _dict(state.get("pricing")))
     if _numbers(fresh) != _numbers(archived):
         problems.append(
             Problem(entry, "its numbers differ from a leaderboard rebuilt from the archived records")
@@ -217,7 +220,7 @@ def _check_renderings(
     from evaluator.report.leaderboard_page import render_page
 
     # the page's footer says which version wrote it and when: taken from the archived page itself
-    page = archive.files.get(f"{BOARD}/index.html", b"").decode("utf-8", "replace")
+    page = archive.whole(f"{BOARD}/index.html", b"").decode("utf-8", "replace")
     found = re.search(r"Written by doccount-eval (\S+) on (\d{4}-\d\d-\d\d \d\d:\d\d UTC)\.", page)
     stamp = (found.group(1), found.group(2)) if found else None
     rebuilt = {
@@ -232,13 +235,17 @@ def _check_renderings(
             fresh = build()
         except (KeyError, TypeError, ValueError):  # a leaderboard.json this evaluator cannot render
             fresh = None
-        if fresh != archive.files[entry]:
+        if fresh != archive.whole(entry):
             problems.append(
                 Problem(entry, "does not match the page rebuilt from leaderboard/leaderboard.json")
             )
         else:
             same += 1
     checks.append(f"leaderboard: {same} rendering(s) match the ones rebuilt from leaderboard.json")
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
 
 
 def _numbers(board: dict[str, Any]) -> Any:
@@ -263,7 +270,7 @@ def reproduce_sweep(
         raise ArchiveError(
             f"--only names no run of the archive: {', '.join(unknown)} (runs: {', '.join(runs)})"
         )
-    states = json.loads(archive.files.get(STATE, b"{}") or b"{}").get("runs") or {}
+    states = _dict(archive.json_object(STATE, {}).get("runs"))
     key_vars = {
         str(s.get("api_key_env")) for s in states.values() if isinstance(s, dict) and s.get("api_key_env")
     }
@@ -273,7 +280,7 @@ def reproduce_sweep(
             if only and name not in only:
                 continue
             path = Path(work) / f"{name}.tar.gz"
-            path.write_bytes(archive.files[entry])
+            archive.copy_to(entry, path)
             child_env = {k: v for k, v in env.items() if k not in key_vars and k != "MODEL_API_KEY"}
             var = (states.get(name) or {}).get("api_key_env")
             if var and env.get(var, "").strip():
