@@ -168,6 +168,7 @@ def mutation(draw: st.DrawFn, entries: list[Entry]) -> list[Entry]:
     out = list(entries)
     top = top_of(entries)
     files = [i for i, (info, _) in enumerate(out) if info.isfile() and rel(info)]
+    deleted: set[int] = set()
     for _ in range(draw(st.integers(1, 2))):
         i = draw(st.sampled_from(files))
         info, data = out[i]
@@ -192,12 +193,12 @@ def mutation(draw: st.DrawFn, entries: list[Entry]) -> list[Entry]:
         elif kind == "duplicate":
             out.append((info, draw(PAYLOADS)))
         elif kind == "delete":
-            out[i] = (file_info(info.name, tarfile.DIRTYPE), b"")
+            deleted.add(i)
         elif kind == "folder-over-file":
             out.append((file_info(info.name, tarfile.DIRTYPE), b""))
         elif kind == "file-over-folder":  # `scores` beside `scores/summary.json`, `runs/x` beside `runs/x/`
-            parent = info.name.rsplit("/", 1)[0]
-            out.append((file_info(parent) if parent != top else file_info(f"{top}/x"), b"{}"))
+            folders = sorted({e.name.rsplit("/", 1)[0] for e, _ in entries if "/" in rel(e)})
+            out.append((file_info(draw(st.sampled_from(folders))), b"{}"))
         elif kind == "link":
             target = draw(st.sampled_from(["/etc/passwd", "../../../etc/passwd", info.name, f"{top}/{SUMS}"]))
             ltype = draw(st.sampled_from([tarfile.SYMTYPE, tarfile.LNKTYPE]))
@@ -206,7 +207,7 @@ def mutation(draw: st.DrawFn, entries: list[Entry]) -> list[Entry]:
             out.append(
                 (file_info(f"{top}/dev", draw(st.sampled_from([tarfile.CHRTYPE, tarfile.FIFOTYPE]))), b"")
             )
-    return out
+    return [e for i, e in enumerate(out) if i not in deleted]
 
 
 def crafted(draw: st.DrawFn, blob: bytes, nested: bool) -> bytes:
