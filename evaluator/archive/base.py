@@ -39,7 +39,6 @@ BUNDLE_FILES: dict[str, str | None] = {
     "requirements.lock": "DOCCOUNT_LOCK_SHA256",
 }
 RUN_FILES = (CONFIG, MANIFEST, PARTIAL, MERGED)
-MAX_IN_MEMORY = 256 * 1024 * 1024  # the decompressed tar spills to disk above this
 # summary.json keys that depend on the plotting step or the written files, not on the records
 PLOT_KEYS = ("plots", "outputs", "warnings")
 

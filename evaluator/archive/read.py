@@ -15,11 +15,11 @@ import tarfile
 import zlib
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import IO, Any
+from typing import Any
 
 from evaluator.archive.base import INDEX, SUMS, Archive, ArchiveError, Members
 
-KiB, MiB, GiB = 1024, 1024 * 1024, 1024 * 1024 * 1024
+MiB, GiB = 1024 * 1024, 1024 * 1024 * 1024
 CHUNK = MiB
 
 
@@ -56,7 +56,7 @@ def _size(n: int) -> str:
 class _Counted:
     """The gzip stream as tarfile reads it, every byte counted against the total limit."""
 
-    def __init__(self, raw: IO[bytes], path: Path, limits: Limits) -> None:
+    def __init__(self, raw: gzip.GzipFile, path: Path, limits: Limits) -> None:
         self.raw, self.path, self.limits, self.count = raw, path, limits, 0
 
     def read(self, n: int = -1) -> bytes:
