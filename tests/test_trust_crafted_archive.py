@@ -314,3 +314,24 @@ def test_the_crafted_archives_of_issue_39_fail_in_one_line(
     assert "Traceback" not in res.stdout + res.stderr, res.stderr
     assert [x for x in res.stderr.splitlines() if x.startswith("error: ")], res.stderr
     assert not (tmp_path / "n").exists()
+
+
+@pytest.mark.parametrize("in_memory", [0, 1 << 20])
+def test_members_spilled_to_disk_verify_like_members_kept_in_memory(
+    real: SimpleNamespace, tmp_path: Path, in_memory: int
+) -> None:
+    """Large members go to a temporary folder (here every one, with in_memory 0): same checks, same verdict;
+    a duplicate gets its own file and is reported."""
+    from evaluator.archive import verify_archive
+    from evaluator.archive.read import Limits, read_archive
+
+    path = tmp_path / "r.tar.gz"
+    path.write_bytes(real.run)
+    result = verify_archive(read_archive(path, Limits(in_memory=in_memory)), tmp_path / "w")
+    assert result.ok, result.problems
+    entries = entries_of(real.run)
+    config = next(e for e in entries if e[0].name.endswith("/run_config.json"))
+    path.write_bytes(pack([*entries, (config[0], b"{}")]))
+    result = verify_archive(read_archive(path, Limits(in_memory=in_memory)), tmp_path / "w2")
+    assert "runs/r/run_config.json" in {p.path for p in result.problems}, result.problems
+    assert any("more than once" in p.reason for p in result.problems), result.problems

@@ -71,12 +71,14 @@ class Members(Mapping[str, bytes]):
         self.sha256: dict[str, str] = {}
         self.size: dict[str, int] = {}
         self._store: tempfile.TemporaryDirectory[str] | None = None
+        self._spilled: list[Path] = []
 
     def spill(self, name: str) -> IO[bytes]:
         """A file to write a large member to (added with `add(name, None, ...)` once written)."""
         if self._store is None:
             self._store = tempfile.TemporaryDirectory(prefix="doccount-archive-")
-        path = Path(self._store.name) / str(len(self._data))
+        path = Path(self._store.name) / str(len(self._spilled))  # a duplicate name gets its own file
+        self._spilled.append(path)
         self._data[name] = path
         return open(path, "wb")  # noqa: SIM115 - the caller closes it
 
