@@ -25,7 +25,6 @@ from evaluator.archive.base import (  # noqa: F401  (the package's face)
     FORMAT,
     FORMAT_VERSION,
     INDEX,
-    MAX_IN_MEMORY,
     PROMPTS,
     REPRODUCE,
     RUN_FILES,

@@ -6,9 +6,12 @@ import fcntl
 import hashlib
 import json
 import os
+import shutil
+import tempfile
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import evaluator
 from evaluator.core.boundary import KeyFilter
@@ -36,7 +39,6 @@ BUNDLE_FILES: dict[str, str | None] = {
     "requirements.lock": "DOCCOUNT_LOCK_SHA256",
 }
 RUN_FILES = (CONFIG, MANIFEST, PARTIAL, MERGED)
-MAX_IN_MEMORY = 256 * 1024 * 1024  # the decompressed tar spills to disk above this
 # summary.json keys that depend on the plotting step or the written files, not on the records
 PLOT_KEYS = ("plots", "outputs", "warnings")
 
@@ -54,22 +56,109 @@ class Problem:
         return f"{self.path}: {self.reason}"
 
 
+# An entry read whole (JSON, SHA256SUMS, the manifest, a page): the largest, a full CountQA run's
+# manifest.jsonl, is ~0.5 MB. Records and run archives are never read whole (streamed or copied).
+WHOLE_BYTES = 64 * 1024 * 1024
+JSON_DEPTH = 64  # nesting a doccount JSON file never comes near (a few levels)
+
+
+class Members(Mapping[str, bytes]):
+    """An archive's entries by name: small ones held in memory, larger ones in a temporary folder
+    (removed with this object), each with the SHA-256 and size measured as it was read."""
+
+    def __init__(self) -> None:
+        self._data: dict[str, bytes | Path] = {}
+        self.sha256: dict[str, str] = {}
+        self.size: dict[str, int] = {}
+        self._store: tempfile.TemporaryDirectory[str] | None = None
+        self._spilled: list[Path] = []
+
+    def spill(self, name: str) -> IO[bytes]:
+        """A file to write a large member to (added with `add(name, None, ...)` once written)."""
+        if self._store is None:
+            self._store = tempfile.TemporaryDirectory(prefix="doccount-archive-")
+        path = Path(self._store.name) / str(len(self._spilled))  # a duplicate name gets its own file
+        self._spilled.append(path)
+        self._data[name] = path
+        return open(path, "wb")  # noqa: SIM115 - the caller closes it
+
+    def add(self, name: str, data: bytes | None, sha256: str, size: int) -> None:
+        if data is not None:
+            self._data[name] = data
+        self.sha256[name], self.size[name] = sha256, size
+
+    def __getitem__(self, name: str) -> bytes:
+        data = self._data[name]
+        return data.read_bytes() if isinstance(data, Path) else data
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._data)
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def copy_to(self, name: str, dest: Path) -> None:
+        data = self._data[name]
+        if isinstance(data, Path):
+            shutil.copyfile(data, dest)
+        else:
+            dest.write_bytes(data)
+
+
 @dataclass
 class Archive:
-    """An archive read into memory: entries relative to the top folder."""
+    """An archive as read (archive.read): entries relative to the top folder."""
 
     source: Path
     top: str
-    files: dict[str, bytes]
+    files: Mapping[str, bytes]
     duplicates: list[str] = field(default_factory=list)
+
+    def sha256(self, name: str) -> str:
+        files = self.files
+        return files.sha256[name] if isinstance(files, Members) else sha256_hex(files[name])
+
+    def copy_to(self, name: str, dest: Path) -> None:
+        """Write an entry to `dest` without holding it whole when it is large."""
+        if isinstance(self.files, Members):
+            self.files.copy_to(name, dest)
+        else:
+            dest.write_bytes(self.files[name])
+
+    def whole(self, name: str, default: bytes | None = None) -> bytes:
+        """An entry's bytes, for the entries read whole: ArchiveError when it is missing (without a default)
+        or larger than WHOLE_BYTES."""
+        files = self.files
+        if name not in files:
+            if default is not None:
+                return default
+            raise ArchiveError(f"{name} is missing from the archive")
+        size = files.size.get(name) if isinstance(files, Members) else None
+        if size is not None and size > WHOLE_BYTES:
+            raise ArchiveError(
+                f"{name} is {size} bytes, over the {WHOLE_BYTES >> 20} MiB limit of such an entry"
+            )
+        return files[name]
+
+    def json(self, name: str, default: Any = None) -> Any:
+        """An entry parsed as JSON, the one way an archive's JSON is read: ArchiveError when it is missing
+        (and no default is given), larger than WHOLE_BYTES, not UTF-8 JSON, or nested deeper than JSON_DEPTH."""
+        if default is not None and name not in self.files:
+            return default
+        return parse_json_bytes(self.whole(name), name)
+
+    def json_object(self, name: str, default: dict[str, Any] | None = None) -> dict[str, Any]:
+        obj = self.json(name, default)
+        if not isinstance(obj, dict):
+            raise ArchiveError(f"{name} is not a JSON object")
+        return obj
 
     @property
     def index(self) -> dict[str, Any] | None:
         try:
-            data = json.loads(self.files[INDEX])
-        except (KeyError, ValueError):
+            return self.json_object(INDEX)
+        except ArchiveError:
             return None
-        return data if isinstance(data, dict) else None
 
     @property
     def run_name(self) -> str | None:
@@ -121,11 +210,34 @@ def default_bundle_root() -> Path:
     return repo if (repo / "pyproject.toml").exists() else Path.cwd()
 
 
-def read_json_bytes(data: bytes, what: str) -> dict[str, Any]:
+def _depth(obj: Any) -> int:
+    """The nesting depth of parsed JSON, without recursion."""
+    deepest, stack = 0, [(obj, 1)]
+    while stack:
+        node, depth = stack.pop()
+        deepest = max(deepest, depth)
+        if depth <= JSON_DEPTH:
+            children = node.values() if isinstance(node, dict) else node if isinstance(node, list) else ()
+            stack.extend((c, depth + 1) for c in children if isinstance(c, (dict, list)))
+    return deepest
+
+
+def parse_json_bytes(data: bytes, what: str) -> Any:
+    """JSON from an archive: ArchiveError (never RecursionError or UnicodeDecodeError) when it is not
+    UTF-8 JSON nested at most JSON_DEPTH levels."""
     try:
         obj = json.loads(data)
-    except ValueError as exc:
+    except RecursionError:
+        raise ArchiveError(f"{what} is nested too deeply to be a doccount file") from None
+    except ValueError as exc:  # UnicodeDecodeError included
         raise ArchiveError(f"{what} is not valid JSON ({exc})") from None
+    if _depth(obj) > JSON_DEPTH:
+        raise ArchiveError(f"{what} is nested deeper than {JSON_DEPTH} levels, which no doccount file is")
+    return obj
+
+
+def read_json_bytes(data: bytes, what: str) -> dict[str, Any]:
+    obj = parse_json_bytes(data, what)
     if not isinstance(obj, dict):
         raise ArchiveError(f"{what} is not a JSON object")
     return obj

@@ -20,17 +20,18 @@ def check_report(
         return
     folder = workdir / "report-check" / run_name  # the run folder's name is part of the page
     prefix = f"{run_dir}/"
-    for name, data in archive.files.items():
+    for name in archive.files:
         if name.startswith(prefix):
             target = folder / name[len(prefix) :]
             target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(data)
-    stamp = page_stamp(archive.files[entry].decode("utf-8", "replace"))
+            archive.copy_to(name, target)  # a large member is copied, never read whole
+    page = archive.whole(entry)
+    stamp = page_stamp(page.decode("utf-8", "replace"))
     try:
         fresh = archived_report(folder, stamp) if stamp else None
     except (ScoreError, ReportError, OSError, ValueError):
         fresh = None
-    if fresh != archive.files[entry]:
+    if fresh != page:
         problems.append(
             Problem(entry, "does not match the report rebuilt from the archived records (without images)")
         )

@@ -14,7 +14,6 @@ from evaluator.archive.base import (
     ArchiveInfo,
     Problem,
     VerifyResult,
-    read_json_bytes,
 )
 from evaluator.archive.endpoints import Confirm, key_endpoints
 from evaluator.archive.pack import create_archive
@@ -51,7 +50,7 @@ from evaluator.scoring.stats import mcnemar_exact
 
 
 def config_of(archive: Archive) -> dict[str, Any]:
-    return read_json_bytes(archive.files[f"{RUNS}/{archive.run_name}/{CONFIG}"], CONFIG)
+    return archive.json_object(f"{RUNS}/{archive.run_name}/{CONFIG}")
 
 
 def check_reproduction_data(config: dict[str, Any], data_files: str | None) -> tuple[list[str], str]:

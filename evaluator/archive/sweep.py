@@ -169,7 +169,7 @@ def verify_sweep(archive: Archive, workdir: Path) -> VerifyResult:
     rescored: dict[str, Path] = {}
     for name, entry in runs.items():
         path = workdir / f"{name}.tar.gz"
-        path.write_bytes(archive.files[entry])
+        archive.copy_to(entry, path)
         try:
             result = verify_archive(read_archive(path), workdir / name)
         except ArchiveError as exc:
@@ -194,15 +194,18 @@ def _check_board(
     if entry not in archive.files or not rescored:
         checks.append("leaderboard: not archived or no run re-scored; not checked")
         return
-    state = json.loads(archive.files.get(STATE, b"{}") or b"{}")
-    states = state.get("runs") or {}
-    published = state.get("published") or {}
+    try:
+        state = archive.json_object(STATE, {})
+        archived = archive.json_object(entry)
+    except ArchiveError as exc:
+        problems.append(Problem(entry, f"cannot be checked: {exc}"))
+        return
+    states, published = _dict(state.get("runs")), _dict(state.get("published"))
     runs = [
-        BoardRun(n, merge_run(p), None, (states.get(n) or {}).get("state"), published.get(n))
+        BoardRun(n, merge_run(p), None, _dict(states.get(n)).get("state"), published.get(n))
         for n, p in sorted(rescored.items())
     ]
-    fresh = build_leaderboard(runs, state.get("pricing") or {})
-    archived = json.loads(archive.files[entry])
+    fresh = build_leaderboard(runs, _dict(state.get("pricing")))
     if _numbers(fresh) != _numbers(archived):
         problems.append(
             Problem(entry, "its numbers differ from a leaderboard rebuilt from the archived records")
@@ -224,7 +227,7 @@ def _check_renderings(
     from evaluator.report.leaderboard_page import render_page
 
     # the page's footer says which version wrote it and when: taken from the archived page itself
-    page = archive.files.get(f"{BOARD}/index.html", b"").decode("utf-8", "replace")
+    page = archive.whole(f"{BOARD}/index.html", b"").decode("utf-8", "replace")
     found = re.search(r"Written by doccount-eval (\S+) on (\d{4}-\d\d-\d\d \d\d:\d\d UTC)\.", page)
     stamp = (found.group(1), found.group(2)) if found else None
     rebuilt = {
@@ -239,13 +242,17 @@ def _check_renderings(
             fresh = build()
         except (KeyError, TypeError, ValueError):  # a leaderboard.json this evaluator cannot render
             fresh = None
-        if fresh != archive.files[entry]:
+        if fresh != archive.whole(entry):
             problems.append(
                 Problem(entry, "does not match the page rebuilt from leaderboard/leaderboard.json")
             )
         else:
             same += 1
     checks.append(f"leaderboard: {same} rendering(s) match the ones rebuilt from leaderboard.json")
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
 
 
 def _numbers(board: dict[str, Any]) -> Any:
@@ -258,9 +265,9 @@ def key_variables(archive: Archive, runs: Mapping[str, str]) -> dict[str, str | 
     ArchiveError in one line when they differ (a crafted sweep.json naming another variable, with its
     checksum recomputed) or when a run names a variable the archive has no sweep file to check against."""
     try:
-        state = json.loads(archive.files.get(STATE, b"{}") or b"{}")
+        state = archive.json(STATE, {})
         states = state.get("runs") if isinstance(state, dict) else None
-        toml = tomllib.loads(archive.files[COPY].decode("utf-8")) if COPY in archive.files else None
+        toml = tomllib.loads(archive.whole(COPY).decode("utf-8")) if COPY in archive.files else None
     except (ValueError, UnicodeDecodeError) as exc:  # tomllib.TOMLDecodeError is a ValueError
         raise ArchiveError(
             f"{archive.source}: cannot read {STATE} or {COPY} ({clip(str(exc), 120)})"
@@ -316,7 +323,7 @@ def reproduce_sweep(
             if only and name not in only:
                 continue
             path = Path(work) / f"{name}.tar.gz"
-            path.write_bytes(archive.files[entry])
+            archive.copy_to(entry, path)
             var = variables[name]
             has_key = bool(var and env.get(var, "").strip())
             named = list(base_urls.get(name, []))

@@ -2,13 +2,8 @@
 
 from __future__ import annotations
 
-import gzip
 import json
-import shutil
-import tarfile
-import tempfile
-import zlib
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
 from evaluator.archive.base import (
     BUNDLE_FILES,
@@ -16,7 +11,6 @@ from evaluator.archive.base import (
     FORMAT,
     FORMAT_VERSION,
     INDEX,
-    MAX_IN_MEMORY,
     PROMPTS,
     RUNS,
     SUMS,
@@ -25,82 +19,18 @@ from evaluator.archive.base import (
     Problem,
     VerifyResult,
     mismatched_keys,
-    read_json_bytes,
-    sha256_hex,
 )
 from evaluator.archive.pack import (
     dataset_record,
 )
+from evaluator.archive.read import read_archive  # noqa: F401  (sweep and reproduce read it from here)
 from evaluator.archive.report_check import check_report
+from evaluator.data.parquet import file_sha256
 from evaluator.runfolder.files import CONFIG, MANIFEST, MERGED, PARTIAL
 from evaluator.runfolder.runconfig import RunConfig, RunConfigError
 from evaluator.scoring import SCORES_DIR, SUMMARY_JSON, SUMMARY_MD, ScoreError, score_run
 
 # ----------------------------------------------------------------------------- read and verify
-
-
-def _safe_parts(name: str) -> list[str] | None:
-    p = PurePosixPath(name)
-    if p.is_absolute() or not p.parts or any(part in ("..", "") for part in p.parts):
-        return None
-    return list(p.parts)
-
-
-def read_archive(path: Path) -> Archive:
-    """Read a doccount archive fully (so truncation is always noticed); ArchiveError on bad input."""
-    path = Path(path)
-    if not path.exists():
-        raise ArchiveError(f"{path} does not exist")
-    if path.is_dir():
-        raise ArchiveError(f"{path} is a folder; pass the .tar.gz file written by doccount archive")
-    with open(path, "rb") as f:
-        magic = f.read(2)
-    if magic != b"\x1f\x8b":
-        raise ArchiveError(
-            f"{path} is not a gzip file, so not a doccount archive (expected the .tar.gz of doccount archive)"
-        )
-    spool = tempfile.SpooledTemporaryFile(max_size=MAX_IN_MEMORY)  # noqa: SIM115 - closed below
-    try:
-        try:
-            with gzip.open(path, "rb") as gz:
-                shutil.copyfileobj(gz, spool)
-        except (EOFError, OSError, zlib.error) as exc:
-            raise ArchiveError(f"{path} is truncated or damaged ({exc}); copy the archive again") from None
-        spool.seek(0)
-        files: dict[str, bytes] = {}
-        duplicates: list[str] = []
-        tops: set[str] = set()
-        try:
-            with tarfile.open(fileobj=spool, mode="r:") as tar:
-                for member in tar:
-                    parts = _safe_parts(member.name)
-                    if parts is None or not (member.isfile() or member.isdir()):
-                        raise ArchiveError(
-                            f"{path} is not a doccount archive (unexpected entry {member.name!r}); refusing to read it"
-                        )
-                    tops.add(parts[0])
-                    if member.isdir() or len(parts) == 1:
-                        continue
-                    rel = "/".join(parts[1:])
-                    fobj = tar.extractfile(member)
-                    data = fobj.read() if fobj else b""
-                    if len(data) != member.size:
-                        raise ArchiveError(
-                            f"{path} is truncated or damaged (entry {member.name} is cut short)"
-                        )
-                    if rel in files:
-                        duplicates.append(rel)
-                    files[rel] = data
-        except tarfile.TarError as exc:
-            raise ArchiveError(f"{path} is a gzip file but not a readable tar archive ({exc})") from None
-    finally:
-        spool.close()
-    if len(tops) != 1 or SUMS not in files or INDEX not in files:
-        raise ArchiveError(
-            f"{path} is not a doccount archive (no {SUMS} and {INDEX} under one top folder); "
-            "archives are written by doccount archive"
-        )
-    return Archive(path, tops.pop(), files, duplicates)
 
 
 def parse_sums(data: bytes) -> tuple[dict[str, str], list[int]]:
@@ -118,7 +48,7 @@ def parse_sums(data: bytes) -> tuple[dict[str, str], list[int]]:
 
 
 def check_sums(archive: Archive, problems: list[Problem], checks: list[str]) -> None:
-    sums, bad = parse_sums(archive.files[SUMS])
+    sums, bad = parse_sums(archive.whole(SUMS))
     for n in bad:
         problems.append(Problem(SUMS, f"line {n} is not '<sha256>  <path>'"))
     for name in archive.duplicates:
@@ -127,7 +57,7 @@ def check_sums(archive: Archive, problems: list[Problem], checks: list[str]) -> 
     for name, expected in sorted(sums.items()):
         if name not in archive.files:
             problems.append(Problem(name, f"listed in {SUMS} but missing from the archive"))
-        elif sha256_hex(archive.files[name]) != expected:
+        elif archive.sha256(name) != expected:
             problems.append(Problem(name, f"SHA-256 does not match {SUMS}"))
         else:
             ok += 1
@@ -147,7 +77,7 @@ def _check_recorded_hashes(
         n += 1
         if entry not in archive.files:
             problems.append(Problem(entry, f"hashed in {CONFIG} prompts but missing from the archive"))
-        elif sha256_hex(archive.files[entry]) != expected:
+        elif archive.sha256(entry) != expected:
             problems.append(Problem(entry, f"does not match the SHA-256 recorded in {CONFIG} prompts"))
     containers = config.environment.get("containers") or {}
     for name, env in BUNDLE_FILES.items():
@@ -159,7 +89,7 @@ def _check_recorded_hashes(
             problems.append(
                 Problem(name, f"{CONFIG} records its SHA-256 ({env}) but it is missing from the archive")
             )
-        elif sha256_hex(archive.files[name]) != image_sha:
+        elif archive.sha256(name) != image_sha:
             problems.append(
                 Problem(name, f"does not match the SHA-256 recorded in {CONFIG} environment.containers.{env}")
             )
@@ -171,9 +101,9 @@ def _check_dataset(archive: Archive, run_dir: str, config: RunConfig, problems: 
         problems.append(Problem(DATASET, "missing from the archive"))
         return
     try:
-        archived = json.loads(archive.files[DATASET])
-        expected = dataset_record(config, archive.files.get(f"{run_dir}/{MANIFEST}", b""))
-    except ValueError:
+        archived = archive.json(DATASET)
+        expected = dataset_record(config, archive.whole(f"{run_dir}/{MANIFEST}", b""))
+    except (ArchiveError, ValueError):
         problems.append(Problem(DATASET, "is not valid JSON (or manifest.jsonl is not)"))
         return
     if archived != expected:
@@ -192,11 +122,11 @@ def _rescore(
 ) -> Path | None:
     dest = workdir / run_name
     prefix = f"{run_dir}/"
-    for name, data in archive.files.items():
+    for name in archive.files:
         if name.startswith(prefix):
             target = dest / name[len(prefix) :]
             target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(data)
+            archive.copy_to(name, target)
     summary_name = f"{run_dir}/{SCORES_DIR}/{SUMMARY_JSON}"
     try:
         score_run(dest)
@@ -207,9 +137,9 @@ def _rescore(
         problems.append(Problem(summary_name, "missing from the archive"))
         return dest
     try:
-        archived = json.loads(archive.files[summary_name])
-    except ValueError:
-        problems.append(Problem(summary_name, "is not valid JSON"))
+        archived = archive.json(summary_name)
+    except ArchiveError as exc:
+        problems.append(Problem(summary_name, str(exc).removeprefix(f"{summary_name} ")))
         return dest
     fresh = json.loads((dest / SCORES_DIR / SUMMARY_JSON).read_bytes())
     if isinstance(archived, dict):  # keys added since without a schema bump: an older summary has none
@@ -234,7 +164,7 @@ def _rescore(
         )
     for name in (MERGED, f"{SCORES_DIR}/{SUMMARY_MD}"):
         entry = f"{run_dir}/{name}"
-        if entry in archive.files and archive.files[entry] != (dest / name).read_bytes():
+        if entry in archive.files and archive.sha256(entry) != file_sha256(dest / name):
             problems.append(Problem(entry, f"does not match a re-score of {run_dir}/{PARTIAL}"))
     return dest
 
@@ -259,9 +189,7 @@ def verify_archive(archive: Archive, workdir: Path) -> VerifyResult:
         return VerifyResult(archive, problems, checks, None)
     run_dir = f"{RUNS}/{run_name}"
     try:
-        config = RunConfig.from_dict(
-            read_json_bytes(archive.files[f"{run_dir}/{CONFIG}"], f"{run_dir}/{CONFIG}")
-        )
+        config = RunConfig.from_dict(archive.json_object(f"{run_dir}/{CONFIG}"))
     except (ArchiveError, RunConfigError) as exc:
         problems.append(Problem(f"{run_dir}/{CONFIG}", str(exc)))
         return VerifyResult(archive, problems, checks, None)
@@ -275,7 +203,9 @@ def verify_archive(archive: Archive, workdir: Path) -> VerifyResult:
 def extract_prompts(archive: Archive, dest: Path) -> Path:
     folder = dest / PROMPTS
     folder.mkdir(parents=True, exist_ok=True)
-    for name, data in archive.files.items():
+    for name in archive.files:
         if name.startswith(f"{PROMPTS}/"):
-            (folder / name[len(PROMPTS) + 1 :]).write_bytes(data)
+            target = folder / name[len(PROMPTS) + 1 :]
+            target.parent.mkdir(parents=True, exist_ok=True)
+            archive.copy_to(name, target)
     return folder

@@ -20,6 +20,7 @@ from evaluator.core.boundary import KeyFilter, clip
 from evaluator.core.records import RetryError, Usage
 from evaluator.core.text import one_line, utc_now
 from evaluator.request.admission import admit
+from evaluator.request.bounds import MAX_RESPONSE_BYTES, ReplyTooLarge, capping_hook, total_timeout
 from evaluator.request.endpoint import split_query
 from evaluator.request.pacing import Gate
 from evaluator.request.ratelimit import Limits
@@ -51,7 +52,13 @@ class SendOutcome:
     last_status: int | None = None  # the HTTP status of the last answer that arrived (for an evaluator error)
 
 
-def make_client(base_url: str, api_key: str | None, timeout_s: float, concurrency: int) -> openai.AsyncOpenAI:
+def make_client(
+    base_url: str,
+    api_key: str | None,
+    timeout_s: float,
+    concurrency: int,
+    max_response_bytes: int = MAX_RESPONSE_BYTES,
+) -> openai.AsyncOpenAI:
     limits = httpx.Limits(max_connections=concurrency + 4, max_keepalive_connections=concurrency + 4)
     base, query = split_query(base_url)  # the client would put /chat/completions after the query string
     return openai.AsyncOpenAI(
@@ -61,7 +68,9 @@ def make_client(base_url: str, api_key: str | None, timeout_s: float, concurrenc
         max_retries=0,
         timeout=httpx.Timeout(timeout_s, connect=min(timeout_s, 30.0)),
         http_client=httpx.AsyncClient(
-            limits=limits, timeout=httpx.Timeout(timeout_s, connect=min(timeout_s, 30.0))
+            limits=limits,
+            timeout=httpx.Timeout(timeout_s, connect=min(timeout_s, 30.0)),
+            event_hooks={"response": [capping_hook(max_response_bytes)]},
         ),
     )
 
@@ -172,12 +181,15 @@ class ChatSender:
         endpoint.in_flight += 1
         endpoint.sent += 1
         try:
-            resp = await endpoint.client.post(
-                "/chat/completions",
-                cast_to=httpx.Response,
-                content=body,
-                options={"headers": {"Content-Type": "application/json"}},
-            )
+            # one deadline from connect to the last byte: httpx's own timeouts are per read, so a
+            # server dripping a byte at a time would hold the attempt for good
+            async with asyncio.timeout(total_timeout(endpoint.client)):
+                resp = await endpoint.client.post(
+                    "/chat/completions",
+                    cast_to=httpx.Response,
+                    content=body,
+                    options={"headers": {"Content-Type": "application/json"}},
+                )
         finally:
             endpoint.in_flight -= 1
         outcome.last_status = resp.status_code  # known before anything reads the body
@@ -200,6 +212,12 @@ class ChatSender:
             failure = status_failure(exc, self.redact)
         except openai.APITimeoutError:
             failure = Failure("timeout", "request timed out", True)
+        except TimeoutError:
+            failure = Failure(
+                "timeout", f"request timed out (no whole reply in {self._limit(endpoint)})", True
+            )
+        except ReplyTooLarge as exc:  # a server that sends that much once would again: not retried
+            failure = Failure("response_too_large", str(exc), False)
         except openai.APIConnectionError as exc:
             cause = exc.__cause__
             detail = f"{type(cause).__name__}: {cause}" if cause else str(exc)
@@ -260,6 +278,11 @@ class ChatSender:
             )
         outcome.finished_at = utc_now()
         return outcome
+
+    @staticmethod
+    def _limit(endpoint: Endpoint) -> str:
+        limit = total_timeout(endpoint.client)
+        return f"{limit:g} s" if limit is not None else "the time allowed"
 
     def _check_stop(self, endpoint: Endpoint, failure: Failure) -> None:
         """A refusal no wait fixes stops the run; so does an endpoint refused past the patience, once
