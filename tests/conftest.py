@@ -1,9 +1,8 @@
-"""Shared fixtures: test data written as parquet, a loopback test server, and the CLI run as a process."""
+"""Shared fixtures: test data written as parquet, a loopback test server, a Batch API emulator. Code the
+tests share lives in tests/support/ (test modules import it from there, never from here)."""
 
 from __future__ import annotations
 
-import os
-import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,61 +13,36 @@ import pytest
 TESTS = Path(__file__).resolve().parent
 sys.path.insert(0, str(TESTS))
 
-from batch_emulator import BatchEmulator  # noqa: E402
-from datagen import complete_records as read_records  # noqa: E402,F401  (the tests import it from here)
-from datagen import doccount_rows, write_doccount  # noqa: E402
-from openai_test_server import TestServer  # noqa: E402
+from support.batch_emulator import BatchEmulator  # noqa: E402
+from support.datagen import doccount_rows, write_doccount  # noqa: E402
+from support.openai_test_server import TestServer  # noqa: E402
+from support.reports import make_run  # noqa: E402
 
-REPO = TESTS.parent
-FAST_RETRIES = ["--retry-backoff", "0.01", "--retry-max-wait", "0.05"]
-
-
-def clean_env(**extra: str) -> dict[str, str]:
-    """This environment without the variables the evaluator reads (so a developer's own key never leaks in)."""
-    env = {
-        k: v for k, v in os.environ.items() if k not in ("MODEL_API_KEY", "MODEL_API_BASE_URL", "RUN_NAME")
-    }
-    env.update(extra)
-    return env
-
-
-def run_cli(
-    *args: str, env: dict[str, str] | None = None, timeout: float = 120
-) -> subprocess.CompletedProcess[str]:
-    """Run the real console entry point in a subprocess (exit codes and stderr are part of the contract)."""
-    return subprocess.run(
-        [sys.executable, "-m", "evaluator.cli", *args],
-        capture_output=True,
-        text=True,
-        env=clean_env(**(env or {})),
-        cwd=str(REPO),
-        timeout=timeout,
-    )
+# Modules whose tests share one costly module- or session-scoped setup (runs evaluated and scored through
+# the CLI, a wheel built and installed, a model loaded): under pytest-xdist (`make test`) each stays on one
+# worker, so that the setup is made once, not once per worker. Every other test goes to any worker.
+SHARED_SETUP = {
+    "test_archive": "archive",
+    "test_compare": "compare",
+    "test_demo_data": "demo_data",
+    "test_hub": "hub",
+    "test_reference_server": "reference_server",
+    "test_report": "report",
+    "test_report_browser": "report",  # the same two runs as test_report (report_runs below)
+    "test_report_counts": "report_counts",
+    "test_scoring": "scoring",
+    "test_sweep_readme": "sweep_readme",
+    "test_trust_archive": "trust_archive",
+    "test_wheel": "wheel",
+}
 
 
-# The console entry points, run by the interpreter that runs the tests.
-EVALUATE = [sys.executable, "-c", "from evaluator.cli import evaluate_main; evaluate_main()"]
-SCORE = [sys.executable, "-c", "from evaluator.cli import score_main; score_main()"]
-
-
-def fast_eval_cmd(
-    base_url: str, data_dir: Path, root: Path, *extra: str, timeout: float = 5, max_retries: int | None = None
-) -> list[str]:
-    """A doccount-evaluate command line with quick retries, for fault and crash tests."""
-    cmd = [
-        *EVALUATE,
-        *eval_args(base_url, str(data_dir / "*.parquet"), root, model="test-model"),
-        *FAST_RETRIES,
-    ]
-    cmd += ["--timeout", str(timeout)]
-    if max_retries is not None:
-        cmd += ["--max-retries", str(max_retries)]
-    return [*cmd, *extra]
-
-
-def eval_args(base_url: str, data: str, run: str | Path, model: str = "m") -> list[str]:
-    """The usual evaluate arguments: model, endpoint, data glob, run folder."""
-    return ["--model", model, "--base-url", base_url, "--data-files", data, "--run-root", str(run)]
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the marks (--dist loadgroup)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        group = SHARED_SETUP.get(item.path.stem)
+        if group and not item.get_closest_marker("xdist_group"):
+            item.add_marker(pytest.mark.xdist_group(group))
 
 
 @pytest.fixture
@@ -90,7 +64,7 @@ def server() -> Iterator[TestServer]:
 
 @pytest.fixture
 def emu() -> Iterator[BatchEmulator]:
-    """A Batch API emulator whose batches move on every 20 ms (tests/batch_emulator.py)."""
+    """A Batch API emulator whose batches move on every 20 ms (tests/support/batch_emulator.py)."""
     with BatchEmulator({"step_s": 0.02}) as e:
         yield e
 
@@ -100,3 +74,12 @@ def data12(tmp_path: Path) -> str:
     """Twelve DocCount rows as a parquet glob."""
     write_doccount(tmp_path / "data" / "test-00000-of-00001.parquet", doccount_rows(12))
     return str(tmp_path / "data" / "test-*.parquet")
+
+
+@pytest.fixture(scope="session")
+def report_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, list[dict], dict]]:
+    """Two scored runs with reports, built once for test_report and test_report_browser: A and its variant B
+    (rows 0 and 1 differ); see support/reports.py."""
+    base = tmp_path_factory.mktemp("report-runs")
+    with TestServer() as server:
+        return {"a": make_run(base / "a", server), "b": make_run(base / "b", server, variant=True)}

@@ -14,9 +14,9 @@ from types import SimpleNamespace
 
 import pytest
 from click.testing import CliRunner
-from conftest import FAST_RETRIES, run_cli
-from datagen import doccount_reply, doccount_rows, write_doccount
-from openai_test_server import TestServer
+from support.cli import FAST_RETRIES, run_cli
+from support.datagen import doccount_reply, doccount_rows, write_doccount
+from support.openai_test_server import TestServer
 
 from evaluator.archive import ArchiveError, create_archive
 from evaluator.cli.main import main

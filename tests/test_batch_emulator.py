@@ -1,4 +1,4 @@
-"""The Files/Batches emulator itself (tests/batch_emulator.py), driven by the real openai client."""
+"""The Files/Batches emulator itself (tests/support/batch_emulator.py), driven by the real openai client."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ import openai
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from batch_emulator import BatchEmulator  # noqa: E402
-from openai_test_server import data_url  # noqa: E402
+from support.batch_emulator import BatchEmulator  # noqa: E402
+from support.openai_test_server import data_url  # noqa: E402
 
 pytestmark = pytest.mark.timeout(60)
 

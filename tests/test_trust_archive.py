@@ -9,11 +9,11 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import run_cli
-from datagen import doccount_rows, write_doccount
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from openai_test_server import TestServer
+from support.cli import run_cli
+from support.datagen import doccount_rows, write_doccount
+from support.openai_test_server import TestServer
 
 from evaluator.archive.base import INDEX, SUMS, ArchiveError, json_bytes
 from evaluator.archive.pack import write_tar_gz

@@ -52,8 +52,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import REPO, run_cli
-from datagen import doccount_rows, write_doccount
+from support.cli import REPO, run_cli
+from support.datagen import doccount_rows, write_doccount
 
 pytestmark = [pytest.mark.vllm, pytest.mark.timeout(1800)]
 
