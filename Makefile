@@ -154,7 +154,7 @@ tools: $(TOOLS_STAMP)
 
 # The suite on TEST_WORKERS pytest-xdist workers (more than the cores: most tests wait on loopback
 # servers and CLI processes). Modules that build one costly setup for all their tests stay on one worker
-# (tests/conftest.py, SHARED_SETUP). Bytecode is written even where the environment says
+# (tests/support/scheduling.py). Bytecode is written even where the environment says
 # PYTHONDONTWRITEBYTECODE: each CLI process the tests start would compile its imports again otherwise.
 # PYTEST_ARGS: more pytest options, e.g. PYTEST_ARGS=--durations=30
 TEST_WORKERS ?= 4

@@ -17,32 +17,22 @@ from support.batch_emulator import BatchEmulator  # noqa: E402
 from support.datagen import doccount_rows, write_doccount  # noqa: E402
 from support.openai_test_server import TestServer  # noqa: E402
 from support.reports import make_run  # noqa: E402
-
-# Modules whose tests share one costly module- or session-scoped setup (runs evaluated and scored through
-# the CLI, a wheel built and installed, a model loaded): under pytest-xdist (`make test`) each stays on one
-# worker, so that the setup is made once, not once per worker. Every other test goes to any worker.
-SHARED_SETUP = {
-    "test_archive": "archive",
-    "test_compare": "compare",
-    "test_demo_data": "demo_data",
-    "test_hub": "hub",
-    "test_reference_server": "reference_server",
-    "test_report": "report",
-    "test_report_browser": "report",  # the same two runs as test_report (report_runs below)
-    "test_report_counts": "report_counts",
-    "test_scoring": "scoring",
-    "test_sweep_readme": "sweep_readme",
-    "test_trust_archive": "trust_archive",
-    "test_wheel": "wheel",
-}
+from support.scheduling import shared_setup_scope  # noqa: E402
 
 
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the marks (--dist loadgroup)
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    for item in items:
-        group = SHARED_SETUP.get(item.path.stem)
-        if group and not item.get_closest_marker("xdist_group"):
-            item.add_marker(pytest.mark.xdist_group(group))
+@pytest.hookimpl(optionalhook=True)  # a pytest-xdist hook: without xdist, nothing calls it
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """--dist loadgroup by support/scheduling.py's groups. xdist's own loadgroup renames each test's node
+    id, which pytest 9 no longer lets it do (xdist_group marks are silently ignored), hence this."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class SharedSetupScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return shared_setup_scope(nodeid)
+
+    return SharedSetupScheduling(config, log)
 
 
 @pytest.fixture

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from support.cli import REPO
+from support.scheduling import SHARED_SETUP, shared_setup_scope
 
 TESTS = REPO / "tests"
 
@@ -101,3 +102,11 @@ def test_the_rewrite_names_what_it_does_not_know() -> None:
         assert "t.py:1" in str(e) and "something_new" in str(e)
     else:
         raise AssertionError("an unknown name was rewritten")
+
+
+def test_the_shared_setup_groups_name_existing_modules_and_keep_them_together() -> None:
+    assert [m for m in SHARED_SETUP if not (TESTS / f"{m}.py").is_file()] == []
+    a = shared_setup_scope("tests/test_report.py::test_x[1]")
+    assert a == shared_setup_scope("tests/test_report_browser.py::test_y") == "group:report"
+    alone = "tests/test_sweep.py::test_z[a::b]"
+    assert shared_setup_scope(alone) == alone  # any other test is a work unit of its own
