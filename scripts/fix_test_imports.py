@@ -64,7 +64,9 @@ NAMES: dict[str, dict[str, str]] = {
     "test_vllm_sweep": dict.fromkeys(
         ["FLAGS", "marked", "tiny_model", "vllm_env", "vllm_python"], "support.vllm"
     ),
-    "test_batch": dict.fromkeys(["evaluate", "interrupt_batch_run", "ledger", "records"], "support.batchrun"),
+    "test_batch": dict.fromkeys(
+        ["FAST", "evaluate", "interrupt_batch_run", "ledger", "records"], "support.batchrun"
+    ),
 }
 
 
