@@ -173,12 +173,19 @@ $(TOOLS_STAMP): Makefile
 
 tools: $(TOOLS_STAMP)
 
+# The suite on TEST_WORKERS pytest-xdist workers (more than the cores: most tests wait on loopback
+# servers and CLI processes). Modules that build one costly setup for all their tests stay on one worker
+# (tests/support/scheduling.py). Bytecode is written even where the environment says
+# PYTHONDONTWRITEBYTECODE: each CLI process the tests start would compile its imports again otherwise.
+# PYTEST_ARGS: more pytest options, e.g. PYTEST_ARGS=--durations=30
+TEST_WORKERS ?= 4
+PYTEST_ARGS ?=
 test: $(VENV_STAMP)
-	$(VENV)/bin/python -m pytest -q -m "not vllm and not containers and not slurm"
+	PYTHONDONTWRITEBYTECODE= $(VENV)/bin/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup \
+	  -m "not vllm and not containers and not slurm" $(PYTEST_ARGS)
 
 test-vllm: $(VENV_STAMP)
-	$(VENV)/bin/python -m pytest -q -m vllm tests/test_vllm_real.py tests/test_vllm_sweep.py tests/test_vllm_flags.py \
-	  tests/test_vllm_context.py
+	$(VENV)/bin/python -m pytest -q -m vllm tests/test_vllm_real.py tests/test_vllm_sweep.py tests/test_vllm_flags.py
 
 # A real one-node Slurm (munge, MariaDB + slurmdbd, slurmctld, slurmd with 4 pretend GPUs) under
 # SLURM_CI_DIR, the tests marked `slurm` against it, then every daemon stopped (also on failure).

@@ -1,4 +1,4 @@
-"""Batch mode against the loopback Files/Batches emulator (tests/batch_emulator.py), 200 DocCount rows.
+"""Batch mode against the loopback Files/Batches emulator (tests/support/batch_emulator.py), 200 DocCount rows.
 
 Measures, for the closing note of the batch issue:
 - requests the chat server receives online vs through `--batch` (the emulator answers each batch line by
@@ -23,8 +23,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
-from batch_emulator import BatchEmulator  # noqa: E402
-from datagen import doccount_rows, write_doccount  # noqa: E402
+from support.batch_emulator import BatchEmulator  # noqa: E402
+from support.datagen import doccount_rows, write_doccount  # noqa: E402
 
 FAST = ["--batch-poll-s", "0.1", "--retry-backoff", "0.01", "--retry-max-wait", "0.05", "--quiet"]
 

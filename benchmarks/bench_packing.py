@@ -3,7 +3,7 @@
     python benchmarks/bench_packing.py                  # 12 runs on a pretend pool of 4 GPU ids
     python benchmarks/bench_packing.py --runs 8 --rows 4
 
-A real `doccount sweep` whose `[serve] command` is the stand-in server (tests/standin_server.py: the
+A real `doccount sweep` whose `[serve] command` is the stand-in server (tests/support/standin_server.py: the
 contract's arguments, answers after `--hold-s`), each run asking 1-4 GPUs of a pool of 4 ids. Each server
 records when it listened and when it stopped; from those intervals:
 - makespan: first server up to last server down;
@@ -30,7 +30,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 sys.path.insert(0, str(REPO))
 
-from datagen import doccount_reply, doccount_rows, write_doccount  # noqa: E402
+from support.datagen import doccount_reply, doccount_rows, write_doccount  # noqa: E402
 
 from evaluator.study.executors.local import simulate  # noqa: E402
 
@@ -41,7 +41,12 @@ def sweep_file(tmp: Path, needs: list[int], holds: list[float], rows: int) -> Pa
     data = doccount_rows(rows)
     write_doccount(tmp / "data" / "test-00000-of-00001.parquet", data)
     (tmp / "cfg.json").write_text(json.dumps({"answers": doccount_reply(data)}))
-    command = [sys.executable, str(REPO / "tests" / "standin_server.py"), "--config", str(tmp / "cfg.json")]
+    command = [
+        sys.executable,
+        str(REPO / "tests" / "support" / "standin_server.py"),
+        "--config",
+        str(tmp / "cfg.json"),
+    ]
     command += ["--record", str(tmp / "servers.jsonl")]
     text = (
         f'name = "packing"\ndata_files = "{tmp / "data" / "*.parquet"}"\n[defaults]\nconcurrency = 2\n'

@@ -3,7 +3,7 @@
     python benchmarks/bench_ratelimit.py                  # the issue's cases, ~3 min
     python benchmarks/bench_ratelimit.py --cases 4:4:80:openai --two-endpoints ''
 
-Each endpoint is tests/ratelimit_server.py in its own process: a token bucket of R requests per second with
+Each endpoint is tests/support/ratelimit_server.py in its own process: a token bucket of R requests per second with
 bursts of B, in front of the loopback test server (0.05 s per answer). The evaluator runs with its defaults
 (concurrency 16, --max-retries 4) from spawn to exit. The bound is the bucket's own: after the burst, one
 request per 1/R, so (N - B) / R seconds for N rows. "wall" is spawn to exit, so it includes the evaluator's
@@ -39,11 +39,11 @@ from common import (  # noqa: E402
     write_dataset,
 )
 
-SERVER = REPO / "tests" / "ratelimit_server.py"
+SERVER = REPO / "tests" / "support" / "ratelimit_server.py"
 
 
 class Bucket:
-    """tests/ratelimit_server.py in its own process."""
+    """tests/support/ratelimit_server.py in its own process."""
 
     def __init__(self, tmp: Path, name: str, limits: dict[str, Any]) -> None:
         self.tmp, self.name, self.limits = tmp, name, limits

@@ -4,7 +4,7 @@
     python benchmarks/bench_throughput.py --repeats 5 --rows 800
 
 Both clients are separate processes timed from spawn to exit (start-up included) against one test server
-in a third process (tests/openai_test_server.py). Runs are interleaved (evaluator, bare, bare, evaluator,
+in a third process (tests/support/openai_test_server.py). Runs are interleaved (evaluator, bare, bare, evaluator,
 ...) so drifting machine load hits both alike; the table shows medians. Per-request overhead is the time
 from "row in hand" to "response parsed" minus the endpoint's latency; the evaluator's comes from its records
 (started_at/finished_at), the bare loop's from its own clock around the same steps.

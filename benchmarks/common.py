@@ -29,9 +29,9 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
-SERVER_SCRIPT = REPO / "tests" / "openai_test_server.py"
+SERVER_SCRIPT = REPO / "tests" / "support" / "openai_test_server.py"
 sys.path.insert(0, str(REPO / "tests"))
-import datagen  # noqa: E402  (the tests' DocCount rows and schema)
+from support import datagen  # noqa: E402  (the tests' DocCount rows and schema)
 
 MODEL = "bench-model"
 REPLY = "I looked at every region of the page.\n<answer>3</answer>"
@@ -94,7 +94,7 @@ def data_dir(name: str) -> Path:
 
 
 class Endpoint:
-    """tests/openai_test_server.py in its own process (its CPU is not the client's)."""
+    """tests/support/openai_test_server.py in its own process (its CPU is not the client's)."""
 
     def __init__(self, latency_s: float, workdir: Path) -> None:
         self.latency_s = latency_s

@@ -40,10 +40,10 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
-import datagen  # noqa: E402
-from openai_test_server import RETRY_ERROR_OF_FAULT  # noqa: E402
+from support import datagen  # noqa: E402
+from support.openai_test_server import RETRY_ERROR_OF_FAULT  # noqa: E402
 
-SERVER = [sys.executable, str(REPO / "tests" / "openai_test_server.py")]
+SERVER = [sys.executable, str(REPO / "tests" / "support" / "openai_test_server.py")]
 EVALUATE = [sys.executable, "-c", "from evaluator.cli import evaluate_main; evaluate_main()"]
 SCORE = [sys.executable, "-c", "from evaluator.cli import score_main; score_main()"]
 PARTIAL = "responses.partial.jsonl"

@@ -506,7 +506,7 @@ e2e_loopback() {
     podman run -d --name "$srv" --network "$net" \
         -v "$REPO/tests:/opt/doccount/tests:ro" -v "$WORK/cfg/server.json:/opt/doccount/test-server.json:ro" \
         --health-cmd "python -c \"import urllib.request; urllib.request.urlopen('http://127.0.0.1:8000/health', timeout=5)\"" \
-        --entrypoint python "$EVAL_TAG" /opt/doccount/tests/openai_test_server.py \
+        --entrypoint python "$EVAL_TAG" /opt/doccount/tests/support/openai_test_server.py \
         --host 0.0.0.0 --port 8000 --config /opt/doccount/test-server.json >/dev/null 2>>"$WORK/podman-noise.log"
     CLEANUP_CMDS+=("podman rm -f -t 0 $srv")
     poll_healthy "$srv" 60
@@ -535,7 +535,7 @@ while [ $# -gt 0 ]; do
     case "$1" in --host) host=$2; shift ;; --port) port=$2; shift ;; esac
     shift
 done
-exec python /opt/doccount/tests/openai_test_server.py --host "$host" --port "$port"
+exec python /opt/doccount/tests/support/openai_test_server.py --host "$host" --port "$port"
 EOF
     printf 'FROM %s\nUSER root\nCOPY --chmod=0755 vllm /usr/local/bin/vllm\nENTRYPOINT ["vllm"]\n' "$EVAL_TAG" \
         >"$WORK/fake-vllm/Containerfile"
@@ -602,7 +602,7 @@ fetch_model() {
     podman run -d --name "$hub" --network "$net" -v "$REPO/tests:/opt/doccount/tests:ro" \
         -v "$WORK/models:/models:ro" -v "$WORK/hubdata:/hubdata:ro" \
         --health-cmd "python -c \"import socket; socket.create_connection(('127.0.0.1', 8000), 2)\"" \
-        --entrypoint python "$EVAL_TAG" /opt/doccount/tests/hub_test_server.py --host 0.0.0.0 --port 8000 \
+        --entrypoint python "$EVAL_TAG" /opt/doccount/tests/support/hub_test_server.py --host 0.0.0.0 --port 8000 \
         --model "$TINY_ID=/models/tiny-vlm" --dataset adopd/DocCount=/hubdata >/dev/null 2>>"$WORK/podman-noise.log"
     CLEANUP_CMDS+=("podman rm -f -t 0 $hub")
     poll_healthy "$hub" 60

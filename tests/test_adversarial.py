@@ -1,5 +1,5 @@
 """A hostile server puts the API key into every field a reply or an error can carry, in any encoding,
-whole or in pieces, straddling every clip length the evaluator uses (tests/adversarial_server.py).
+whole or in pieces, straddling every clip length the evaluator uses (tests/support/adversarial_server.py).
 
 Real evaluations end to end (evaluate, score, archive, check-endpoint as subprocesses): no 8-character
 piece of the key appears in any file of the run folder, the scores, the archive, stdout or stderr, and no
@@ -16,13 +16,13 @@ import tarfile
 from pathlib import Path
 
 import pytest
-from conftest import EVALUATE, SCORE, clean_env, eval_args
-from hypothesis import HealthCheck, example, given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support.cli import EVALUATE, SCORE, clean_env, eval_args
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import datagen  # noqa: E402
-from adversarial_server import CLIPS, ENCODINGS, FIELDS, AdversarialServer, Placement  # noqa: E402
+from support import datagen  # noqa: E402
+from support.adversarial_server import CLIPS, ENCODINGS, FIELDS, AdversarialServer, Placement  # noqa: E402
 
 DOCCOUNT = [sys.executable, "-c", "from evaluator.cli import entry; entry()"]
 ROWS = 8
@@ -116,20 +116,27 @@ def test_every_field_is_explicitly_covered() -> None:
     assert all(len(ps) <= ROWS for ps in EXPLICIT)
 
 
-def _with_examples(test):
-    for chosen in EXPLICIT:
-        test = example(chosen=chosen)(test)
-    return test
+# The explicit examples and the drawn ones are separate test items (the drawn ones in SHARDS parts of equal
+# size) so that pytest-xdist can run them on several workers: each example is four CLI processes.
+SHARDS = 4
 
 
+@pytest.mark.parametrize("chosen", EXPLICIT, ids=[f"fields{i * ROWS}" for i in range(len(EXPLICIT))])
+def test_every_field_explicitly_carries_the_key_and_nothing_leaks(setup, chosen: list[Placement]) -> None:
+    srv, base, shas = setup
+    one_run(srv, base, shas, chosen)
+
+
+@pytest.mark.parametrize("shard", range(SHARDS))
 @settings(
-    max_examples=24,
+    max_examples=24 // SHARDS,
     deadline=None,
     database=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
-@_with_examples
 @given(chosen=st.lists(placements, min_size=1, max_size=ROWS))
-def test_a_hostile_server_cannot_get_the_key_into_anything(setup, chosen: list[Placement]) -> None:
+def test_a_hostile_server_cannot_get_the_key_into_anything(
+    setup, shard: int, chosen: list[Placement]
+) -> None:
     srv, base, shas = setup
     one_run(srv, base, shas, chosen)

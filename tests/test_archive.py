@@ -3,20 +3,20 @@
 from __future__ import annotations
 
 import gzip
-import hashlib
 import io
 import json
 import shutil
 import tarfile
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 from click.testing import CliRunner
-from conftest import FAST_RETRIES, run_cli
-from datagen import doccount_reply, doccount_rows, write_doccount
-from openai_test_server import TestServer
+from support.archives import members, rewrite, sha
+from support.cli import FAST_RETRIES, run_cli
+from support.datagen import doccount_reply, doccount_rows, write_doccount
+from support.openai_test_server import TestServer
 
 from evaluator.archive import ArchiveError, create_archive
 from evaluator.cli.main import main
@@ -24,10 +24,6 @@ from evaluator.cli.main import main
 SECRET = "sk-test-archive-0123456789abcdef"
 N = 8
 WRONG = {"doc-0001", "doc-0005"}
-
-
-def sha(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
 
 
 @pytest.fixture(scope="module")
@@ -71,31 +67,6 @@ def made(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimpleNamespace]:
         yield SimpleNamespace(
             base=base, rows=rows, data=data, bundle=bundle, run=run, archive=archive, server=srv
         )
-
-
-def members(path: Path) -> dict[str, bytes]:
-    with tarfile.open(path, "r:gz") as tar:
-        return {m.name: tar.extractfile(m).read() for m in tar if m.isfile()}
-
-
-def rewrite(src: Path, dst: Path, change: Callable[[dict[str, bytes]], None], resum: bool = False) -> Path:
-    """A tampered copy: `change` edits entries (names relative to the top folder)."""
-    files = members(src)
-    top = next(iter(files)).split("/")[0]
-    rel = {name.split("/", 1)[1]: data for name, data in files.items()}
-    change(rel)
-    if resum:
-        rel["SHA256SUMS"] = "".join(
-            f"{sha(rel[n])}  {n}\n" for n in sorted(rel) if n != "SHA256SUMS"
-        ).encode()
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w") as tar:
-        for name, data in sorted(rel.items()):
-            info = tarfile.TarInfo(f"{top}/{name}")
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
-    dst.write_bytes(gzip.compress(buf.getvalue()))
-    return dst
 
 
 def cli(*args: str) -> tuple[int, str, BaseException | None]:

@@ -1,5 +1,5 @@
 """`doccount-evaluate --batch` and `doccount batch prepare|collect|cancel` against the loopback Files/Batches
-emulator (tests/batch_emulator.py), the CLI run as a process."""
+emulator (tests/support/batch_emulator.py), the CLI run as a process."""
 
 from __future__ import annotations
 
@@ -12,32 +12,17 @@ import tarfile
 import time
 from collections import Counter
 from pathlib import Path
-from typing import Any
 
 import pytest
-from batch_emulator import BatchEmulator
-from conftest import REPO, clean_env, run_cli
-from datagen import image_bytes
-from openai_test_server import TestServer
+from support.batch_emulator import BatchEmulator
+from support.batchrun import FAST, evaluate, interrupt_batch_run, ledger, records
+from support.cli import REPO, clean_env, run_cli
+from support.datagen import image_bytes
+from support.openai_test_server import TestServer
 
 pytestmark = pytest.mark.timeout(120)
 
 KEY = "sk-batch-SECRET-0123456789abcdef"
-FAST = ["--batch-poll-s", "0.05", "--retry-backoff", "0.01", "--retry-max-wait", "0.05"]
-
-
-def evaluate(base_url: str, data: str, root: Path, *extra: str, env: dict[str, str] | None = None):
-    args = ["evaluate", "--model", "test-model", "--base-url", base_url, "--data-files", data]
-    return run_cli(*args, "--run-root", str(root), *FAST, *extra, env=env)
-
-
-def records(root: Path) -> list[dict[str, Any]]:
-    path = root / "responses.partial.jsonl"
-    return [json.loads(x) for x in path.read_text().splitlines() if x.strip()] if path.exists() else []
-
-
-def ledger(root: Path) -> dict[str, Any]:
-    return json.loads((root / "batches.json").read_text())
 
 
 def line_bodies(root: Path) -> dict[str, bytes]:
@@ -235,28 +220,6 @@ def test_max_total_tokens_stops_new_batches(tmp_path: Path, emu: BatchEmulator, 
     assert res.returncode == 3, res.stderr
     assert emu.snapshot()["counts"]["batches_created"] == 1
     assert "--max-total-tokens" in res.stderr
-
-
-def interrupt_batch_run(emu: BatchEmulator, data: str, root: Path) -> str:
-    """`evaluate --batch` in the background, Ctrl-C once its first batch is in progress; its stderr."""
-    cmd = [
-        sys.executable,
-        "-m",
-        "evaluator.cli",
-        "evaluate",
-        "--model",
-        "test-model",
-        "--base-url",
-        emu.base_url,
-    ]
-    cmd += ["--data-files", data, "--run-root", str(root), "--batch", *FAST]
-    proc = subprocess.Popen(cmd, env=clean_env(), cwd=str(REPO), stderr=subprocess.PIPE, text=True)
-    emu.wait_until(lambda s: s["batches"] and s["batches"][0]["status"] == "in_progress")
-    time.sleep(0.2)
-    proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=30)
-    assert proc.returncode == 130, err
-    return err
 
 
 def test_interrupt_then_cancel_then_rerun(tmp_path: Path, emu: BatchEmulator, data12: str) -> None:

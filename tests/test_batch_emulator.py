@@ -1,4 +1,4 @@
-"""The Files/Batches emulator itself (tests/batch_emulator.py), driven by the real openai client."""
+"""The Files/Batches emulator itself (tests/support/batch_emulator.py), driven by the real openai client."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ import openai
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from batch_emulator import BatchEmulator  # noqa: E402
-from openai_test_server import data_url  # noqa: E402
+from support.batch_emulator import BatchEmulator  # noqa: E402
+from support.openai_test_server import data_url  # noqa: E402
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -81,10 +81,17 @@ def test_upload_refusals(emu: BatchEmulator) -> None:
 
 
 def test_status_sequence_output_file_and_counts(emu: BatchEmulator) -> None:
-    emu.update_config(step_s=0.3)  # each status lasts long enough for a poll to see it on a loaded machine
-    batch_id = submit(emu, [line("a", IMG_A), line("b", IMG_B)])
-    batch, seen = wait_terminal(emu, batch_id)
-    assert seen == ["validating", "in_progress", "finalizing", "completed"]
+    c = client(emu)
+    f = c.files.create(file=("in.jsonl", jsonl([line("a", IMG_A), line("b", IMG_B)])), purpose="batch")
+    created = c.batches.create(input_file_id=f.id, endpoint="/v1/chat/completions", completion_window="24h")
+    batch, seen = wait_terminal(emu, created.id)
+    # every status in order: the batch starts validating and has the stamp of each step; the polls see them
+    # in order, though on a loaded machine a poll may come too late for a short one
+    full = ["validating", "in_progress", "finalizing", "completed"]
+    assert created.status == "validating" and seen[-1] == "completed"
+    assert [s for s in full if s in seen] == seen, seen
+    assert batch.in_progress_at and batch.finalizing_at and batch.completed_at and batch.failed_at is None
+    assert batch.created_at <= batch.in_progress_at <= batch.finalizing_at <= batch.completed_at
     assert batch.request_counts is not None
     assert (batch.request_counts.total, batch.request_counts.completed, batch.request_counts.failed) == (
         2,

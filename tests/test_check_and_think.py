@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 
-from conftest import eval_args, run_cli
-from conftest import read_records as records
-from datagen import countqa_rows, doccount_reply, write_countqa
+from support.cli import eval_args, run_cli
+from support.cli import read_records as records
+from support.datagen import countqa_rows, doccount_reply, write_countqa
 
 MAX_TOKENS_REFUSED = "Unsupported parameter: 'max_tokens' is not supported with this model. Use 'max_completion_tokens' instead."
 DETAILS = {

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import re
 
-from conftest import eval_args, run_cli
-from datagen import doccount_reply, doccount_rows, write_doccount
+from support.cli import eval_args, run_cli
+from support.datagen import doccount_reply, doccount_rows, write_doccount
 
 from evaluator.cli.main import evaluate_cmd
 from evaluator.request.admission import PacingSummary

@@ -17,8 +17,8 @@ from click.testing import CliRunner
 from scipy.stats import binomtest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from datagen import doccount_reply, doccount_rows, write_doccount  # noqa: E402
-from openai_test_server import TestServer  # noqa: E402
+from support.datagen import doccount_reply, doccount_rows, write_doccount  # noqa: E402
+from support.openai_test_server import TestServer  # noqa: E402
 
 from evaluator.cli.main import main  # noqa: E402
 from evaluator.scoring.compare import CompareError, compare_runs  # noqa: E402

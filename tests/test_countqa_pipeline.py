@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from conftest import FAST_RETRIES, eval_args, run_cli
-from datagen import countqa_rows, sha, write_countqa
+from support.cli import FAST_RETRIES, eval_args, run_cli
+from support.datagen import countqa_rows, sha, write_countqa
 
 
 def test_countqa_evaluate_score_compare_archive(tmp_path, server) -> None:

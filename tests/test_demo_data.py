@@ -116,7 +116,7 @@ def test_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_evaluator_dry_run_accepts_the_demo_data(generated: Path, tmp_path: Path) -> None:
-    from conftest import run_cli
+    from support.cli import run_cli
 
     res = run_cli(
         "evaluate",

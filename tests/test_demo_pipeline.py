@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 
-from conftest import run_cli
+from support.cli import run_cli
 
 
 def test_demo_runs_the_whole_pipeline(tmp_path) -> None:

@@ -6,9 +6,9 @@ import asyncio
 from pathlib import Path
 
 import pytest
-from conftest import FAST_RETRIES, eval_args, run_cli
-from conftest import read_records as records
-from datagen import doccount_reply, doccount_rows, write_doccount
+from support.cli import FAST_RETRIES, eval_args, run_cli
+from support.cli import read_records as records
+from support.datagen import doccount_reply, doccount_rows, write_doccount
 
 from evaluator.core.records import ResponseRecord, RetryError, Sampling
 from evaluator.request.breaker import Breaker, EndpointRefused
@@ -164,7 +164,7 @@ def test_nothing_listening_stops_at_once_naming_host_and_port(tmp_path) -> None:
     import socket
     import time
 
-    from openai_test_server import TestServer
+    from support.openai_test_server import TestServer
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 import pytest
-from conftest import eval_args, run_cli
+from support.cli import eval_args, run_cli
 
 from evaluator.request.endpoint import (
     EndpointError,

@@ -1,5 +1,5 @@
 """The default data path (no --data-files): the real huggingface_hub client against a loopback hub
-(tests/hub_test_server.py) for the online path, and the cache that client lays out for the offline
+(tests/support/hub_test_server.py) for the online path, and the cache that client lays out for the offline
 path. Every command runs in its own process: huggingface_hub reads HF_ENDPOINT, HF_HUB_CACHE and
 HF_HUB_OFFLINE once, at import."""
 
@@ -7,17 +7,16 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import socket
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import REPO, TestServer, doccount_rows, eval_args, write_doccount
-from datagen import countqa_rows, doccount_reply, write_countqa
-from hub_test_server import HubRepo, HubTestServer
+from support.cli import REPO, closed_port_url, doccount, eval_args, hf
+from support.datagen import countqa_rows, doccount_reply, doccount_rows, write_countqa, write_doccount
+from support.hub_test_server import HubRepo, HubTestServer
+from support.openai_test_server import TestServer
 
 DOC = "adopd/DocCount"
 CQA = "Jayant-Sravan/CountQA"
@@ -58,44 +57,6 @@ def repos(tmp_path_factory: pytest.TempPathFactory) -> list[HubRepo]:
 def hub(repos: list[HubRepo]) -> Iterator[HubTestServer]:
     with HubTestServer(repos) as srv:
         yield srv
-
-
-def closed_port_url() -> str:
-    """An address where nothing listens: connection refused, as on a host without a route to the hub."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return f"http://127.0.0.1:{s.getsockname()[1]}"
-
-
-def hf(
-    cmd: list[str],
-    endpoint: str,
-    cache: Path,
-    offline: bool | None = False,
-    extra_env: dict[str, str] | None = None,
-) -> subprocess.CompletedProcess[str]:
-    """Run a command with the hub settings given here and no others of this machine (offline None: unset)."""
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("HF_", "HUGGING", "MODEL_API", "RUN_NAME", "DOCCOUNT_IMAGE", "DOCCOUNT_MODEL"))
-        and k not in ("DOCCOUNT_SERVED_MODEL", "DOCCOUNT_VLLM_ARGS", "DOCCOUNT_GPUS")
-    }
-    env.update(extra_env or {})
-    env.update(
-        HF_ENDPOINT=endpoint,
-        HF_HOME=str(cache.parent / "hf-home"),  # no token or settings of this machine
-        HF_HUB_CACHE=str(cache),
-        HF_HUB_DISABLE_TELEMETRY="1",
-        HF_HUB_DISABLE_PROGRESS_BARS="1",
-    )
-    if offline is not None:
-        env["HF_HUB_OFFLINE"] = "1" if offline else "0"
-    return subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=str(REPO), timeout=120)
-
-
-def doccount(*args: str) -> list[str]:
-    return [sys.executable, "-m", "evaluator.cli", *args]
 
 
 def fetch(hub: HubTestServer, cache: Path, *args: str) -> str:

@@ -1,5 +1,5 @@
 """Pinned weights: `doccount model` / `make model` with the real huggingface_hub client against a loopback
-hub (tests/hub_test_server.py, model repos), the cache layout it leaves, offline use of that cache, and
+hub (tests/support/hub_test_server.py, model repos), the cache layout it leaves, offline use of that cache, and
 what a run records about the weights that answered (run_config.json `serving`). Every command runs in
 its own process: huggingface_hub reads HF_ENDPOINT, HF_HUB_CACHE and HF_HUB_OFFLINE once, at import."""
 
@@ -14,10 +14,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import REPO, TestServer, doccount_rows, write_doccount
-from datagen import doccount_reply
-from hub_test_server import HubRepo, HubTestServer, git_blob_id
-from test_hub import closed_port_url, doccount, hf
+from support.cli import REPO, closed_port_url, doccount, hf
+from support.datagen import doccount_reply, doccount_rows, write_doccount
+from support.hub_test_server import HubRepo, HubTestServer, git_blob_id
+from support.openai_test_server import TestServer
 
 MODEL = "acme/tiny-vlm"
 V1 = hashlib.sha1(b"tiny-vlm v1").hexdigest()  # tag v1

@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import FAST_RETRIES, REPO, eval_args, read_records, run_cli
-from datagen import doccount_reply, doccount_rows, write_doccount
-from test_leaderboard import board, row
+from support.boards import board, row
+from support.cli import FAST_RETRIES, REPO, eval_args, read_records, run_cli
+from support.datagen import doccount_reply, doccount_rows, write_doccount
 
 from evaluator.cli.main import evaluate_cmd
 from evaluator.core.secrets import ShortKeyError, api_key_from_env

@@ -10,7 +10,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import REPO
+from support.cli import REPO
 
 pytestmark = pytest.mark.skipif(shutil.which("make") is None, reason="needs GNU make")
 

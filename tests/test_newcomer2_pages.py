@@ -9,9 +9,9 @@ import subprocess
 import sys
 
 import click
-from conftest import REPO, eval_args, run_cli
-from datagen import doccount_reply, doccount_rows, write_doccount
-from test_leaderboard import board, row, typed
+from support.boards import board, row, typed
+from support.cli import REPO, eval_args, run_cli
+from support.datagen import doccount_reply, doccount_rows, write_doccount
 
 from evaluator.cli.main import main
 from evaluator.report.leaderboard_forest import LABEL_CHARS

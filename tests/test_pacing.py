@@ -1,5 +1,5 @@
 """The gate's pacing logic on a virtual clock (evaluator/request/pacing.py): the opening ramp, what a refusal
-teaches, and whole runs against a simulated token bucket (tests/pacing_sim.py). The same logic against a
+teaches, and whole runs against a simulated token bucket (tests/support/pacing_sim.py). The same logic against a
 real loopback bucket over HTTP is in tests/test_ratelimit.py."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from pacing_sim import Endpoint, simulate  # noqa: E402
+from support.pacing_sim import Endpoint, simulate  # noqa: E402
 
 from evaluator.request.pacing import RAMP_MIN_S, RAMP_S, Gate, UserLimits  # noqa: E402
 from evaluator.request.ratelimit import Limits  # noqa: E402

@@ -365,8 +365,11 @@ SCORE_RECORD = st.fixed_dictionaries(
 )
 
 
-@pytest.mark.timeout(600)  # 200 examples, each drawing two plots: ~50 s of CPU, minutes on a busy machine
-@FAST
+# 200 examples in all, each drawing two plots (~50 s of CPU; many minutes on a busy machine): four items of
+# 50, so that pytest-xdist spreads them and each stays well inside its timeout
+@pytest.mark.parametrize("shard", range(4))
+@pytest.mark.timeout(600)
+@settings(FAST, max_examples=50)
 @given(
     benchmark=st.sampled_from(["doccount", "countqa"]),
     entries=st.lists(SCORE_ENTRY, min_size=1, max_size=8, unique_by=lambda e: e[0]),
@@ -375,7 +378,9 @@ SCORE_RECORD = st.fixed_dictionaries(
     cut=st.none() | st.integers(min_value=0, max_value=60),
     chunk=st.integers(min_value=1, max_value=4),
 )
-def test_scoring_fast_paths_agree_with_the_plain_code(benchmark, entries, records, odd, cut, chunk) -> None:
+def test_scoring_fast_paths_agree_with_the_plain_code(
+    shard, benchmark, entries, records, odd, cut, chunk
+) -> None:
     bench = get_benchmark(benchmark)
     field = bench.group_fields[0]
     manifest = [

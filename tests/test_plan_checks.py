@@ -10,9 +10,9 @@ import shlex
 from pathlib import Path
 
 import pytest
-from conftest import REPO, run_cli
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support.cli import REPO, run_cli
 
 from evaluator.study.plan_checks import PlanCheckError, check_runs, length, run_problems, vllm_flags
 from evaluator.study.plan_text import shell_lines

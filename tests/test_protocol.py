@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from conftest import FAST_RETRIES, eval_args, run_cli
-from conftest import read_records as records
-from datagen import countqa_rows, doccount_reply, sha, write_countqa
+from support.cli import FAST_RETRIES, eval_args, run_cli
+from support.cli import read_records as records
+from support.datagen import countqa_rows, doccount_reply, sha, write_countqa
 
 from evaluator.data.prompt_files import prompts_dir
 

@@ -1,4 +1,4 @@
-"""The provider emulators (tests/provider_emulators.py) enforce their rules: refusals with the providers'
+"""The provider emulators (tests/support/provider_emulators.py) enforce their rules: refusals with the providers'
 texts and error shapes, URL layouts, reasoning and usage fields, rate-limit replies."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from datagen import image_bytes
-from openai_test_server import data_url, sha256_hex
-from provider_emulators import (
+from support.datagen import image_bytes
+from support.openai_test_server import data_url, sha256_hex
+from support.provider_emulators import (
     VLLM,
     AnthropicCompat,
     GeminiCompat,

@@ -7,17 +7,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from datagen import write_doccount
-from provider_emulators import GeminiCompat, OpenAIReasoning, OpenRouter, ProviderEmulator
-from test_provider_recipes import (
-    OPENAI_RECIPE,
-    ROWS,
-    assert_all_ok,
-    chat_bodies,
-    evaluate,
-    read_records,
-    serve,
-)
+from support.cli import read_records
+from support.datagen import write_doccount
+from support.provider_emulators import GeminiCompat, OpenAIReasoning, OpenRouter, ProviderEmulator
+from support.recipes import OPENAI_RECIPE, ROWS, assert_all_ok, chat_bodies, evaluate, serve
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -9,22 +9,18 @@ from __future__ import annotations
 
 import json
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
-from conftest import EVALUATE, FAST_RETRIES, REPO, SCORE, clean_env, eval_args, read_records
-from datagen import (
+from support.cli import REPO, SCORE, read_records
+from support.datagen import (
     countqa_rows,
-    doccount_reply,
     doccount_row,
-    doccount_rows,
     image_bytes,
     write_countqa,
     write_doccount,
 )
-from provider_emulators import (
+from support.provider_emulators import (
     VLLM,
     AnthropicCompat,
     GeminiCompat,
@@ -36,43 +32,15 @@ from provider_emulators import (
     Rules,
     Zhipu,
 )
+from support.recipes import OPENAI_RECIPE, ROWS, assert_all_ok, chat_bodies, evaluate, serve
 
 pytestmark = pytest.mark.timeout(120)
-
-ROWS = doccount_rows(3)
 
 
 @pytest.fixture
 def data(tmp_path: Path) -> str:
     write_doccount(tmp_path / "data" / "test-00000-of-00001.parquet", ROWS)
     return str(tmp_path / "data" / "*.parquet")
-
-
-def evaluate(emu: ProviderEmulator, data: str, run: Path, model: str, *flags: str, backend: str = "api"):
-    cmd = [*EVALUATE, "--backend", backend, *eval_args(emu.base_url, data, run, model), *FAST_RETRIES]
-    cmd += ["--concurrency", "2", "--timeout", "20", *flags]
-    env = clean_env(MODEL_API_KEY="sk-emulator-SECRET-key")
-    return subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=str(REPO), timeout=100)
-
-
-def serve(rules: Rules, **kw: Any) -> Iterator[ProviderEmulator]:
-    with ProviderEmulator(rules, answers=doccount_reply(ROWS), **kw) as emu:
-        yield emu
-
-
-def chat_bodies(emu: ProviderEmulator) -> list[dict[str, Any]]:
-    return [q["body"] for q in emu.requests() if q["path"].endswith("/chat/completions")]
-
-
-def assert_all_ok(
-    run: Path, res: subprocess.CompletedProcess[str], n: int = len(ROWS)
-) -> list[dict[str, Any]]:
-    assert res.returncode == 0, res.stderr
-    records = read_records(run)
-    assert len(records) == n and {r["sample_id"] for r in records} == {r["sample_id"] for r in ROWS}
-    assert all(r["status"] == "ok" and r["correct"] for r in records), records
-    assert "sk-emulator-SECRET-key" not in (run / "run_config.json").read_text()
-    return records
 
 
 def test_moonshot_kimi_default_command_completes_with_reasoning_content(tmp_path: Path, data: str) -> None:
@@ -140,9 +108,6 @@ def assert_stopped_fast(
         assert text in line, line
     records = read_records(run)
     assert len(records) <= 2 and not any(r["status"] == "ok" for r in records)
-
-
-OPENAI_RECIPE = ("--top-p", "none", "--max-tokens-field", "max_completion_tokens")
 
 
 @pytest.mark.parametrize("model", ["gpt-5.5", "gpt-5.2"])

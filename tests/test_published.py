@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from scipy.stats import chi2_contingency
-from test_leaderboard import CLASSES, merged, row
+from support.boards import CLASSES, merged, row
 
 from evaluator.report.leaderboard_markdown import leaderboard_markdown
 from evaluator.report.leaderboard_page import render_page

@@ -17,15 +17,15 @@ from typing import Any
 
 import msgspec
 import pytest
-from conftest import eval_args, run_cli
-from datagen import CLASSES, PROMPT_TEMPLATE, doccount_rows, write_doccount
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from openai_test_server import TestServer
 from scipy.stats import chi2_contingency
 from statsmodels.stats.multitest import multipletests
 from statsmodels.stats.power import NormalIndPower
 from statsmodels.stats.proportion import power_proportions_2indep, proportion_effectsize
+from support.cli import eval_args, run_cli
+from support.datagen import CLASSES, PROMPT_TEMPLATE, doccount_rows, write_doccount
+from support.openai_test_server import TestServer
 
 from evaluator.report.leaderboard import write_leaderboard
 from evaluator.scoring.published import min_detectable, published_block

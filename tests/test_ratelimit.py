@@ -1,9 +1,9 @@
-"""Rate limits at a real loopback token bucket (tests/ratelimit_server.py): every row ends ok, pacing never
+"""Rate limits at a real loopback token bucket (tests/support/ratelimit_server.py): every row ends ok, pacing never
 uses a row's protocol retries, the endpoint's waits are honoured by every worker, and the refusals that
 waiting cannot fix stop the run with one line naming the limit, finished rows kept for a resume.
 
 The classification and header parsing are pure functions; their unit tests use the providers' own texts
-(sources in evaluator/request/ratelimit.py and tests/ratelimit_server.py)."""
+(sources in evaluator/request/ratelimit.py and tests/support/ratelimit_server.py)."""
 
 from __future__ import annotations
 
@@ -14,11 +14,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import FAST_RETRIES, eval_args, run_cli
-from conftest import read_records as records
-from datagen import doccount_rows, write_doccount
-from openai_test_server import TestServer
-from ratelimit_server import LimitedServer
+from support.cli import FAST_RETRIES, eval_args, run_cli
+from support.cli import read_records as records
+from support.datagen import doccount_rows, write_doccount
+from support.openai_test_server import TestServer
+from support.ratelimit_server import LimitedServer
 
 from evaluator.request.pacing import Bucket, Gate, UserLimits
 from evaluator.request.ratelimit import (

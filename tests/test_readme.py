@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from conftest import REPO, run_cli
+from support.cli import REPO, run_cli
 
 README = (REPO / "README.md").read_text()
 

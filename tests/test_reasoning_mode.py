@@ -13,11 +13,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import FAST_RETRIES, eval_args, run_cli
-from conftest import read_records as records
-from datagen import doccount_reply, doccount_rows, write_doccount
 from hypothesis import given
 from hypothesis import strategies as st
+from support.cli import FAST_RETRIES, eval_args, run_cli
+from support.cli import read_records as records
+from support.datagen import doccount_reply, doccount_rows, write_doccount
 
 from evaluator.core.records import ResponseRecord, Sampling, Usage
 
@@ -290,7 +290,7 @@ def test_smoke_check_decides_on_the_first_four_answered() -> None:
 
 def test_verify_accepts_an_archive_scored_before_the_reasoning_key(tmp_path, data, server) -> None:
     """An archive whose summary.json has no `reasoning` (packed before the key existed) still verifies."""
-    from test_archive import rewrite
+    from support.archives import rewrite
 
     serve(server, None)
     run = tmp_path / "r"

@@ -1,4 +1,4 @@
-"""The reasoning smoke stop in a sweep: two served runs on a one-GPU pool (tests/standin_server.py through
+"""The reasoning smoke stop in a sweep: two served runs on a one-GPU pool (tests/support/standin_server.py through
 `[serve] command`), both declared `reasoning = "on"`; the one whose server answers without reasoning is
 "stopped" with its line (sweep.json, the end table, --status), its server is stopped and its GPU goes to
 the other run, which finishes. The leaderboard carries each run's declared and observed mode."""
@@ -9,9 +9,9 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import run_cli
-from datagen import doccount_reply
-from test_serve_sweep import Study
+from support.cli import run_cli
+from support.datagen import doccount_reply
+from support.study import Study
 
 pytestmark = pytest.mark.timeout(400)
 

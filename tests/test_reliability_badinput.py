@@ -18,14 +18,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
-from conftest import clean_env, eval_args
-from conftest import read_records as records
+from support.cli import clean_env, eval_args
+from support.cli import read_records as records
 
 from evaluator.cli.main import evaluate_cmd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import datagen  # noqa: E402
-from openai_test_server import TestServer  # noqa: E402
+from support import datagen  # noqa: E402
+from support.openai_test_server import TestServer  # noqa: E402
 
 pytestmark = pytest.mark.timeout(120)
 

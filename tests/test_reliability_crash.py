@@ -20,11 +20,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import SCORE, clean_env, fast_eval_cmd
+from support.cli import SCORE, clean_env, fast_eval_cmd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import datagen  # noqa: E402
-from openai_test_server import TestServer  # noqa: E402
+from support import datagen  # noqa: E402
+from support.openai_test_server import TestServer  # noqa: E402
 
 pytestmark = pytest.mark.timeout(180)
 

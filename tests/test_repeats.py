@@ -13,8 +13,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import eval_args, read_records, run_cli
-from datagen import CLASSES
+from support.cli import eval_args, read_records, run_cli
+from support.datagen import CLASSES
 
 from evaluator.core.keys import derive_seed
 

@@ -9,9 +9,9 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
-from conftest import eval_args, run_cli
-from datagen import doccount_rows, write_doccount
-from openai_test_server import TestServer
+from support.cli import eval_args, run_cli
+from support.datagen import doccount_rows, write_doccount
+from support.openai_test_server import TestServer
 
 ABSURD = 10**29 + 7  # a 30-digit integer, as a broken or hostile model sends
 # row i: offset from the truth (None: no answer tag; "absurd": the 30-digit answer)

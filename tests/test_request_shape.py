@@ -8,9 +8,8 @@ from pathlib import Path
 
 import msgspec
 import pytest
-from conftest import eval_args, run_cli
-from conftest import read_records as records
-from test_scripts import run_script
+from support.cli import eval_args, run_cli, run_script
+from support.cli import read_records as records
 
 from evaluator.core.records import ResponseAttempt, ResponseRecord, RetryError, Sampling, Usage
 from evaluator.data.benchmarks import get_benchmark

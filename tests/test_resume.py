@@ -10,8 +10,8 @@ import sys
 import time
 from pathlib import Path
 
-from conftest import FAST_RETRIES, REPO, eval_args, read_records, run_cli
-from datagen import doccount_reply, doccount_rows, write_doccount
+from support.cli import FAST_RETRIES, REPO, eval_args, read_records, run_cli
+from support.datagen import doccount_reply, doccount_rows, write_doccount
 
 
 def test_sigkill_mid_run_then_resume_sends_no_finished_row_again(tmp_path, server) -> None:
@@ -131,7 +131,7 @@ def test_relabelled_data_is_refused_in_the_same_run_folder(tmp_path, doc_rows, s
 
 
 def test_every_server_that_served_the_run_is_recorded(tmp_path, doc_data) -> None:
-    from openai_test_server import TestServer
+    from support.openai_test_server import TestServer
 
     args = ["evaluate", "--model", "m", "--data-files", doc_data, "--run-root", str(tmp_path / "r")]
     with TestServer({"served_model": "first", "default_reply": "no tag"}) as a:

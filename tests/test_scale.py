@@ -9,9 +9,9 @@ import threading
 import time
 from collections import Counter
 
-from conftest import FAST_RETRIES, REPO, run_cli
-from datagen import doccount_reply, doccount_rows, write_doccount
-from openai_test_server import TestServer
+from support.cli import FAST_RETRIES, REPO, run_cli
+from support.datagen import doccount_reply, doccount_rows, write_doccount
+from support.openai_test_server import TestServer
 
 
 def test_rows_spread_over_three_servers_and_survive_one_dying(tmp_path) -> None:

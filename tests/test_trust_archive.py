@@ -4,16 +4,16 @@ of the folder verify and reproduce work in, and archived files changed with SHA2
 from __future__ import annotations
 
 import hashlib
-import json
 import shutil
 from pathlib import Path
 
 import pytest
-from conftest import run_cli
-from datagen import doccount_rows, write_doccount
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from openai_test_server import TestServer
+from support.archives import repacked, sums
+from support.cli import run_cli
+from support.datagen import doccount_rows, write_doccount
+from support.openai_test_server import TestServer
 
 from evaluator.archive.base import INDEX, SUMS, ArchiveError, json_bytes
 from evaluator.archive.pack import write_tar_gz
@@ -21,10 +21,6 @@ from evaluator.archive.sweep import reproduce_sweep, verify_sweep
 from evaluator.archive.verify import read_archive
 
 pytestmark = pytest.mark.timeout(180)
-
-
-def sums(entries: dict[str, bytes]) -> bytes:
-    return "".join(f"{hashlib.sha256(entries[n]).hexdigest()}  {n}\n" for n in sorted(entries)).encode()
 
 
 def sweep_archive(path: Path, sweep: str, runs: dict[str, str]) -> Path:
@@ -111,22 +107,6 @@ def sweep_archive_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
     res = run_cli("archive", "--run-root", str(base / "runs" / "tam"), "--output", str(out))
     assert res.returncode == 0, res.stderr
     return out
-
-
-def repacked(src: Path, dest: Path, change: dict[str, bytes]) -> Path:
-    """The archive with some entries changed and its SHA256SUMS (and ARCHIVE.json's run hashes) recomputed,
-    as someone who edits it would do."""
-    archive = read_archive(src)
-    files = {**archive.files, **change}
-    index = json.loads(files[INDEX])
-    for run in (index.get("runs") or {}).values():
-        run["sha256"] = hashlib.sha256(files[run["archive"]]).hexdigest()
-    files[INDEX] = json_bytes(index)
-    files.pop(SUMS)
-    files[SUMS] = sums(files)
-    with open(dest, "wb") as raw:
-        write_tar_gz(raw, archive.top, files)
-    return dest
 
 
 @pytest.mark.parametrize("entry", ["leaderboard/leaderboard.md", "leaderboard/index.html"])

@@ -1,5 +1,5 @@
 """Issue 33, batch money and state (points 9, 11, 12, 13), played as an attacker or an unlucky user against
-the loopback Files/Batches emulator (tests/batch_emulator.py): an interrupted batch run followed by an
+the loopback Files/Batches emulator (tests/support/batch_emulator.py): an interrupted batch run followed by an
 online re-run, batch ids that are not ids, a batch that never ends, output files with duplicate lines."""
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from batch_emulator import BatchEmulator
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_batch import evaluate, interrupt_batch_run, ledger, records
+from support.batch_emulator import BatchEmulator
+from support.batchrun import evaluate, interrupt_batch_run, ledger, records
 
 from evaluator.evaluation.batch import BatchProgress
 from evaluator.request.batch_api import BatchInfo, batch_info, usable_batch_id

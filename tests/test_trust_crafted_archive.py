@@ -24,11 +24,11 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
-from conftest import run_cli
-from datagen import doccount_reply, doccount_rows, write_doccount
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from openai_test_server import TestServer
+from support.cli import run_cli
+from support.datagen import doccount_reply, doccount_rows, write_doccount
+from support.openai_test_server import TestServer
 
 from evaluator.cli.main import main
 

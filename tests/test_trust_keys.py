@@ -12,13 +12,13 @@ from pathlib import Path
 from urllib.parse import unquote
 
 import pytest
-from adversarial_server import AdversarialServer, Placement
-from batch_emulator import BatchEmulator
-from conftest import run_cli
-from datagen import doccount_rows, write_doccount
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from openai_test_server import TestServer
+from support.adversarial_server import AdversarialServer, Placement
+from support.batch_emulator import BatchEmulator
+from support.cli import run_cli
+from support.datagen import doccount_rows, write_doccount
+from support.openai_test_server import TestServer
 
 from evaluator.archive.base import secret_hits
 from evaluator.core.boundary import KeyFilter, error_text, parse_json

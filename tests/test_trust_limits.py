@@ -23,8 +23,8 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from conftest import clean_env, fast_eval_cmd
-from datagen import doccount_rows, write_doccount
+from support.cli import clean_env, fast_eval_cmd
+from support.datagen import doccount_rows, write_doccount
 
 from evaluator.cli.main import main
 

@@ -19,9 +19,9 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from conftest import eval_args, run_cli
-from datagen import doccount_reply, doccount_rows, write_doccount
-from openai_test_server import TestServer
+from support.cli import eval_args, run_cli
+from support.datagen import doccount_reply, doccount_rows, write_doccount
+from support.openai_test_server import TestServer
 
 from evaluator.core.escape import safe_href
 
@@ -170,7 +170,7 @@ def test_safe_href_cases(path: str, href: str) -> None:
 
 def test_the_page_s_script_runs_under_its_policy_in_chromium(board: SimpleNamespace, tmp_path: Path) -> None:
     """In a real browser: the report's script runs (it marks the page ready) and nothing is refused."""
-    from test_report_browser import find_chromium, run_in_browser
+    from support.browser import find_chromium, run_in_browser
 
     chromium = find_chromium()
     if chromium is None:

@@ -15,10 +15,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import REPO, run_cli
-from datagen import doccount_reply, doccount_rows, write_doccount
-from openai_test_server import TestServer
-from test_archive import rewrite
+from support.archives import rewrite
+from support.cli import REPO, run_cli
+from support.datagen import doccount_reply, doccount_rows, write_doccount
+from support.openai_test_server import TestServer
 
 from evaluator.archive.plan import make_command, serve_commands
 from evaluator.runfolder.runconfig import RunConfig, Serving

@@ -10,12 +10,12 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from conftest import eval_args, run_cli
-from datagen import PROMPT_TEMPLATE, doccount_reply, doccount_rows, write_doccount
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from openai_test_server import TestServer
-from test_leaderboard import merged, row
+from support.boards import merged, row
+from support.cli import eval_args, run_cli
+from support.datagen import PROMPT_TEMPLATE, doccount_reply, doccount_rows, write_doccount
+from support.openai_test_server import TestServer
 
 from evaluator.core.escape import FORMULA_STARTS, csv_cell, md_code, md_text
 from evaluator.report.leaderboard_markdown import leaderboard_markdown

@@ -9,10 +9,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import run_cli
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_leaderboard import merged, row  # scored rows and merged runs built in memory
+from support.boards import merged, row  # scored rows and merged runs built in memory
+from support.cli import run_cli
 
 from evaluator.core.jsonl import utf8_json
 from evaluator.report.leaderboard import leaderboard_json

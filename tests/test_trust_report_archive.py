@@ -12,10 +12,10 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from conftest import eval_args, run_cli
-from datagen import doccount_reply, doccount_rows, write_doccount
-from openai_test_server import TestServer
-from test_trust_archive import repacked
+from support.archives import repacked
+from support.cli import eval_args, run_cli
+from support.datagen import doccount_reply, doccount_rows, write_doccount
+from support.openai_test_server import TestServer
 
 from evaluator.archive import read_archive
 

@@ -1,6 +1,6 @@
 """Issue #39 point 12: a server a sweep starts gets a fresh random token in its environment (VLLM_API_KEY,
 never on its command line, never written), its run's requests (and the readiness check) carry it, and
-the user's own keys never reach it. The stand-in server (tests/standin_server.py) refuses /v1 requests
+the user's own keys never reach it. The stand-in server (tests/support/standin_server.py) refuses /v1 requests
 without the token, as vLLM does, and reports every request it received."""
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import run_cli
-from datagen import doccount_reply
-from openai_test_server import TestServer
-from test_serve_sweep import Study
+from support.cli import run_cli
+from support.datagen import doccount_reply
+from support.openai_test_server import TestServer
+from support.study import Study
 
 pytestmark = pytest.mark.timeout(300)
 

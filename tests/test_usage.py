@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from conftest import FAST_RETRIES, eval_args, run_cli
-from conftest import read_records as records
-from datagen import doccount_reply, doccount_rows, write_doccount
+from support.cli import FAST_RETRIES, eval_args, run_cli
+from support.cli import read_records as records
+from support.datagen import doccount_reply, doccount_rows, write_doccount
 
 # OpenAI's usage object for reasoning models: completion_tokens_details / prompt_tokens_details
 DETAILS = {

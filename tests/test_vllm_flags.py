@@ -10,7 +10,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import REPO
+from support.cli import REPO
 
 from evaluator.study.plan_checks import FLAGS_FILE, vllm_flags
 

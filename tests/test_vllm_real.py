@@ -52,8 +52,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import REPO, run_cli
-from datagen import doccount_rows, write_doccount
+from support.cli import REPO, run_cli
+from support.datagen import doccount_rows, write_doccount
 
 pytestmark = [pytest.mark.vllm, pytest.mark.timeout(1800)]
 
@@ -816,3 +816,90 @@ def check_ok_record_batch(rec: dict[str, Any], version: str) -> None:
     assert (rec["system_fingerprint"] or "").startswith(f"vllm-{version}-"), rec["system_fingerprint"]
     assert rec["usage"]["completion_tokens"] == 16 and rec["usage"]["prompt_tokens"] > 0, rec["usage"]
     assert rec["request_sha256"] and rec["latency_s"] is None
+
+
+# ----------------------------------------------------------------------------- context (issue #41)
+# A `max_tokens` that does not fit the served context: the real server answers with its own 400, and the
+# sweep's checks (evaluator/study/plan_checks.py) refuse the same configuration before any server starts.
+
+CTX_LIMIT = int(SERVER_FLAGS[SERVER_FLAGS.index("--max-model-len") + 1])
+
+
+def ctx_chat(st: VllmStack, max_tokens: int) -> tuple[int, str]:
+    """(HTTP status, body) of one chat completion against the stack's server."""
+    body = {
+        "model": SERVED_NAME,
+        "messages": [{"role": "user", "content": "How many logos are on this page?"}],
+        "max_tokens": max_tokens,
+        "temperature": 0,
+    }
+    req = urllib.request.Request(
+        f"{st.base_url}/chat/completions", data=json.dumps(body).encode(), method="POST",
+        headers={"Content-Type": "application/json"},
+    )  # fmt: skip
+    try:
+        with urllib.request.urlopen(req, timeout=120) as resp:
+            return resp.status, resp.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
+def ctx_sweep_file(tmp: Path, st: VllmStack, max_tokens: int) -> Path:
+    """The stack's server as a sweep would start it: the same program, model and flags."""
+    write_doccount(tmp / "data" / "test-00000-of-00001.parquet", doccount_rows(2))
+    command = [str(st.python), str(REPO / "scripts" / "vllm_cpu_serve.py")]
+    args = [*SERVER_FLAGS, "--limit-mm-per-prompt", '{"image":1}']
+    path = tmp / "sweep.toml"
+    path.write_text(
+        f'name = "ctx"\ndata_files = "{tmp / "data" / "*.parquet"}"\n[defaults]\nmax_tokens = {max_tokens}\n'
+        f'[serve]\ngpus = []\ncommand = {json.dumps(command)}\n\n[[runs]]\nname = "tiny"\n'
+        f'model = "{st.model}"\nserved_model_name = "{SERVED_NAME}"\n'
+        f"serve = {{ gpus = 0, args = {json.dumps(args)} }}\n"
+    )
+    return path
+
+
+def test_a_max_tokens_over_the_context_is_the_engines_400_and_the_plan_refuses_it(
+    stack: VllmStack,
+    tmp_path: Path,
+) -> None:
+    stack.ensure_running()
+    too_many = CTX_LIMIT * 2
+    status, text = ctx_chat(stack, too_many)
+    assert status == 400, text
+    message = json.loads(text)["error"]["message"]
+    assert f"max_tokens={too_many}" in message and f"max_model_len={CTX_LIMIT}" in message, message
+    print(
+        f"\nvLLM {stack.vllm_version}, max_tokens {too_many} on --max-model-len {CTX_LIMIT}: 400 {message!r}"
+    )
+    # max_tokens equal to the context (the old Table 5 file's 32768 on 32768, scaled down)
+    # max_tokens equal to the context (the old Table 5 file's 32768 on 32768, scaled down): also a 400, as
+    # the prompt leaves it no room (measured on 0.31.0: "maximum context length is 2048 tokens")
+    status, text = ctx_chat(stack, CTX_LIMIT)
+    print(f"max_tokens {CTX_LIMIT} on --max-model-len {CTX_LIMIT}: {status} {text[:300]!r}")
+    assert status == 400 and f"maximum context length is {CTX_LIMIT} tokens" in text, text
+
+    # the same configuration as a sweep: refused, exit 2, before any server starts
+    for max_tokens, extra in ((too_many, ["--plan"]), (too_many, []), (CTX_LIMIT, ["--plan"])):
+        path = ctx_sweep_file(tmp_path, stack, max_tokens)
+        res = run_cli("sweep", str(path), "--run-root", str(tmp_path / "runs"), *extra)
+        assert res.returncode == 2, res.stdout + res.stderr
+        line = f"run tiny: max_tokens {max_tokens} + the doccount prompt budget 8192 = {max_tokens + 8192} tokens"
+        assert line in res.stderr and f"> --max-model-len {CTX_LIMIT}" in res.stderr, res.stderr
+        assert not (tmp_path / "runs").exists()  # no server log, no run folder: nothing started
+    # a custom command is not vLLM: no check (its own early stop is the run's, not the plan's)
+    custom = path.read_text().replace("vllm_cpu_serve.py", "some_server.py")
+    path.write_text(custom)
+    assert run_cli("sweep", str(path), "--run-root", str(tmp_path / "runs"), "--plan").returncode == 0
+
+
+def test_a_max_tokens_over_the_context_stops_an_evaluate_early_on_the_engines_400(
+    stack: VllmStack, data_glob: str, tmp_path: Path
+) -> None:
+    """What a custom `command` (no plan check) meets instead: the run's own early stop on the engine's 400
+    for every row, after at most a few requests, with one line quoting the server."""
+    stack.ensure_running()
+    res = run_cli(*evaluate_args(stack, data_glob, tmp_path / "runs", "--max-tokens", str(CTX_LIMIT * 2)))
+    assert res.returncode == 3, res.stdout + res.stderr
+    errors = [ln for ln in res.stderr.splitlines() if ln.startswith("error:")]
+    assert len(errors) == 1 and "400" in errors[0] and "max_tokens" in errors[0], res.stderr

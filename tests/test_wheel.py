@@ -22,8 +22,8 @@ import sysconfig
 from pathlib import Path
 
 import pytest
-from datagen import countqa_rows, write_countqa
-from openai_test_server import TestServer
+from support.datagen import countqa_rows, write_countqa
+from support.openai_test_server import TestServer
 
 REPO = Path(__file__).resolve().parents[1]
 PROMPTS = REPO / "prompts"

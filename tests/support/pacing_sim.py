@@ -1,6 +1,6 @@
 """A virtual-clock run of evaluator.request.pacing.Gate against a token-bucket endpoint, in milliseconds of CPU.
 
-The endpoint is the same bucket tests/ratelimit_server.py keeps (`rps` per second, bursts of `burst`,
+The endpoint is the same bucket tests/support/ratelimit_server.py keeps (`rps` per second, bursts of `burst`,
 refill continuous). An accepted request answers after `latency_s`; a refusal comes back after
 `refusal_s` (limiters answer at once) with the wait the server would ask: the time to its next token,
 rounded up to whole seconds as an integer Retry-After is (RFC 9110), or exact when `exact_wait`.
@@ -10,7 +10,7 @@ the rate (a shared key, an upstream behind a router), with `Retry-After: random_
 the evaluator's: each takes the earliest slot the gate offers, and a refused row is sent again after the
 hold without leaving its worker. Nothing here awaits real time; `simulate` returns the figures.
 
-    python tests/pacing_sim.py --rps 4 --burst 4 --rows 80      # prints one line of figures
+    python tests/support/pacing_sim.py --rps 4 --burst 4 --rows 80      # prints one line of figures
 """
 
 from __future__ import annotations

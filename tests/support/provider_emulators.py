@@ -29,7 +29,8 @@ from types import TracebackType
 from typing import Any
 
 from aiohttp import web
-from openai_test_server import _header_record, _redacted_body
+
+from support.openai_test_server import _header_record, _redacted_body
 
 __all__ = [
     "ALL_RULES",

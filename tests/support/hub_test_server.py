@@ -39,7 +39,7 @@ with the X-Linked-* headers.
 
 Run as a program it serves folders as model or dataset repos (one commit each, `main` pointing to
 it; no CDN), e.g. for a container on a podman network:
-    python tests/hub_test_server.py --host 0.0.0.0 --port 8000 --model org/name=DIR --dataset org/data=DIR
+    python tests/support/hub_test_server.py --host 0.0.0.0 --port 8000 --model org/name=DIR --dataset org/data=DIR
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from PIL import Image
 
-PROMPT_TEMPLATE = (Path(__file__).resolve().parents[1] / "prompts" / "counting_protocol.md").read_text()
+PROMPT_TEMPLATE = (Path(__file__).resolve().parents[2] / "prompts" / "counting_protocol.md").read_text()
 CLASSES = ("Brand Logo", "Photograph", "Table", "Chart / Graph")
 IMAGE_TYPE = pa.struct([("bytes", pa.binary()), ("path", pa.string())])
 

@@ -1,4 +1,4 @@
-"""A rate-limited OpenAI-compatible endpoint: tests/openai_test_server.py behind a token bucket.
+"""A rate-limited OpenAI-compatible endpoint: tests/support/openai_test_server.py behind a token bucket.
 
 The bucket allows `rps` requests per second with bursts of `burst`. What it sends follows the providers:
 
@@ -34,7 +34,7 @@ budget exhausted, ``metadata.limit_source`` "openrouter_in_flight_budget") with 
 docs). The message texts of the two 402s are ours: the docs give their codes and metadata, not a text.
 
 Run in-process (``with LimitedServer({"rps": 4, "burst": 4}) as srv``) or as a script
-(``python tests/ratelimit_server.py --port-file F --config C.json``), like openai_test_server.
+(``python tests/support/ratelimit_server.py --port-file F --config C.json``), like openai_test_server.
 ``GET /_bucket`` returns the counters (answered, refused, per-request log of time and status).
 """
 
@@ -56,8 +56,8 @@ from typing import Any
 
 from aiohttp import web
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from openai_test_server import ServerState, build_app  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for `support.*` when run as a script
+from support.openai_test_server import ServerState, build_app  # noqa: E402
 
 LIMITER_DEFAULTS: dict[str, Any] = {
     "rps": 4.0,

@@ -1,6 +1,6 @@
 """A fast stand-in for `vllm serve`, plugged into a sweep through `[serve] command`.
 
-    python tests/standin_server.py MODEL --host H --port P --served-model-name NAME [--revision REV]
+    python tests/support/standin_server.py MODEL --host H --port P --served-model-name NAME [--revision REV]
         [--config C.json] [--startup-s S] [--fail-starts N --state DIR] [--serve-as OTHER]
         [--die-after N] [--ignore-term] [--record FILE] [--hold-s S]
 
@@ -35,9 +35,9 @@ import threading
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for `support.*` when run as a script
 
-from openai_test_server import TestServer  # noqa: E402
+from support.openai_test_server import TestServer  # noqa: E402
 
 
 def parse(argv: list[str]) -> argparse.Namespace:

@@ -4,7 +4,7 @@ Used by loopback tests and benchmarks. Two ways to run it:
 
 * in-process: ``with TestServer({"latency_s": 0.1}) as srv: ... srv.base_url ...``
   (own asyncio loop in a daemon thread);
-* out-of-process: ``python tests/openai_test_server.py --port 0 --port-file F --config C.json``
+* out-of-process: ``python tests/support/openai_test_server.py --port 0 --port-file F --config C.json``
   (prints the bound port as the first stdout line and writes it to ``--port-file``).
 
 Endpoints: ``POST /v1/chat/completions``, ``GET /v1/models``, ``GET /health``, ``GET /version``,

@@ -60,8 +60,8 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from openai_test_server import TestServer  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for `support.*` when run as a script
+from support.openai_test_server import TestServer  # noqa: E402
 
 MAX_FILE_BYTES = 200 * 1000 * 1000  # [REF] 200 MB; [SIZE] checked at upload
 MAX_LINES = 50_000  # [REF]
