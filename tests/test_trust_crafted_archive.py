@@ -283,6 +283,7 @@ def named_cases(real: SimpleNamespace) -> dict[str, bytes]:
         "sweep.json []": replaced(real.sweep, {"sweep.json": b"[]"}),
         "leaderboard.json not JSON": replaced(real.sweep, {"leaderboard/leaderboard.json": b"<html>"}),
         "index []": replaced(real.run, {"ARCHIVE.json": b"[]"}),
+        "manifest null": replaced(real.run, {"runs/r/manifest.jsonl": b"null"}),
     }
 
 
@@ -293,6 +294,7 @@ CASES = [
     "sweep.json []",
     "leaderboard.json not JSON",
     "index []",
+    "manifest null",  # found by the property test after the merge (AttributeError in dataset.json's check)
 ]
 
 

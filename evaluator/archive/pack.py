@@ -167,7 +167,13 @@ def _manifest_samples(data: bytes) -> list[dict[str, Any]]:
     samples = []
     for line in data.splitlines():
         if line.strip():
-            d = json.loads(line)
+            try:
+                d = json.loads(line)
+            except ValueError:
+                d = None
+            d = (
+                d if isinstance(d, dict) else {}
+            )  # a damaged line: no id, so a crafted archive does not verify
             samples.append({"sample_id": d.get("sample_id"), "image_sha256": d.get("image_sha256")})
     return samples
 
