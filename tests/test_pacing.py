@@ -19,10 +19,11 @@ from evaluator.request.ratelimit import Limits  # noqa: E402
 
 def probe(gate: Gate, trip_s: float, limits: Limits | None = None) -> float:
     """Send the first request at 0 and answer it after trip_s; returns the clock."""
-    assert gate.reserve(0.0) == 0.0
-    gate.release()
+    ticket = gate.reserve(0.0)
+    assert ticket.sent_at == 0.0
+    gate.release(ticket)
     gate.clock = lambda: trip_s
-    gate.succeeded(0.0, limits or Limits(), None)
+    gate.succeeded(ticket, limits or Limits(), None)
     return trip_s
 
 
@@ -33,12 +34,12 @@ def test_without_announced_limits_the_window_opens_over_the_round_trip_in_time(t
     span = min(RAMP_S, max(RAMP_MIN_S, trip))
     gate = Gate(ceiling=16, clock=lambda: 0.0)
     now = probe(gate, trip)
-    starts = [gate.reserve(now) for _ in range(16)]  # the probe's worker takes a slot again too
+    starts = [gate.reserve(now).sent_at for _ in range(16)]  # the probe's worker takes a slot again too
     assert gate.open_slots == 0
     assert starts[0] == pytest.approx(now) and starts[-1] == pytest.approx(now + span * 15 / 16)
     gaps = {round(b - a, 9) for a, b in zip(starts, starts[1:], strict=False)}
     assert gaps == {round(span / 16, 9)}
-    assert gate.ramp is None  # spent: from here the window grows from what is in flight
+    assert gate.window.ramp is None  # spent: from here the window grows from what is in flight
 
 
 @pytest.mark.parametrize(
@@ -51,52 +52,56 @@ def test_without_announced_limits_the_window_opens_over_the_round_trip_in_time(t
 def test_a_known_pace_needs_no_ramp(limits: Limits, user: UserLimits, gap: float) -> None:
     gate = Gate(ceiling=16, user=user, clock=lambda: 0.0)
     now = probe(gate, 0.3, limits)
-    assert gate.ramp is None
-    assert [gate.reserve(now) for _ in range(2)] == pytest.approx([now, now + gap])  # the limits' own
+    assert gate.window.ramp is None
+    assert [gate.reserve(now).sent_at for _ in range(2)] == pytest.approx([now, now + gap])  # the limits' own
 
 
 def test_a_refused_first_request_keeps_the_window_at_one() -> None:
     clock = [0.0]
     gate = Gate(ceiling=16, clock=lambda: clock[0])
-    gate.reserve(0.0)
-    gate.release()
+    first = gate.reserve(0.0)
+    gate.release(first)
     clock[0] = 0.01
-    assert gate.refused(0.0, Limits(), 1.0, 0.5) == (1.0, True)
-    assert gate.window == 1 and gate.requests is None  # nothing got through: no rate to learn
+    assert gate.refused(first, Limits(), 1.0, 0.5) == (1.0, True)
+    assert gate.window.size == 1 and gate.pace.requests is None  # nothing got through: no rate to learn
     assert gate.earliest(0.5) == pytest.approx(1.01)  # the hold
     clock[0] = 1.5
-    gate.reserve(1.01)
-    gate.release()
-    gate.succeeded(1.01, Limits(), None)
-    assert gate.window == 16  # the first answer opens it
+    again = gate.reserve(1.01)
+    assert again.sent_at == pytest.approx(1.01)
+    gate.release(again)
+    gate.succeeded(again, Limits(), None)
+    assert gate.window.size == 16  # the first answer opens it
 
 
 def test_what_was_sent_in_the_refused_instant_before_the_refusal_does_not_count() -> None:
     gate = Gate(ceiling=16, clock=lambda: 0.0)
     for t in (1.0, 1.0, 1.0, 2.0, 3.0):
-        gate.sends.append(t)
-    gate.refused_sends.extend([1.0, 3.0])
-    assert gate._through(1.0, 3.0) == 1  # after the refusal at 1.0: the one at 2.0
-    assert gate._through(1.0, 3.0, after=False) == 3  # from it: the two let through at 1.0 as well
+        gate.pace.sends.append(t)
+    gate.pace.refused_sends.extend([1.0, 3.0])
+    assert gate.pace.through(1.0, 3.0) == 1  # after the refusal at 1.0: the one at 2.0
+    assert gate.pace.through(1.0, 3.0, after=False) == 3  # from it: the two let through at 1.0 as well
 
 
 def test_the_pace_learned_from_two_refusals_is_the_rate_between_them() -> None:
     clock = [0.0]
     gate = Gate(ceiling=16, clock=lambda: clock[0])
     now = probe(gate, 0.05)
-    gate.reserve(now)
-    gate.release()
+    refused = gate.reserve(now)
+    assert refused.sent_at == 0.05
+    gate.release(refused)
     clock[0] = 0.06
-    gate.refused(0.05, Limits(), 1.0, 0.5)  # one through (the probe) before it: a guess
-    guess = gate.feedback_rps
+    gate.refused(refused, Limits(), 1.0, 0.5)  # one through (the probe) before it: a guess
+    guess = gate.pace.feedback_rps
     assert guess == pytest.approx(0.98 * 1 / (0.05 + 1.0))
     for i in range(20):  # 20 let through over the next 10 s, then a refusal
-        gate.sends.append(1.06 + 0.5 * i)
-    gate.sends.append(11.06)
+        gate.pace.sends.append(1.06 + 0.5 * i)
+    last = gate.reserve(11.06)
+    assert last.sent_at == 11.06
+    gate.spacing.server_hold = False  # the 20 above went after the hold: this is not its first request
     clock[0] = 11.07
-    gate.refused(11.06, Limits(), 1.0, 0.5)
-    assert gate.feedback_rps == pytest.approx(0.98 * 20.5 / (11.06 - 0.05))
-    assert gate.requests is not None and gate.requests.rate == gate.feedback_rps
+    gate.refused(last, Limits(), 1.0, 0.5)
+    assert gate.pace.feedback_rps == pytest.approx(0.98 * 20.5 / (11.06 - 0.05))
+    assert gate.pace.requests is not None and gate.pace.requests.rate == gate.pace.feedback_rps
 
 
 CASES = [
@@ -211,11 +216,12 @@ def test_answers_that_never_come_do_not_hold_the_window_shut_after_the_ramp() ->
     gate = Gate(ceiling=4, clock=lambda: clock[0])
     now = probe(gate, 0.005)
     for _ in range(2):  # fast rows: answered within a few ms
-        clock[0] = gate.reserve(max(now, clock[0]))
-        gate.release()
+        ticket = gate.reserve(max(now, clock[0]))
+        clock[0] = ticket.sent_at
+        gate.release(ticket)
         clock[0] += 0.005
-        gate.succeeded(clock[0] - 0.005, Limits(), None)
+        gate.succeeded(ticket, Limits(), None)
     for _ in range(2):  # stuck rows: never answered
-        clock[0] = gate.reserve(clock[0])
-    assert gate.ramp is None and gate.active == 2
+        clock[0] = gate.reserve(clock[0]).sent_at
+    assert gate.window.ramp is None and gate.in_flight == 2
     assert gate.open_slots >= 1 and gate.earliest(clock[0]) < float("inf")

@@ -168,26 +168,28 @@ def test_the_gate_paces_announced_limits_and_opens_after_the_probe() -> None:
     clock = [100.0]
     gate = Gate(ceiling=16, clock=lambda: clock[0])
     assert gate.open_slots == 1  # the first request goes alone
-    assert gate.reserve(100.0) == 100.0
-    gate.release()
+    probe = gate.reserve(100.0)
+    assert probe.sent_at == 100.0
+    gate.release(probe)
     limits = Limits(requests_per_min=240, requests_remaining=3, requests_reset_s=0.25)
-    gate.succeeded(100.0, limits, 100)
+    gate.succeeded(probe, limits, 100)
     assert gate.open_slots == 16
-    starts = [gate.reserve(100.0) for _ in range(7)]
+    tickets = [gate.reserve(100.0) for _ in range(7)]
+    starts = [t.sent_at for t in tickets]
     assert starts[:3] == pytest.approx([100.0, 100.0, 100.0])  # the burst the endpoint said is left
     gaps = [b - a for a, b in zip(starts[2:], starts[3:], strict=False)]
     assert all(g == pytest.approx(1 / (4 * 0.99)) for g in gaps)  # then 4 per second, a little under
-    held = gate.refused(100.0, Limits(), 2.0, 0.1)
-    assert held == (2.0, True) and gate.earliest(100.0) >= 102.0 and gate.window == 8
+    held = gate.refused(tickets[0], Limits(), 2.0, 0.1)
+    assert held == (2.0, True) and gate.earliest(100.0) >= 102.0 and gate.window.size == 8
 
 
 def test_max_tokens_per_minute_paces_by_the_recorded_usage() -> None:
     clock = [0.0]
     gate = Gate(ceiling=16, user=UserLimits.of(None, 600, 0.0), clock=lambda: clock[0])
-    gate.reserve(0.0)
-    gate.release()
-    gate.succeeded(0.0, Limits(), 100)  # a request costs about 100 tokens: 6 of them per minute
-    starts = [gate.reserve(0.0) for _ in range(7)]
+    probe = gate.reserve(0.0)
+    gate.release(probe)
+    gate.succeeded(probe, Limits(), 100)  # a request costs about 100 tokens: 6 of them per minute
+    starts = [gate.reserve(0.0).sent_at for _ in range(7)]
     # the minute's budget (600, less the first request's 1 estimated token), then one per 10 s, at 99%
     rate = 0.99 * 600 / 60
     assert starts == pytest.approx([0.0] * 5 + [1 / rate, 101 / rate])
@@ -381,16 +383,17 @@ def test_an_endpoint_refused_for_good_is_set_aside_and_the_others_go_on(tmp_path
 def test_the_hold_figure_is_the_union_of_the_holds() -> None:
     clock = [0.0]
     gate = Gate(ceiling=16, clock=lambda: clock[0])
-    gate.reserve(0.0)
-    gate.release()
-    gate.succeeded(0.0, Limits(), None)
-    for _ in range(16):  # sixteen refusals at once, each asking for 1 s
-        gate.reserve(0.0)
-        gate.release()
-        gate.refused(0.0, Limits(), 1.0, 0.5)
-    assert gate.stats.held_s == pytest.approx(1.0)  # not 16 s
+    probe = gate.reserve(0.0)
+    gate.release(probe)
+    gate.succeeded(probe, Limits(), None)
+    tickets = [gate.reserve(0.0) for _ in range(16)]
+    for ticket in tickets[:15]:  # fifteen refusals at once, each asking for 1 s
+        gate.release(ticket)
+        gate.refused(ticket, Limits(), 1.0, 0.5)
+    assert gate.stats.held_s == pytest.approx(1.0)  # not 15 s
     clock[0] = 0.5
-    gate.refused(0.0, Limits(), 1.0, 0.5)  # overlaps the first by half
+    gate.release(tickets[15])
+    gate.refused(tickets[15], Limits(), 1.0, 0.5)  # overlaps the first by half
     assert gate.stats.held_s == pytest.approx(1.5)
 
 

@@ -8,11 +8,13 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from evaluator.request.pacing import Gate
+from evaluator.request.pacing import Gate, Ticket
 
 
-async def admit(gates: Sequence[Gate], usable: Callable[[int], bool], changed: asyncio.Event) -> int:
-    """Wait for the earliest slot over the usable gates and take it; returns the gate's index.
+async def admit(
+    gates: Sequence[Gate], usable: Callable[[int], bool], changed: asyncio.Event
+) -> tuple[int, Ticket]:
+    """Wait for the earliest slot over the usable gates and take it; returns the gate's index and ticket.
 
     Ties go to the gate with fewer requests in flight, then fewer sent. A slot is taken only when it has
     come: a worker waiting for one gate's next slot looks again whenever any gate changes (`changed` is set
@@ -24,13 +26,12 @@ async def admit(gates: Sequence[Gate], usable: Callable[[int], bool], changed: a
         best, key = -1, (math.inf, 0, 0)
         for i, g in enumerate(gates):
             if usable(i):
-                k = (g.earliest(now), g.active, g.stats.sent)
+                k = (g.earliest(now), g.in_flight, g.stats.sent)
                 if k < key:
                     best, key = i, k
         when = key[0]
         if when <= now:
-            gates[best].reserve(now)
-            return best
+            return best, gates[best].reserve(now)
         changed.clear()
         if when == math.inf:
             await changed.wait()
@@ -71,7 +72,7 @@ class PacingSummary:
 
 def pacing_summary(gates: Sequence[Gate], urls: Sequence[str], ceiling: int) -> PacingSummary:
     return PacingSummary(
-        concurrency=min(ceiling, sum(int(g.window) for g in gates)),
+        concurrency=min(ceiling, sum(g.concurrency for g in gates)),
         lowest=min(ceiling, sum(g.stats.lowest_window for g in gates)),
         ceiling=ceiling,
         refusals=sum(g.stats.refusals for g in gates),

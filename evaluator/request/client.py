@@ -22,7 +22,7 @@ from evaluator.core.text import one_line, utc_now
 from evaluator.request.admission import admit
 from evaluator.request.bounds import MAX_RESPONSE_BYTES, ReplyTooLarge, capping_hook, total_timeout
 from evaluator.request.endpoint import split_query
-from evaluator.request.pacing import Gate
+from evaluator.request.pacing import Gate, Ticket
 from evaluator.request.ratelimit import Limits
 from evaluator.request.replies import (
     Completion,
@@ -123,18 +123,20 @@ class EndpointPool:
         # everyone is out: probe the one that comes back first
         return endpoint is min(alive, key=lambda e: e.ejected_until)
 
-    async def acquire(self) -> Endpoint:
-        """Wait at the gates for the next slot; the caller must call release() once the attempt is over."""
-        return self.endpoints[await admit(self.gates, self._usable, self.changed)]
+    async def acquire(self) -> tuple[Endpoint, Ticket]:
+        """Wait at the gates for the next slot; the caller hands its ticket to release() once the attempt
+        is over."""
+        i, ticket = await admit(self.gates, self._usable, self.changed)
+        return self.endpoints[i], ticket
 
-    def release(self, endpoint: Endpoint) -> None:
+    def release(self, endpoint: Endpoint, ticket: Ticket) -> None:
         assert endpoint.gate is not None
-        endpoint.gate.release()
+        endpoint.gate.release(ticket)
         self.changed.set()
 
     def window(self) -> int:
         """The effective concurrency: the sum of the endpoints' current windows."""
-        return sum(int(g.window) for g in self.gates)
+        return sum(g.concurrency for g in self.gates)
 
     def succeeded(self, endpoint: Endpoint) -> None:
         endpoint.consecutive_failures = 0
@@ -197,14 +199,11 @@ class ChatSender:
         return completion_from_bytes(resp.content, latency, self.redact), limits_of(resp.headers, self.redact)
 
     async def _exchange(
-        self, endpoint: Endpoint, body: bytes, outcome: SendOutcome
+        self, endpoint: Endpoint, ticket: Ticket, body: bytes, outcome: SendOutcome
     ) -> tuple[Completion | None, Failure | None]:
         """One attempt; the gate learns from its outcome."""
         gate = endpoint.gate
         assert gate is not None
-        # the slot the gate gave this attempt (taken just now, with no await since): the gate knows its
-        # requests by their send times
-        sent_at = gate.last_reserved if gate.last_reserved is not None else gate.clock()
         try:
             completion, limits = await self._attempt(endpoint, body, outcome)
         except openai.APIStatusError as exc:
@@ -225,34 +224,34 @@ class ChatSender:
         except ResponseShapeError as exc:
             failure = Failure("malformed_response", str(exc), True)
         else:
-            gate.succeeded(sent_at, limits, completion.usage.total_tokens)
+            gate.succeeded(ticket, limits, completion.usage.total_tokens)
             if completion.response_text is not None and completion.response_text.strip():
                 self.pool.succeeded(endpoint)
                 return completion, None
             message = f"empty content (finish_reason={completion.finish_reason})"
             spent = completion.usage if completion.usage != Usage() else None
-            return completion, Failure("empty_content", message, True, sent_at=sent_at, usage=spent)
+            return completion, Failure("empty_content", message, True, ticket=ticket, usage=spent)
         finally:
-            self.pool.release(endpoint)
-        failure.sent_at = sent_at
+            self.pool.release(endpoint, ticket)
+        failure.ticket = ticket
         if failure.verdict is not None and failure.verdict.kind in ("rate_limit", "payment"):
             return None, failure  # the gate hears about it in send(), with the wait it settles on
-        gate.failed(sent_at)
+        gate.failed(ticket)
         return None, failure
 
     async def send(self, body: bytes) -> SendOutcome:
         outcome = SendOutcome(completion=None, attempts=0, started_at=utc_now())
         charged = 0  # attempts that count against the protocol's max_retries
         while self.stop_reason is None:
-            endpoint = await self.pool.acquire()
+            endpoint, ticket = await self.pool.acquire()
             if self.stop_reason is not None:  # the run stopped while this worker waited at the gate
-                self.pool.release(endpoint)
+                self.pool.release(endpoint, ticket)
                 break
             outcome.attempts += 1
             outcome.endpoint = endpoint.url
             outcome.last_status = None
             try:
-                completion, failure = await self._exchange(endpoint, body, outcome)
+                completion, failure = await self._exchange(endpoint, ticket, body, outcome)
             except Exception as exc:  # a bug must cost one row, with what the server said, never the run
                 self._unexpected(outcome, endpoint, exc)
                 break
@@ -330,10 +329,10 @@ class ChatSender:
             if failure.status is None or (failure.status >= 500 and failure.status not in NEVER_RETRIED_5XX):
                 self.pool.failed(endpoint)
             return self.policy.wait_s(max(1, charged), asked, self.rng), True
-        assert endpoint.gate is not None
+        assert endpoint.gate is not None and failure.ticket is not None
         fallback = self.policy.wait_s(max(1, charged), None, self.rng)
         capped = min(asked, self.policy.retry_after_max_s) if asked is not None else None
-        hold = endpoint.gate.refused(failure.sent_at, failure.limits, capped, fallback)
+        hold = endpoint.gate.refused(failure.ticket, failure.limits, capped, fallback)
         self.pool.changed.set()
         if not paced:
             return fallback, True

@@ -26,6 +26,7 @@ from evaluator.core.boundary import (
     sanitize_usage,
 )
 from evaluator.core.records import Usage
+from evaluator.request.gate_parts import Ticket
 from evaluator.request.ratelimit import Limits, Verdict, classify, limits_from_headers
 
 
@@ -89,7 +90,7 @@ class Failure:
     status: int | None = None
     verdict: Verdict | None = None
     limits: Limits = field(default_factory=Limits)
-    sent_at: float = 0.0  # on the gate's clock
+    ticket: Ticket | None = None  # the gate's reservation this attempt was sent on
     usage: Usage | None = None  # a failed attempt's usage, when the server reported it
 
 

@@ -22,7 +22,7 @@ import math
 import random
 from dataclasses import dataclass, field
 
-from evaluator.request.pacing import Gate
+from evaluator.request.pacing import Gate, Ticket
 from evaluator.request.ratelimit import Limits
 
 
@@ -106,7 +106,7 @@ def simulate(
     gate = Gate(ceiling=ceiling, clock=lambda: now[0], patience_s=patience_s)
     opening = 0
     seq = itertools.count()
-    events: list[tuple[float, int, str, float, float]] = []  # (time, seq, kind, sent_at, wait asked)
+    events: list[tuple[float, int, str, Ticket, float]] = []  # (time, seq, kind, ticket, wait asked)
     todo, done, requests, refused = rows, 0, 0, 0
     waiting = ceiling  # workers looking for a slot
     first = last = 0.0
@@ -118,15 +118,15 @@ def simulate(
             t = gate.earliest(now[0])
             if t > now[0]:
                 return t
-            gate.reserve(now[0])
+            ticket = gate.reserve(now[0])
             waiting -= 1
             todo -= 1
             requests += 1
             first = now[0] if requests == 1 else first
             if ep.take(now[0]):
-                heapq.heappush(events, (now[0] + ep.latency_s, next(seq), "ok", now[0], 0.0))
+                heapq.heappush(events, (now[0] + ep.latency_s, next(seq), "ok", ticket, 0.0))
             else:
-                heapq.heappush(events, (now[0] + ep.refusal_s, next(seq), "refused", now[0], ep.wait_s()))
+                heapq.heappush(events, (now[0] + ep.refusal_s, next(seq), "refused", ticket, ep.wait_s()))
         return math.inf
 
     while done < rows and now[0] < limit_s and gate.gave_up is None:
@@ -135,29 +135,29 @@ def simulate(
         if wake < nxt:
             now[0] = wake
             continue
-        now[0], _, kind, sent_at, wait = heapq.heappop(events)
+        now[0], _, kind, ticket, wait = heapq.heappop(events)
         if kind == "back":  # a worker that waited out its own refusal
             waiting += 1
             todo += 1
             continue
-        gate.release()
+        gate.release(ticket)
         if trace:
-            pace = gate.requests.rate if gate.requests else None
-            print(f"{now[0]:8.3f} {kind:8s} sent {sent_at:8.3f} window {gate.window:5.1f} pace {pace}")
+            pace = gate.pace.requests.rate if gate.pace.requests else None
+            print(f"{now[0]:8.3f} {kind:8s} sent {ticket.sent_at:8.3f} window {gate.concurrency} pace {pace}")
         if kind == "ok":
-            gate.succeeded(sent_at, ep.limits(), None)
+            gate.succeeded(ticket, ep.limits(), None)
             waiting += 1
             done += 1
             last = now[0]
             continue
         refused += 1
-        opening += sent_at < first + 1.0
-        hold = gate.refused(sent_at, ep.limits(refusal=True), wait, 1.0)
+        opening += ticket.sent_at < first + 1.0
+        hold = gate.refused(ticket, ep.limits(refusal=True), wait, 1.0)
         if hold.shared:  # the gate holds every worker: this one looks for a slot at once
             waiting += 1
             todo += 1
         else:  # only this request waits, on its worker
-            heapq.heappush(events, (now[0] + hold.wait_s, next(seq), "back", sent_at, 0.0))
+            heapq.heappush(events, (now[0] + hold.wait_s, next(seq), "back", ticket, 0.0))
     stopped = now[0] if gate.gave_up is not None else None
     return Result(done, requests, refused, first, last, stopped, opening)
 
