@@ -331,8 +331,10 @@ def test_max_requests_per_minute_paces_an_unlimited_endpoint_and_is_recorded(tmp
         times = sorted(r["time"] for r in srv.requests())
     assert res.returncode == 0, res.stderr
     gaps = [b - a for a, b in zip(times, times[1:], strict=False)]
-    # 4 per second, no burst (the first request's arrival also waits for its new connection)
-    assert len(times) == 4 and min(gaps[1:]) >= 0.24 and times[-1] - times[0] >= 0.6, gaps
+    # 4 per second, no burst: unpaced, the 4 arrive within milliseconds. The arrival times carry the
+    # machine's jitter (the first also waits for its new connection), so the bounds leave room for it; the
+    # exact spacing is test_pacing's, on a virtual clock.
+    assert len(times) == 4 and min(gaps[1:]) >= 0.15 and times[-1] - times[1] >= 0.4, gaps
     policy = json.loads((tmp_path / "r" / "run_config.json").read_text())["request_policy"]
     assert policy["max_requests_per_minute"] == 240 and policy["max_tokens_per_minute"] is None
 
