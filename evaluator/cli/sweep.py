@@ -61,22 +61,36 @@ def sweep_command(evaluate_cmd: click.Command) -> click.Command:
         status: bool,
     ) -> None:
         # the help text is the command's `help` above: docs/ is named only where it exists
-        from evaluator.runfolder.files import RunFolderError
-        from evaluator.study.executors.base import ExecutorError
-        from evaluator.study.sweep import run_sweep
-        from evaluator.study.sweep_file import SweepFileError, load_sweep, option_specs
-
-        specs = option_specs(evaluate_cmd.params)
-        try:
-            sweep = load_sweep(sweep_file, specs)
-            code = run_sweep(
-                sweep, specs, run_root, list(only), parallel, plan=plan, detach=detach, status=status
-            )
-        except (SweepFileError, RunFolderError, ExecutorError) as exc:
-            raise UserError(str(exc)) from None
-        sys.exit(code)
+        sys.exit(_run_file(evaluate_cmd, sweep_file, run_root, only, parallel, plan, detach, status))
 
     return sweep_cmd
+
+
+def _run_file(
+    evaluate_cmd: click.Command,
+    sweep_file: Path,
+    run_root: Path,
+    only: tuple[str, ...],
+    parallel: int | None,
+    plan: bool,
+    detach: bool,
+    status: bool,
+) -> int:
+    """The sweep file loaded and run (or planned, or its status shown); its exit code. A bad file, run
+    folder or executor setting is a UserError."""
+    from evaluator.runfolder.files import RunFolderError
+    from evaluator.study.executors.base import ExecutorError
+    from evaluator.study.sweep import run_sweep
+    from evaluator.study.sweep_file import SweepFileError, load_sweep, option_specs
+
+    specs = option_specs(evaluate_cmd.params)
+    try:
+        sweep = load_sweep(sweep_file, specs)
+        return run_sweep(
+            sweep, specs, run_root, list(only), parallel, plan=plan, detach=detach, status=status
+        )
+    except (SweepFileError, RunFolderError, ExecutorError) as exc:
+        raise UserError(str(exc)) from None
 
 
 @click.command("leaderboard")

@@ -100,10 +100,18 @@ def plan_rows(
     level: int,
 ) -> list[Row]:
     """Plan body rows for the given elements; higher ``level`` packs them more tightly."""
+    # figures, tables, logos in this order: each draws from `rng`, so the order fixes the pages
+    rows = _figure_rows(rng, figures, content_w, level)
+    rows += _table_rows(rng, n_tables, content_w, level)
+    rows += _logo_rows(rng, n_logos, content_w, level)
+    order = rng.permutation(len(rows))
+    return [rows[j] for j in order]
+
+
+def _figure_rows(rng: np.random.Generator, figures: list[str], content_w: int, level: int) -> list[Row]:
+    """Figures (photographs and charts) in rows of 1-3, sometimes one figure beside text."""
     rows: list[Row] = []
     scale = (1.0, 0.85, 0.7, 0.55)[level]
-
-    # Figures (photographs and charts) in rows of 1-3, sometimes one figure beside text.
     i = 0
     while i < len(figures):
         remaining = len(figures) - i
@@ -123,8 +131,12 @@ def plan_rows(
         aspects = [float(rng.uniform(0.55, 0.8)) for _ in group]
         item_h = max(90, min(250, int(item_w * max(aspects) * scale)))
         rows.append(_figure_row(rng, group, item_w, item_h, content_w, wrap))
+    return rows
 
-    # Tables: one per row (full width or beside text), or 2-3 side by side when tight.
+
+def _table_rows(rng: np.random.Generator, n_tables: int, content_w: int, level: int) -> list[Row]:
+    """Tables: one per row (full width or beside text), or 2-3 side by side when tight."""
+    rows: list[Row] = []
     t = 0
     while t < n_tables:
         remaining = n_tables - t
@@ -142,16 +154,18 @@ def plan_rows(
             tw = (content_w - (k - 1) * _COL_GAP) // k
         n_cols = [int(rng.integers(3, 5 if tw < 400 else 7)) for _ in range(k)]
         rows.append(_table_row(rng, n_rows, n_cols, tw, content_w, wrap))
+    return rows
 
-    # Logo strips of up to five marks.
+
+def _logo_rows(rng: np.random.Generator, n_logos: int, content_w: int, level: int) -> list[Row]:
+    """Logo strips of up to five marks."""
+    rows: list[Row] = []
     left = n_logos
     while left > 0:
         k = min(left, 5 if level >= 2 else int(rng.integers(2, 6)))
         left -= k
         rows.append(_logo_row(rng, k, content_w))
-
-    order = rng.permutation(len(rows))
-    return [rows[j] for j in order]
+    return rows
 
 
 def _figure_row(

@@ -173,6 +173,25 @@ async def _stream_reply(
     return resp
 
 
+async def _reply(request, body: dict[str, Any], model_name: str, text: str, prompt: str):
+    """The chat.completion answering `body` with `text`, streamed when asked, with approximate usage."""
+    from aiohttp import web
+
+    prompt_tokens = _approx_tokens(prompt)  # text only: the detector has no image tokens
+    completion_tokens = _approx_tokens(text)
+    rid = f"chatcmpl-{uuid.uuid4().hex}"
+    now = int(time.time())
+    usage = {
+        "prompt_tokens": prompt_tokens,
+        "completion_tokens": completion_tokens,
+        "total_tokens": prompt_tokens + completion_tokens,
+    }
+    if body.get("stream"):
+        base = {"id": rid, "object": "chat.completion.chunk", "created": now, "model": model_name}
+        return await _stream_reply(request, body, base, text, usage)
+    return web.json_response(_completion_json(rid, now, model_name, text, usage))
+
+
 def create_app(
     model_name: str = DEFAULT_MODEL_NAME,
     counter: LayoutCounter | None = None,
@@ -214,19 +233,7 @@ def create_app(
         except Exception as exc:  # noqa: BLE001
             log.exception("inference failed")
             return _error(500, f"inference failed: {exc}", "internal_error")
-        prompt_tokens = _approx_tokens(prompt)  # text only: the detector has no image tokens
-        completion_tokens = _approx_tokens(text)
-        rid = f"chatcmpl-{uuid.uuid4().hex}"
-        now = int(time.time())
-        usage = {
-            "prompt_tokens": prompt_tokens,
-            "completion_tokens": completion_tokens,
-            "total_tokens": prompt_tokens + completion_tokens,
-        }
-        if body.get("stream"):
-            base = {"id": rid, "object": "chat.completion.chunk", "created": now, "model": model_name}
-            return await _stream_reply(request, body, base, text, usage)
-        return web.json_response(_completion_json(rid, now, model_name, text, usage))
+        return await _reply(request, body, model_name, text, prompt)
 
     async def on_cleanup(_app: web.Application) -> None:
         executor.shutdown(wait=False, cancel_futures=True)

@@ -317,13 +317,7 @@ def send_pending(plan: RunPlan) -> int:
     from evaluator.evaluation.runner import Evaluator, Progress, RunStopped, run_with_signals
     from evaluator.request.breaker import BudgetReached, EndpointDown, EndpointRefused
 
-    done, report = done_keys(root)
-    if report.torn_tail:
-        say("note: the last record line was torn by an earlier crash; that row will be re-evaluated")
-    # a row in a batch that may still answer is never sent online too (it would be paid twice)
-    held, holders = held_by_batches(root)
-    held -= done
-    skip = (set() if plan.overwrite else done) | held
+    skip, held, holders = _rows_to_skip(root, plan.overwrite)
     repeats = settings.repeats
     units = len(selection) * repeats
     pending = sum(1 for e in selection for r in range(repeats) if (e.sample_id, r) not in skip)
@@ -368,6 +362,20 @@ def send_pending(plan: RunPlan) -> int:
         )
         return code or 3
     return code
+
+
+def _rows_to_skip(
+    root: Path, overwrite: bool
+) -> tuple[set[tuple[str, int]], set[tuple[str, int]], list[str]]:
+    """The rows not to send (done ones unless `overwrite`, and those a live batch holds), the held rows,
+    and the batches that hold them."""
+    done, report = done_keys(root)
+    if report.torn_tail:
+        say("note: the last record line was torn by an earlier crash; that row will be re-evaluated")
+    # a row in a batch that may still answer is never sent online too (it would be paid twice)
+    held, holders = held_by_batches(root)
+    held -= done
+    return (set() if overwrite else done) | held, held, holders
 
 
 def exit_code(stats: Any, root: Path) -> int:

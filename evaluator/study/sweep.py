@@ -223,8 +223,7 @@ def run_sweep(
             f'--detach needs executor = "slurm" in [serve] of {sweep.path}: a local sweep runs its units itself'
         )
     if status:
-        for line in status_lines(sweep, sw.state, runs, sw.folder):
-            print(line, file=out)
+        _print_status(sw, runs, out)
         return 0
     executor = executor or make_executor(sw, runs, parallel, env)
     tasks = {r.name: sw.task(r) for r in runs}
@@ -232,11 +231,7 @@ def run_sweep(
     # the settings a server would refuse or waste, found before any server starts or job is submitted
     check_runs(sweep, [r for r in runs if not tasks[r.name][2]])
     if plan:
-        rows = executor.plan([t for t, _, done in tasks.values() if not done])
-        header = executor.plan_header() if hasattr(executor, "plan_header") else []
-        finished = [r.name for r in runs if tasks[r.name][2]]
-        for line in plan_lines(sweep, rows, finished, header, getattr(executor, "parallel", None)):
-            answer(line)  # the plan is the command's answer
+        _print_plan(sweep, executor, runs, tasks)
         return 0
     check_key_variables(sweep, runs, env)
     (sw.folder / LOGS).mkdir(parents=True, exist_ok=True)
@@ -248,8 +243,7 @@ def run_sweep(
         interrupted = _drive(sw, executor, runs, tasks, progress, detach)
         if detach:
             progress.close()
-            for line in status_lines(sweep, sw.state, runs, sw.folder):
-                print(line, file=out)
+            _print_status(sw, runs, out)
             return 0
         for thread in sw.scoring:
             thread.join()
@@ -260,6 +254,23 @@ def run_sweep(
     if interrupted:
         return 130
     return 0 if all(sw.state.runs.get(r.name, RunState()).state == "done" for r in runs) else 3
+
+
+def _print_plan(
+    sweep: SweepSpec, executor: Executor, runs: list[RunSpec], tasks: dict[str, tuple[UnitTask, str, bool]]
+) -> None:
+    """What would start where (the finished runs named apart), printed as the command's answer."""
+    rows = executor.plan([t for t, _, done in tasks.values() if not done])
+    header = executor.plan_header() if hasattr(executor, "plan_header") else []
+    finished = [r.name for r in runs if tasks[r.name][2]]
+    for line in plan_lines(sweep, rows, finished, header, getattr(executor, "parallel", None)):
+        answer(line)  # the plan is the command's answer
+
+
+def _print_status(sw: Sweep, runs: list[RunSpec], out: Any) -> None:
+    """Each selected run's state, one line each, on the progress stream."""
+    for line in status_lines(sw.sweep, sw.state, runs, sw.folder):
+        print(line, file=out)
 
 
 @contextlib.contextmanager

@@ -13,9 +13,8 @@ message), and, for the runs about to start, a key variable that is not set.
 from __future__ import annotations
 
 import hashlib
-import json
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +26,11 @@ from evaluator.study.key_hints import unknown_key
 from evaluator.study.published_file import run_published
 from evaluator.study.secrets import looks_like_secret, secret_problem
 from evaluator.study.serve_file import RunServe, ServeTable, run_serve, serve_table
+
+# option_specs and OptionSpec are re-exported: a caller loads a file with them
+from evaluator.study.sweep_options import ALIASES, option_args
+from evaluator.study.sweep_options import OptionSpec as OptionSpec
+from evaluator.study.sweep_options import option_specs as option_specs
 
 try:
     import tomllib
@@ -52,7 +56,6 @@ SWEEP_OWNED = {
     "dry_run": "run `doccount evaluate --dry-run` on the data instead",
     "overwrite": "a sweep never re-sends finished rows; give the run a new name to start it afresh",
 }
-ALIASES = {"extra_body": "extra_body_json"}  # a TOML table, sent as the JSON of --extra-body-json
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 ENV_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 RESERVED_RUN_NAMES = ("leaderboard", "logs", "sweep.json")
@@ -60,16 +63,6 @@ RESERVED_RUN_NAMES = ("leaderboard", "logs", "sweep.json")
 
 class SweepFileError(ValueError):
     """A sweep file that cannot be run (a user error: one line naming the file, the line and the fix)."""
-
-
-class OptionSpec(msgspec.Struct, frozen=True):
-    """One evaluate option: its sweep-file key, its long flag, and how a value becomes argv."""
-
-    key: str
-    flag: str
-    is_flag: bool
-    multiple: bool
-    check: Callable[[str], Any] | None = None  # raises ValueError (click.BadParameter) on a bad value
 
 
 class Price(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -103,29 +96,6 @@ class SweepSpec(msgspec.Struct, frozen=True):
     pricing: dict[str, Price]
     raw: bytes = b""  # the file's bytes (no key can be in them: load_sweep refuses one)
     serve: ServeTable = msgspec.field(default_factory=ServeTable)
-
-
-def option_specs(params: Iterable[Any]) -> dict[str, OptionSpec]:
-    """The sweep-file keys of a click command's options (e.g. evaluate's params): `--max-tokens` -> max_tokens."""
-    specs: dict[str, OptionSpec] = {}
-    for p in params:
-        longs = [o for o in getattr(p, "opts", []) if o.startswith("--")]
-        if getattr(p, "param_type_name", "") != "option" or not longs:
-            continue
-        flag = longs[0]
-        key = flag[2:].replace("-", "_")
-        specs[key] = OptionSpec(key, flag, bool(p.is_flag), bool(p.multiple), _checker(p))
-    return specs
-
-
-def _checker(param: Any) -> Callable[[str], Any]:
-    def check(value: str) -> Any:
-        try:
-            return param.type.convert(value, param, None)
-        except Exception as exc:  # click.BadParameter: a UsageError, not a ValueError
-            raise ValueError(getattr(exc, "message", None) or str(exc)) from None
-
-    return check
 
 
 # ----------------------------------------------------------------------------- reading
@@ -343,30 +313,6 @@ def _check_options(
 
 
 # ----------------------------------------------------------------------------- to argv
-
-
-def option_args(spec: OptionSpec, value: Any, key: str | None = None) -> list[str]:
-    """The evaluate arguments of one sweep-file value, checked by the option's own click type."""
-    if spec.is_flag:
-        if not isinstance(value, bool):
-            raise ValueError("must be true or false")
-        return [spec.flag] if value else []
-    if isinstance(value, dict):
-        if key not in ALIASES:
-            raise ValueError(f"a table is allowed only for {', '.join(ALIASES)}")
-        value = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-    values = value if isinstance(value, list) and spec.multiple else [value]
-    out: list[str] = []
-    for v in values:
-        if isinstance(v, bool) or not isinstance(v, (str, int, float)):
-            raise ValueError(
-                "must be a string or a number" + (" (or a list of them)" if spec.multiple else "")
-            )
-        text = v if isinstance(v, str) else repr(v)
-        if spec.check is not None:
-            spec.check(text)
-        out += [spec.flag, text]
-    return out
 
 
 def run_args(run: RunSpec, specs: Mapping[str, OptionSpec], folder: Path) -> list[str]:

@@ -1,0 +1,63 @@
+"""The size limits of the package (issue #40, point 9): no function over 60 lines, no module over 400.
+
+Measured with an ast walk (a function's end_lineno - lineno + 1, its decorators left out), so a split
+that only moves lines around cannot hide a long function."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parent.parent / "evaluator"
+MAX_FUNCTION = 60
+MAX_MODULE = 400
+
+
+def _modules() -> list[Path]:
+    return sorted(PACKAGE.rglob("*.py"))
+
+
+def long_functions(path: Path, root: Path = PACKAGE.parent) -> list[str]:
+    """`path:line name (n lines)` for each function or method of the module over the limit."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            length = (node.end_lineno or node.lineno) - node.lineno + 1
+            if length > MAX_FUNCTION:
+                found.append(f"{path.relative_to(root)}:{node.lineno} {node.name} ({length} lines)")
+    return found
+
+
+def test_the_walk_sees_the_package() -> None:
+    # a wrong path would make the two tests below pass on nothing
+    assert len(_modules()) > 100
+    assert (PACKAGE / "core" / "boundary.py") in _modules()
+
+
+def test_no_function_over_60_lines() -> None:
+    found = [line for path in _modules() for line in long_functions(path)]
+    assert not found, "split these functions along their seams:\n" + "\n".join(found)
+
+
+def test_no_module_over_400_lines() -> None:
+    found = []
+    for path in _modules():
+        lines = len(path.read_text(encoding="utf-8").splitlines())
+        if lines > MAX_MODULE:
+            found.append(f"{path.relative_to(PACKAGE.parent)} ({lines} lines)")
+    assert not found, "split these modules along their seams:\n" + "\n".join(found)
+
+
+def test_the_measure_counts_a_long_function(tmp_path: Path) -> None:
+    # the measure itself: a 61-line function (a method too) is found, a 60-line one is not
+    body = "\n".join(f"    x{i} = {i}" for i in range(58))
+    method = body.replace("\n", "\n    ")
+    src = (
+        f"def short():\n{body}\n    return 0\n\n\n"
+        f"def long():\n{body}\n    x = 1\n    return 0\n\n\n"
+        f"class C:\n    def meth(self):\n    {method}\n        x = 1\n        return 0\n"
+    )
+    probe = tmp_path / "probe.py"
+    probe.write_text(src, encoding="utf-8")
+    assert [f.split()[1] for f in long_functions(probe, tmp_path)] == ["long", "meth"]
