@@ -304,11 +304,11 @@ def _evaluate(
     code = child.wait()
     done.set()
     watcher.join()
-    if not died and code != 0 and server is not None and not stop.is_set() and _exits_soon(server):
+    if not died and code != ExitCode.OK and server is not None and not stop.is_set() and _exits_soon(server):
         died.append(_death_message(server, task))  # evaluate saw the refused connections first
     if died:
         return UnitResult(state="failed", exit_code=code, message=died[0], launch=launch)
-    if code != 0 and last_error is None:
+    if code != ExitCode.OK and last_error is None:
         last_error = f"evaluate exited {code}; see {task.evaluate_log}"
     state: UnitEnd = (
         "stopped" if code == ExitCode.USAGE and is_stop_line(last_error) else STATES.get(code, "error")
