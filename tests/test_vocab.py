@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from evaluator.core.exitcode import ExitCode
-from evaluator.core.vocab import RUN_STATES, QueueWord, UnitEnd, UnitPhase
+from evaluator.core.vocab import QueueWord, RunStateWord, UnitEnd, UnitPhase
 from evaluator.study import sweep as sweep_mod
 from evaluator.study.executors.base import PlanRow
 from evaluator.study.state import SWEEP_STATE, load_state
@@ -26,6 +26,7 @@ from evaluator.study.sweep_file import load_sweep, option_specs
 from evaluator.study.unit import STATES, UnitResult, UnitStatus, UnitTask
 
 ROOT = Path(__file__).resolve().parents[1]
+RUN_STATES = get_args(RunStateWord)
 EXIT_RE = re.compile(r"\bexits? (?:code )?(\d+)\b")
 
 

@@ -18,7 +18,6 @@ LAUNCHERS: tuple[Launcher, ...] = get_args(Launcher)
 
 RunStateWord = Literal["pending", "running", "done", "failed", "error", "refused", "stopped", "interrupted"]
 """A run's state in sweep.json. A Slurm job's queue word is mapped onto these (QUEUE_RUN_STATE)."""
-RUN_STATES: tuple[RunStateWord, ...] = get_args(RunStateWord)
 
 UnitEnd = Literal["done", "failed", "error", "refused", "stopped", "interrupted", "not-started"]
 """How a unit ended (UnitResult.state): a run state, or not-started (cancelled before it started)."""
