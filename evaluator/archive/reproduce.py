@@ -23,6 +23,7 @@ from evaluator.archive.verify import (
     read_archive,
     verify_archive,
 )
+from evaluator.core.exitcode import ExitCode
 from evaluator.core.jsonl import printable
 from evaluator.core.output import answer, say
 from evaluator.data.benchmarks import get_benchmark
@@ -210,7 +211,7 @@ def reproduce(
             for problem in result.problems:
                 say(f"MISMATCH {problem}")
             say(f"error: {archive_file} does not verify; refusing to reproduce from it")
-            return 1
+            return ExitCode.NOT_VERIFIED
         config = config_of(archive)
         serve = serve_commands(config)  # a serving value no make line may carry is refused here, first
         urls = _endpoints(config, archive.run_name or "run", base_url, confirm)

@@ -10,6 +10,7 @@ from typing import Any
 import click
 
 from evaluator.cli.base import UserError, one_run_folder, run_folder_arguments
+from evaluator.core.exitcode import ExitCode
 from evaluator.core.secrets import api_key_from_env
 from evaluator.evaluation.evaluate import USER_ERRORS
 
@@ -89,12 +90,12 @@ def verify_cmd(archive_file: Path) -> None:
     )
     if result.ok:
         click.echo(f"OK: {archive_file} verified")
-        sys.exit(0)
+        sys.exit(ExitCode.OK)
     for problem in result.problems:
         click.echo(f"MISMATCH {problem}")
     names = list(dict.fromkeys(p.path for p in result.problems))
     click.echo(f"FAILED: {len(names)} file(s) do not match: {', '.join(names)}")
-    sys.exit(1)
+    sys.exit(ExitCode.NOT_VERIFIED)
 
 
 @click.command("reproduce")
@@ -169,7 +170,7 @@ def _reproduce_sweep(only: list[str], archive_file: Path, run_root: Path | None,
     results = reproduce_sweep(archive, only, root, passthrough, base_urls=per_run, confirm=_confirm())
     for run, code in results:
         click.echo(f"[reproduce] {run}: exit {code}", err=True)
-    return 0 if all(code == 0 for _, code in results) else 3
+    return ExitCode.OK if all(code == ExitCode.OK for _, code in results) else ExitCode.INCOMPLETE
 
 
 def _confirm() -> Any:

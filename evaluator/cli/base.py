@@ -10,6 +10,7 @@ from typing import Any
 
 import click
 
+from evaluator.core.exitcode import ExitCode
 from evaluator.core.output import ANSWERS, MESSAGES
 from evaluator.core.secrets import redactor_from_env
 
@@ -17,7 +18,7 @@ from evaluator.core.secrets import redactor_from_env
 class UserError(click.ClickException):
     """One line on stderr, exit code 2, no traceback."""
 
-    exit_code = 2
+    exit_code = ExitCode.USAGE
 
     def show(self, file: Any = None) -> None:
         # A key pasted into the wrong place (e.g. --base-url) must not be echoed back into logs.

@@ -16,6 +16,7 @@ from evaluator.cli.archive import archive_cmd, reproduce_cmd, verify_cmd
 from evaluator.cli.base import GroupedCommand, UserError, one_run_folder, run_folder_arguments, show_output
 from evaluator.cli.batch import add_batch_commands
 from evaluator.cli.sweep import leaderboard_cmd, sweep_command
+from evaluator.core.exitcode import ExitCode
 from evaluator.core.jsonl import printable
 from evaluator.data.benchmarks import REGISTRY, get_benchmark
 from evaluator.evaluation.evaluate import USER_ERRORS
@@ -184,16 +185,16 @@ def run_command(command: click.Command, prog_name: str) -> None:
     except click.UsageError as exc:
         hint = f" (see `{exc.ctx.command_path} --help`)" if exc.ctx else ""
         click.echo(f"error: {exc.format_message()}{hint}", err=True)
-        _exit(2)
+        _exit(ExitCode.USAGE)
     except click.ClickException as exc:
         exc.show()
         _exit(exc.exit_code)
     except (KeyboardInterrupt, click.Abort):
         click.echo("interrupted", err=True)
-        _exit(130)
+        _exit(ExitCode.INTERRUPTED)
     except SystemExit as exc:
         _exit(exc.code)
-    _exit(0)
+    _exit(ExitCode.OK)
 
 
 def _exit(code: int | str | None) -> None:
@@ -207,7 +208,7 @@ def _exit(code: int | str | None) -> None:
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):
             stream.flush()
-    os._exit(code or 0)
+    os._exit(code or ExitCode.OK)
 
 
 def entry() -> None:

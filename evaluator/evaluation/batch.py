@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from evaluator.core.exitcode import ExitCode
 from evaluator.core.keys import Key, unit_keys
 from evaluator.core.output import say
 from evaluator.core.text import utc_now
@@ -321,5 +322,5 @@ def _finished(ctx: BatchContext, root: Path, interrupted: bool, over_budget: boo
             f"[evaluate] {c.get('request_error', 0)} request(s) failed after retries (see request_error in the "
             "records); re-run the same command to retry them"
         )
-        return 3
-    return 0
+        return ExitCode.INCOMPLETE
+    return ExitCode.OK

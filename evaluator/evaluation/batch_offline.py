@@ -11,6 +11,7 @@ from pathlib import Path
 
 import msgspec
 
+from evaluator.core.exitcode import ExitCode
 from evaluator.core.keys import unit_keys
 from evaluator.core.output import answer, say
 from evaluator.core.records import Sampling
@@ -75,7 +76,11 @@ def prepare_files(plan: RunPlan, max_mb: float) -> int:
         f"[batch] {rows} row(s) in {len(made)} new input file(s); run them with `vllm run-batch -i FILE -o OUT`"
         f", then `doccount batch collect --run-root {root} OUT...`"
     )
-    return 3 if ctx.counts.get("request_error") or ctx.counts.get("data_error") else 0
+    return (
+        ExitCode.INCOMPLETE
+        if ctx.counts.get("request_error") or ctx.counts.get("data_error")
+        else ExitCode.OK
+    )
 
 
 def settings_from_config(config: RunConfig) -> EvalSettings:
@@ -156,7 +161,7 @@ def collect_outputs(root: Path, outputs: list[Path]) -> int:
     )
     if again:
         say("[batch] run `doccount batch prepare` with the same options to write the rows to send again")
-    return 3 if ctx.counts.get("request_error") or again else 0
+    return ExitCode.INCOMPLETE if ctx.counts.get("request_error") or again else ExitCode.OK
 
 
 def cancel_batches(root: Path) -> int:
@@ -166,7 +171,7 @@ def cancel_batches(root: Path) -> int:
         live = [e.batch_id for e in load_ledger(root).batches if e.state == "created" and e.batch_id]
         if not live:
             say(f"[batch] no batch of {root} is running")
-            return 0
+            return ExitCode.OK
         redact = Redactor(settings.api_key)
         client = make_client(settings.base_url, settings.api_key, 60.0, 4)
         api = BatchAPI(client, settings.base_url, redact, RetryPolicy(max_retries=2))
@@ -180,4 +185,4 @@ def cancel_batches(root: Path) -> int:
         for line in asyncio.run(main()):
             say(f"[batch] {line}")
     say("[batch] re-run the same evaluate command to collect what they finished and send the rest")
-    return 0
+    return ExitCode.OK

@@ -15,6 +15,7 @@ from typing import Any
 import openai
 
 from evaluator.core.boundary import KeyFilter, ShapeError, body_text, clip, json_text, parse_json
+from evaluator.core.exitcode import ExitCode
 from evaluator.core.keys import derive_seed
 from evaluator.core.output import answer, say
 from evaluator.core.secrets import Redactor
@@ -137,7 +138,7 @@ def check_endpoint(settings: EvalSettings, source: DataSource, selection: list[M
     sample = first_sample(settings, source, selection)
     if sample is None:
         say("error: no selected row has valid data to send; run --dry-run for the details")
-        return 2
+        return ExitCode.USAGE
     # the run's exact bytes: with --seed, the seed of this question's first repeat
     seed = None if settings.seed is None else derive_seed(settings.seed, sample.sample_id, 0)
     body = request_bytes(settings.benchmark, sample, settings.model, settings.sampling, seed)
@@ -150,9 +151,9 @@ def check_endpoint(settings: EvalSettings, source: DataSource, selection: list[M
         answer(redact(line))
     answer("nothing was written (no run folder is created by check-endpoint)")
     if status != 200:
-        return 3
+        return ExitCode.INCOMPLETE
     try:
         text = completion_from_json(reply, latency, redact).response_text
     except ResponseShapeError:
-        return 3
-    return 0 if settings.benchmark.parse(text).ok else 3
+        return ExitCode.INCOMPLETE
+    return ExitCode.OK if settings.benchmark.parse(text).ok else ExitCode.INCOMPLETE

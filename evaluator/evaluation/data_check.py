@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+from evaluator.core.exitcode import ExitCode
 from evaluator.core.output import answer
 from evaluator.data.benchmarks import Benchmark, get_benchmark
 from evaluator.data.benchmarks.base import ManifestEntry
@@ -85,9 +86,9 @@ def validate_data(
             answer(f"FAILED: {len(failures)} row(s) failed validation:")
         for sid, err in failures:
             answer(f"  {sid}: {err}")
-        return 1
+        return ExitCode.NOT_VERIFIED
     answer("OK: schema, ids, answers and every image SHA-256 are valid")
-    return 0
+    return ExitCode.OK
 
 
 def _print_validation(benchmark, source, manifest, selection, checked, groups, dups) -> None:

@@ -17,6 +17,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from evaluator.core.exitcode import ExitCode
 from evaluator.core.output import say
 from evaluator.core.secrets import ShortKeyError, api_key_from_env
 from evaluator.core.text import examples, utc_now
@@ -192,7 +193,7 @@ def evaluate(opts: EvaluateOptions, check_only: bool = False, batch_prepare: boo
             if created:  # nothing was sent: leave no folder that holds only a lock file behind
                 discard_unused(root)
             say(f"error: {nothing_listening(down)}")
-            return 3
+            return ExitCode.INCOMPLETE
         config = fresh_run_config(settings, shape_preset, source, manifest, selection, asked)
         folder = prepare_folder(root, config, manifest, selection)
         plan = RunPlan(settings, source, root, folder, selection, opts.overwrite, opts.quiet)
@@ -341,26 +342,26 @@ def send_pending(plan: RunPlan) -> int:
     except (EndpointDown, RunStopped) as exc:
         progress.close()
         say(f"error: {exc}")
-        return 3
+        return ExitCode.INCOMPLETE
     except BudgetReached as exc:
         progress.close()
         say(f"[evaluate] {exc}")
-        return 3
+        return ExitCode.INCOMPLETE
     except ReasoningMismatch as exc:  # the declared mode is not what the model does: a settings error
         progress.close()
         say(f"error: {exc}")
-        return 2
+        return ExitCode.USAGE
     finally:
         progress.close()
     code = exit_code(stats, root)
     waiting = sum(1 for e in selection for r in range(repeats) if (e.sample_id, r) in held)
-    if waiting and code != 130:
+    if waiting and code != ExitCode.INTERRUPTED:
         say(
             f"[evaluate] {waiting} row(s) were not sent: they are in live batch(es) at the provider "
             f"({examples(holders)}). Re-run with --batch to collect them, or cancel them with "
             f"`doccount batch cancel --run-root {root}` and re-run"
         )
-        return code or 3
+        return code or ExitCode.INCOMPLETE
     return code
 
 
@@ -387,11 +388,11 @@ def exit_code(stats: Any, root: Path) -> int:
     )
     if stats.interrupted:
         say("[evaluate] interrupted: finished rows are saved; re-run the same command to resume")
-        return 130
+        return ExitCode.INTERRUPTED
     if rec["request_error"]:
         say(
             f"[evaluate] {rec['request_error']} request(s) failed after retries (see request_error in the "
             "records); re-run the same command to retry them"
         )
-        return 3
-    return 0
+        return ExitCode.INCOMPLETE
+    return ExitCode.OK

@@ -5,6 +5,7 @@ model the server does not serve) is a configuration error, exit 2; any other sta
 from __future__ import annotations
 
 from evaluator.core.boundary import clip, one_line
+from evaluator.core.exitcode import ExitCode
 from evaluator.evaluation.reachability import answering_base_urls, served_models
 from evaluator.request.breaker import EndpointRefused, wrong_path
 from evaluator.request.endpoint import chat_url, not_found_hint
@@ -25,16 +26,18 @@ def model_not_found(status: int, message: str) -> bool:
 def refusal_line(exc: EndpointRefused, base_url: str, model: str, api_key: str | None) -> tuple[int, str]:
     """(exit code, the `error:` line) for a refusal; asks the server's /models where that helps."""
     if model_not_found(exc.status, exc.message):
-        return 2, unknown_model_line(model, base_url, served_models(base_url, api_key))
+        return ExitCode.USAGE, unknown_model_line(model, base_url, served_models(base_url, api_key))
     if exc.status in NOT_AN_API:
-        return 2, not_an_api_line(base_url, exc.status, answering_base_urls(base_url, api_key) or [])
+        return ExitCode.USAGE, not_an_api_line(
+            base_url, exc.status, answering_base_urls(base_url, api_key) or []
+        )
     if wrong_path(exc.status, exc.message):
         # only a URL checked to answer is suggested; a base URL whose own /models answers is the right
         # one, so its 404 is about something else
         answering = answering_base_urls(base_url, api_key)
         if answering is not None:
-            return 2, not_found_hint(base_url, answering)
-    return 3, str(exc)
+            return ExitCode.USAGE, not_found_hint(base_url, answering)
+    return ExitCode.INCOMPLETE, str(exc)
 
 
 def unknown_model_line(model: str, base_url: str, served: list[str] | None) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from evaluator.core.escape import md_text, safe_href
+from evaluator.core.vocab import NOT_COMPARABLE
 
 
 def pct(x: Any) -> str:
@@ -171,7 +172,7 @@ PUBLISHED_HEADERS = [
 
 def verdict_detail(block: dict[str, Any]) -> str:
     """What goes beside the verdict: the smallest difference the test detects here, or why no test."""
-    if block.get("verdict") in ("not comparable", None):
+    if block.get("verdict") in (NOT_COMPARABLE, None):
         return block.get("not_comparable") or "no test"
     md = block.get("min_detectable")
     return "" if md is None else f"smallest detectable: {md:.1f} points"
@@ -179,8 +180,8 @@ def verdict_detail(block: dict[str, Any]) -> str:
 
 def verdict_text(block: dict[str, Any]) -> str:
     """The verdict with its detail: "differs (smallest detectable: 9.0 points)", "not comparable: why"."""
-    word, detail = block.get("verdict") or "not comparable", verdict_detail(block)
-    if word == "not comparable":
+    word, detail = block.get("verdict") or NOT_COMPARABLE, verdict_detail(block)
+    if word == NOT_COMPARABLE:
         return f"{word}: {detail}"
     return f"{word} ({detail})" if detail else word
 
@@ -191,7 +192,7 @@ def published_mark(e: dict[str, Any]) -> tuple[str, str]:
     pub = e.get("published")
     if not pub:
         return "", ""
-    verdict = pub.get("verdict") or "not comparable"
+    verdict = pub.get("verdict") or NOT_COMPARABLE
     differ = pub.get("classes_differ") or []
     return (
         f"published {pct(pub['accuracy'])}: {verdict}",

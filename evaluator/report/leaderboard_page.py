@@ -15,6 +15,7 @@ from typing import Any
 from markupsafe import Markup
 
 from evaluator.core.escape import safe_href
+from evaluator.core.vocab import NOT_COMPARABLE
 from evaluator.report.base import asset
 from evaluator.report.leaderboard_forest import forest
 from evaluator.report.leaderboard_markdown import (
@@ -223,7 +224,7 @@ def _interval(c: Any) -> str:
 
 def _verdict(block: dict[str, Any]) -> dict[str, str]:
     """The verdict's word (a CSS class from it), and beside it the detectable difference or the reason."""
-    word = block.get("verdict") or "not comparable"
+    word = block.get("verdict") or NOT_COMPARABLE
     return {"verdict": word, "verdict_class": word.replace(" ", "-"), "verdict_note": verdict_detail(block)}
 
 

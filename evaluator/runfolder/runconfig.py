@@ -17,6 +17,7 @@ from typing import Any, Literal
 
 import msgspec
 
+from evaluator.core.vocab import Launcher
 from evaluator.runfolder.serving import Serving
 
 RUN_CONFIG_SCHEMA_VERSION = 1
@@ -33,7 +34,7 @@ class Launch(msgspec.Struct, kw_only=True):
     revision, commit, server version, args) is `serving`. No secret: a sweep file holds none and a key
     reaches a server only through the environment, by name."""
 
-    launcher: str
+    launcher: Launcher
     """`process` (the sweep's `command`) or `container` (the serving image)."""
 
     command: list[str]

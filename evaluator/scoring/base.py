@@ -8,6 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from evaluator.core.values import is_num
+from evaluator.core.vocab import OUTCOMES as OUTCOMES
+from evaluator.core.vocab import Outcome
 from evaluator.data.benchmarks.base import Benchmark, ManifestEntry
 from evaluator.runfolder.runconfig import RunConfig
 from evaluator.scoring.row import ScoredRow
@@ -18,7 +20,6 @@ SCORES_DIR = "scores"
 SUMMARY_JSON = "summary.json"
 SUMMARY_MD = "summary.md"
 
-OUTCOMES = ("ok", "parse_failure", "request_error", "data_error", "missing")
 OUTCOME_LABELS = {
     "ok": "ok (answer parsed)",
     "parse_failure": "parse failure",
@@ -96,7 +97,7 @@ def bucket_of(truth: int | None, buckets: list[tuple[str, int, int | None]]) -> 
     return "unknown"
 
 
-def outcome_of(row: dict[str, Any]) -> str:
+def outcome_of(row: dict[str, Any]) -> Outcome:
     status = row.get("status")
     if status == "ok":
         return "ok" if row.get("parsed_answer") is not None else "parse_failure"

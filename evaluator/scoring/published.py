@@ -34,12 +34,12 @@ from collections.abc import Mapping
 from statistics import NormalDist
 from typing import Any
 
+from evaluator.core.vocab import DIFFERS, NO_DIFFERENCE, NOT_COMPARABLE
 from evaluator.scoring.stats import holm, wilson_interval
 
 ALPHA = 0.05
 POWER = 0.80
 MODES = ("on", "off")
-DIFFERS, NO_DIFFERENCE, NOT_COMPARABLE = "differs", "no detectable difference", "not comparable"
 TEST = "two-sided two-proportion z-test, pooled (= chi-square without continuity correction)"
 INTERVAL = "Newcombe hybrid score interval (method 10) from the two Wilson intervals"
 MIN_DETECTABLE = (
@@ -127,7 +127,7 @@ def compare_counts(
         not_comparable = "no reproduced questions"
     p = None if not_comparable else two_proportion_p(correct, questions, pub_correct, pub_questions)
     pub_acc = pub_correct / pub_questions if pub_questions else None
-    out = {
+    out: dict[str, Any] = {
         "accuracy": pub_acc,
         "correct": pub_correct,
         "questions": pub_questions,

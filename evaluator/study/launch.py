@@ -24,6 +24,8 @@ from pathlib import Path
 
 import msgspec
 
+from evaluator.core.vocab import Launcher
+
 DEFAULT_COMMAND = ("vllm", "serve")
 DEFAULT_IMAGE = "doccount-vllm:local"
 HOST = "127.0.0.1"
@@ -40,7 +42,7 @@ class ServerSpec(msgspec.Struct, frozen=True, kw_only=True):
     """The model revision (branch, tag or commit) passed as `--revision`."""
     args: list[str] = msgspec.field(default_factory=list)
     """More server arguments, after the contract's own."""
-    launcher: str = "process"
+    launcher: Launcher = "process"
     """`process` (run `command`) or `container` (run `image` with `runtime`)."""
     command: list[str] = msgspec.field(default_factory=lambda: list(DEFAULT_COMMAND))
     """The server program (process launcher)."""

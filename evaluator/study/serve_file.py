@@ -15,6 +15,7 @@ from typing import Any, Protocol
 
 import msgspec
 
+from evaluator.core.vocab import EXECUTORS, LAUNCHERS, ExecutorName, Launcher
 from evaluator.study.launch import DEFAULT_COMMAND, DEFAULT_IMAGE
 from evaluator.study.secrets import secret_problem
 
@@ -25,8 +26,6 @@ class _Where(Protocol):
     def fail(self, table: tuple[str, ...], key: str | None, message: str, index: int = 0) -> Exception: ...
 
 
-EXECUTORS = ("local", "slurm")
-LAUNCHERS = ("process", "container")
 SERVE_KEYS = ("executor", "gpus", "command", "launcher", "image", "runtime")
 SLURM_KEYS = (
     "partition",
@@ -46,10 +45,10 @@ RUN_SERVE_KEYS = ("revision", "gpus", "args")
 class ServeTable(msgspec.Struct, frozen=True, kw_only=True):
     """[serve], checked. `gpus` None: every GPU nvidia-smi lists (asked only when a run is served)."""
 
-    executor: str = "local"
+    executor: ExecutorName = "local"
     gpus: list[str] | None = None
     command: list[str] = msgspec.field(default_factory=lambda: list(DEFAULT_COMMAND))
-    launcher: str = "process"
+    launcher: Launcher = "process"
     image: str = DEFAULT_IMAGE
     runtime: str | None = None
     """The container program (docker, podman or a path to one); None: docker when it is on PATH, else podman."""

@@ -11,13 +11,14 @@ from typing import Any
 
 import msgspec
 
+from evaluator.core.vocab import QUEUE_RUN_STATE, RunStateWord
 from evaluator.study.sweep_file import SweepSpec
 
 SWEEP_STATE = "sweep.json"
 
 
 class RunState(msgspec.Struct, omit_defaults=True):
-    state: str = "pending"  # pending, running, done, failed, refused, stopped, interrupted, error
+    state: RunStateWord = "pending"  # a Slurm job's queue word is mapped (vocab.QUEUE_RUN_STATE)
     exit_code: int | None = None
     message: str | None = None  # the child's last error line (the key redacted)
     args_sha256: str | None = None  # of the evaluate arguments (no key is ever in them)
@@ -48,9 +49,19 @@ def load_state(path: Path, sweep: SweepSpec) -> SweepState:
     published = {r.name: r.published for r in sweep.runs if r.published}
     fresh = SweepState(sweep.name, sweep.path, sweep.sha256, msgspec.to_builtins(sweep.pricing), published)
     try:
-        old = msgspec.json.decode(path.read_bytes(), type=SweepState)
+        old = msgspec.convert(_queue_words_mapped(msgspec.json.decode(path.read_bytes())), SweepState)
     except (OSError, msgspec.DecodeError, msgspec.ValidationError):
         return fresh  # first run (or an unreadable file: the run folders themselves are the truth)
     fresh.runs = old.runs
     fresh.invocations = old.invocations
     return fresh
+
+
+def _queue_words_mapped(raw: Any) -> Any:
+    """A sweep.json written before the queue words were mapped may hold `submitted`: read it as its run
+    state, so the job ids in it are kept (an unreadable file would resubmit every job)."""
+    runs = raw.get("runs") if isinstance(raw, dict) else None
+    for st in runs.values() if isinstance(runs, dict) else ():
+        if isinstance(st, dict) and st.get("state") in QUEUE_RUN_STATE:
+            st["state"] = QUEUE_RUN_STATE[st["state"]]
+    return raw

@@ -34,9 +34,11 @@ from typing import Any
 import msgspec
 
 from evaluator.core.atomic import write_atomic
+from evaluator.core.exitcode import ExitCode
 from evaluator.core.output import answer, say
 from evaluator.core.secrets import Redactor
 from evaluator.core.text import utc_now
+from evaluator.core.vocab import QUEUE_RUN_STATE, run_state
 from evaluator.runfolder.files import RunLock
 from evaluator.study.executors.base import Executor, ExecutorError, Handle
 from evaluator.study.executors.slurm_queue import status_lines
@@ -151,12 +153,13 @@ class Sweep:
         result = status.result
         assert result is not None
         st = self.state.runs[run.name]
-        st.exit_code, st.state = result.exit_code, result.state
+        st.exit_code, st.state = result.exit_code, run_state(result.state)
         st.message = self.redact(result.message) if result.message and result.state != "done" else None
         if result.launch is not None:
             st.gpus = result.launch.gpus
         rows_kept = (
-            result.exit_code in (0, 3, 130) or result.state == "stopped"
+            result.exit_code in (ExitCode.OK, ExitCode.INCOMPLETE, ExitCode.INTERRUPTED)
+            or result.state == "stopped"
         )  # a smoke stop keeps its rows
         if (self.folder / run.name / "run_config.json").is_file() and rows_kept:
             progress.update(run.name, st.state, "scoring")
@@ -224,7 +227,7 @@ def run_sweep(
         )
     if status:
         _print_status(sw, runs, out)
-        return 0
+        return ExitCode.OK
     executor = executor or make_executor(sw, runs, parallel, env)
     tasks = {r.name: sw.task(r) for r in runs}
     executor.check([t for t, _, _ in tasks.values()])
@@ -232,7 +235,7 @@ def run_sweep(
     check_runs(sweep, [r for r in runs if not tasks[r.name][2]])
     if plan:
         _print_plan(sweep, executor, runs, tasks)
-        return 0
+        return ExitCode.OK
     check_key_variables(sweep, runs, env)
     (sw.folder / LOGS).mkdir(parents=True, exist_ok=True)
     with RunLock(sw.folder), _forward_signals(sw):
@@ -244,7 +247,7 @@ def run_sweep(
         if detach:
             progress.close()
             _print_status(sw, runs, out)
-            return 0
+            return ExitCode.OK
         for thread in sw.scoring:
             thread.join()
         progress.close()
@@ -252,8 +255,12 @@ def run_sweep(
     for line in end_table(sweep, sw.state, runs, board):
         say(line)
     if interrupted:
-        return 130
-    return 0 if all(sw.state.runs.get(r.name, RunState()).state == "done" for r in runs) else 3
+        return ExitCode.INTERRUPTED
+    return (
+        ExitCode.OK
+        if all(sw.state.runs.get(r.name, RunState()).state == "done" for r in runs)
+        else ExitCode.INCOMPLETE
+    )
 
 
 def _print_plan(
@@ -346,8 +353,8 @@ def _follow(
         return
     if first:
         sw.started(run, task[1], handle, task[0])
-    if status.phase in ("pending", "running", "submitted"):  # a Slurm job's state in the queue
-        sw.state.runs[run.name].state = status.phase
+    if status.phase in QUEUE_RUN_STATE:  # a Slurm job's state in the queue, as a run state
+        sw.state.runs[run.name].state = QUEUE_RUN_STATE[status.phase]
     if status.result is not None:
         del handles[run.name]
         sw.finished(run, status, progress)

@@ -37,7 +37,9 @@ from pathlib import Path
 
 import msgspec
 
+from evaluator.core.exitcode import ExitCode
 from evaluator.core.secrets import Redactor
+from evaluator.core.vocab import QueueWord, UnitEnd, UnitPhase
 from evaluator.data.reasoning import is_stop_line
 from evaluator.evaluation.orphan import PARENT_PID_ENV
 from evaluator.runfolder.provenance import LAUNCH_ENV
@@ -49,7 +51,13 @@ IMAGE_ID_RE = re.compile(r"[0-9a-f]{64}")
 
 # evaluate's exit codes (evaluator.evaluation.evaluate) as run states; an exit 2 whose error line is a
 # reasoning smoke stop (data.reasoning) is "stopped"
-STATES = {0: "done", 1: "error", 2: "refused", 3: "failed", 130: "interrupted"}
+STATES: dict[int, UnitEnd] = {
+    ExitCode.OK: "done",
+    ExitCode.NOT_VERIFIED: "error",
+    ExitCode.USAGE: "refused",
+    ExitCode.INCOMPLETE: "failed",
+    ExitCode.INTERRUPTED: "interrupted",
+}
 # what a served run's evaluate child is told about its server (runfolder.serving reads them): set by the
 # unit for served runs, never inherited from the sweep's own environment
 SERVING_ENV = (
@@ -106,7 +114,7 @@ class UnitTask(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class UnitResult(msgspec.Struct, kw_only=True):
-    state: str
+    state: UnitEnd
     """done, failed, error, refused, stopped (a reasoning smoke stop), interrupted (evaluate's exit code as a
     state), or not-started."""
     exit_code: int | None = None
@@ -117,8 +125,8 @@ class UnitResult(msgspec.Struct, kw_only=True):
 
 
 class UnitStatus(msgspec.Struct, kw_only=True):
-    phase: str
-    """queued, starting server, evaluating, stopping server, finished"""
+    phase: UnitPhase | QueueWord
+    """queued, starting server, evaluating, stopping server, finished; a Slurm job's queue word while it waits"""
     detail: str = ""
     result: UnitResult | None = None
     """Set once the unit has finished."""
@@ -296,13 +304,15 @@ def _evaluate(
     code = child.wait()
     done.set()
     watcher.join()
-    if not died and code != 0 and server is not None and not stop.is_set() and _exits_soon(server):
+    if not died and code != ExitCode.OK and server is not None and not stop.is_set() and _exits_soon(server):
         died.append(_death_message(server, task))  # evaluate saw the refused connections first
     if died:
         return UnitResult(state="failed", exit_code=code, message=died[0], launch=launch)
-    if code != 0 and last_error is None:
+    if code != ExitCode.OK and last_error is None:
         last_error = f"evaluate exited {code}; see {task.evaluate_log}"
-    state = "stopped" if code == 2 and is_stop_line(last_error) else STATES.get(code, "error")
+    state: UnitEnd = (
+        "stopped" if code == ExitCode.USAGE and is_stop_line(last_error) else STATES.get(code, "error")
+    )
     return UnitResult(state=state, exit_code=code, message=last_error if code else None, launch=launch)
 
 

@@ -23,6 +23,7 @@ from typing import Protocol
 
 import msgspec
 
+from evaluator.core.vocab import ExecutorName
 from evaluator.study.unit import UnitStatus, UnitTask
 
 
@@ -58,7 +59,7 @@ class Handle(Protocol):
 
 
 class Executor(Protocol):
-    name: str
+    name: ExecutorName
 
     def check(self, tasks: Sequence[UnitTask]) -> None: ...
 

@@ -14,6 +14,7 @@ import subprocess
 import threading
 from collections.abc import Callable, Mapping, Sequence
 
+from evaluator.core.vocab import ExecutorName
 from evaluator.study.executors.base import ExecutorError, PlanRow
 from evaluator.study.launch import plan_argv
 from evaluator.study.unit import UnitResult, UnitStatus, UnitTask, serve_and_evaluate
@@ -98,7 +99,7 @@ class LocalHandle:
 
 
 class LocalExecutor:
-    name = "local"
+    name: ExecutorName = "local"
 
     def __init__(
         self, gpus: Sequence[str], parallel: int, env: Mapping[str, str], run: Runner = serve_and_evaluate

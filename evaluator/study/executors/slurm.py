@@ -36,6 +36,7 @@ from submitit.core.utils import FailedJobError, UncompletedJobError
 from submitit.slurm.slurm import SlurmExecutor as SubmititSlurm
 from submitit.slurm.slurm import SlurmJob
 
+from evaluator.core.vocab import ExecutorName, UnitEnd
 from evaluator.study.executors.base import ExecutorError, PlanRow
 from evaluator.study.executors.slurm_queue import (
     JobView,
@@ -167,7 +168,7 @@ class SlurmHandle:
             except UncompletedJobError:
                 pass
         why = last_error_line(self.job.paths.stderr) or ""
-        state = "interrupted" if view.state == "CANCELLED" and self.executor.cancelled else "failed"
+        state: UnitEnd = "interrupted" if view.state == "CANCELLED" and self.executor.cancelled else "failed"
         message = f"Slurm job {self.job.job_id} ended {view.state} after {view.elapsed or '?'} ({rows} rows recorded)"
         if view.state in ("TIMEOUT", "PREEMPTED", "NODE_FAIL", "CANCELLED", "BOOT_FAIL", "DEADLINE"):
             message += ": a re-run submits it again and the folder resumes"
@@ -186,7 +187,7 @@ def _last_line(trace: str, job_id: str) -> str:
 class SlurmExecutor:
     """Units as Slurm jobs (see the module docstring). `jobs`: each run's job id from sweep.json."""
 
-    name = "slurm"
+    name: ExecutorName = "slurm"
 
     def __init__(
         self,

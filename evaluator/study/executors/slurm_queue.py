@@ -18,6 +18,7 @@ import msgspec
 from submitit.core.utils import pickle_load
 from submitit.slurm.slurm import SlurmInfoWatcher, SlurmJob
 
+from evaluator.core.vocab import QueueWord
 from evaluator.runfolder.files import MANIFEST, PARTIAL
 
 # States in which a job may still run (Slurm's job state codes, squeue's and sacct's long names).
@@ -155,7 +156,7 @@ def last_error_line(path: Path, limit: int = 1 << 16) -> str | None:
     return None
 
 
-def describe(view: JobView, rows: str) -> tuple[str, str]:
+def describe(view: JobView, rows: str) -> tuple[QueueWord, str]:
     """A job's state word and detail for the sweep's display (`rows`: "12/40"). Pure."""
     if view.state == "PENDING":
         return "pending", f"pending ({view.reason or 'queued'})"
@@ -164,7 +165,7 @@ def describe(view: JobView, rows: str) -> tuple[str, str]:
         return "running", f"{where}{view.elapsed or '0:00'} elapsed, {rows} rows recorded"
     if view.state == "UNKNOWN":
         return "submitted", "not in squeue or sacct yet"
-    word = "done" if view.state == "COMPLETED" else "failed"
+    word: QueueWord = "done" if view.state == "COMPLETED" else "failed"
     return word, f"{view.state} after {view.elapsed or '?'}, {rows} rows recorded"
 
 
