@@ -254,13 +254,15 @@ def run_sweep(
         board = _write_board(sw)
     for line in end_table(sweep, sw.state, runs, board):
         say(line)
+    return _exit_code(sw, runs, interrupted)
+
+
+def _exit_code(sw: Sweep, runs: list[RunSpec], interrupted: bool) -> ExitCode:
+    """130 when interrupted, 0 when every selected run is done, else 3 (a re-run continues)."""
     if interrupted:
         return ExitCode.INTERRUPTED
-    return (
-        ExitCode.OK
-        if all(sw.state.runs.get(r.name, RunState()).state == "done" for r in runs)
-        else ExitCode.INCOMPLETE
-    )
+    done = all(sw.state.runs.get(r.name, RunState()).state == "done" for r in runs)
+    return ExitCode.OK if done else ExitCode.INCOMPLETE
 
 
 def _print_plan(
