@@ -143,7 +143,7 @@ _EVALUATE_OPTIONS = [
         envvar="REASONING",
         default=None,
         help="The reasoning mode the run claims (env REASONING; default: not declared). The first 4 answered "
-        "responses are checked: if all contradict it, the run stops (exit 2) with the fix (docs/evaluate.md).",
+        "responses are checked: if all contradict it, the run stops (exit 2) with a line naming the fix.",
     ),
     click.option(
         "--timeout",
