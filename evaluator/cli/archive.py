@@ -9,10 +9,9 @@ from typing import Any
 
 import click
 
-from evaluator.cli.base import UserError, one_run_folder, run_folder_arguments
+from evaluator.cli.base import UserError, one_run_folder, run_folder_arguments, user_errors
 from evaluator.core.exitcode import ExitCode
 from evaluator.core.secrets import api_key_from_env
-from evaluator.evaluation.evaluate import USER_ERRORS
 
 
 @click.command("archive")
@@ -38,7 +37,7 @@ def archive_cmd(run_dir: Path | None, run_root: Path | None, output: Path, bundl
             info = create_sweep_archive(run_root, output, bundle_root=bundle_root)
         else:
             info = create_archive(run_root, output, bundle_root=bundle_root, secret=api_key_from_env())
-    except (*USER_ERRORS, ArchiveError) as exc:
+    except user_errors(ArchiveError) as exc:
         raise UserError(str(exc)) from None
     if info.missing:  # one line: from a wheel install every container file is missing at once
         from evaluator.archive.base import default_bundle_root
@@ -142,7 +141,7 @@ def reproduce_cmd(only: tuple[str, ...], **opts: Any) -> None:
             )
         # archive_file, data_files, run_root, concurrency, quiet
         code = reproduce(base_url=plain, confirm=_confirm(), **opts)
-    except (*USER_ERRORS, ArchiveError) as exc:
+    except user_errors(ArchiveError) as exc:
         raise UserError(str(exc)) from None
     sys.exit(code)
 

@@ -25,6 +25,15 @@ class UserError(click.ClickException):
         click.echo(f"error: {redactor_from_env()(self.message)}", err=True)
 
 
+def user_errors(*extra: type[Exception]) -> tuple[type[Exception], ...]:
+    """The errors a command turns into one `error:` line (evaluation.evaluate.USER_ERRORS, and `extra`). In an
+    `except` clause, which Python evaluates only when an exception reaches it: the module behind it
+    (httpx, numpy via scoring) is then imported on the error path only, not at every start."""
+    from evaluator.evaluation.evaluate import USER_ERRORS
+
+    return (*USER_ERRORS, *extra)
+
+
 class GroupedCommand(click.Command):
     """A command whose --help lists its options under headings (click has no option groups of its own).
 

@@ -8,8 +8,7 @@ from typing import Any
 
 import click
 
-from evaluator.cli.base import UserError
-from evaluator.evaluation.evaluate import USER_ERRORS
+from evaluator.cli.base import UserError, user_errors
 
 
 @click.group("batch")
@@ -24,7 +23,7 @@ def _prepare(**opts: Any) -> None:
 
     try:
         code = evaluate(EvaluateOptions(**opts), batch_prepare=True)
-    except USER_ERRORS as exc:
+    except user_errors() as exc:
         raise UserError(str(exc)) from None
     sys.exit(code)
 
@@ -49,7 +48,7 @@ def collect_cmd(run_root: Path, outputs: tuple[Path, ...]) -> None:
 
     try:
         code = collect_outputs(run_root, list(outputs))
-    except USER_ERRORS as exc:
+    except user_errors() as exc:
         raise UserError(str(exc)) from None
     sys.exit(code)
 
@@ -62,7 +61,7 @@ def cancel_cmd(run_root: Path) -> None:
 
     try:
         code = cancel_batches(run_root)
-    except USER_ERRORS as exc:
+    except user_errors() as exc:
         raise UserError(str(exc)) from None
     sys.exit(code)
 

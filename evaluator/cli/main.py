@@ -7,21 +7,29 @@ import logging
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from evaluator.cli import guard
 from evaluator.cli.archive import archive_cmd, reproduce_cmd, verify_cmd
-from evaluator.cli.base import GroupedCommand, UserError, one_run_folder, run_folder_arguments, show_output
+from evaluator.cli.base import (
+    GroupedCommand,
+    UserError,
+    one_run_folder,
+    run_folder_arguments,
+    show_output,
+    user_errors,
+)
 from evaluator.cli.batch import add_batch_commands
 from evaluator.cli.sweep import leaderboard_cmd, sweep_command
 from evaluator.core.exitcode import ExitCode
 from evaluator.core.jsonl import printable
 from evaluator.data.benchmarks import REGISTRY, get_benchmark
-from evaluator.evaluation.evaluate import USER_ERRORS
 from evaluator.evaluation.options import OPTION_GROUPS, EvaluateOptions, evaluate_options
-from evaluator.scoring import MergedRun, score_run
+
+if TYPE_CHECKING:
+    from evaluator.scoring import MergedRun
 
 
 @click.command("evaluate", cls=GroupedCommand, groups=OPTION_GROUPS)
@@ -32,7 +40,7 @@ def evaluate_cmd(**opts: Any) -> None:
 
     try:
         code = evaluate(EvaluateOptions(**opts))
-    except USER_ERRORS as exc:
+    except user_errors() as exc:
         raise UserError(str(exc)) from None
     sys.exit(code)
 
@@ -42,7 +50,7 @@ def _check_endpoint(**opts: Any) -> None:
 
     try:
         code = evaluate(EvaluateOptions(**opts), check_only=True)
-    except USER_ERRORS as exc:
+    except user_errors() as exc:
         raise UserError(str(exc)) from None
     sys.exit(code)
 
@@ -65,10 +73,12 @@ check_endpoint_cmd = GroupedCommand(
 )
 def score_cmd(run_dir: Path | None, run_root: Path | None, report: bool, report_images: bool) -> None:
     """Score a run folder over its full question set; writes responses.jsonl and scores/."""
+    from evaluator.scoring import score_run  # here: numpy is not needed to start every command
+
     run_root = one_run_folder(run_dir, run_root)
     try:
         result = score_run(run_root, keep_merged=True)
-    except USER_ERRORS as exc:
+    except user_errors() as exc:
         raise UserError(str(exc)) from None
     for w in result.warnings:
         click.echo(f"warning: {w}", err=True)
@@ -150,7 +160,7 @@ def compare_cmd(
 
     try:
         result = compare_runs(list(run_dirs), intersect=intersect)
-    except USER_ERRORS as exc:
+    except user_errors() as exc:
         raise UserError(str(exc)) from None
     if output is not None:
         try:
@@ -167,7 +177,7 @@ def compare_cmd(
 
         try:
             page = write_compare_report(run_dirs[0], run_dirs[1], html_path, data_files=data_files)
-        except (*USER_ERRORS, ReportError) as exc:
+        except user_errors(ReportError) as exc:
             raise UserError(str(exc)) from None
         click.echo(f"side-by-side page: {page}", err=True)
 
@@ -246,7 +256,7 @@ def report_cmd(
     run_root = one_run_folder(run_dir, run_root)
     try:
         path = write_report(run_root, data_files=data_files, images=not no_images, output=output)
-    except (*USER_ERRORS, ReportError) as exc:
+    except user_errors(ReportError) as exc:
         raise UserError(str(exc)) from None
     click.echo(f"wrote {path} ({path.stat().st_size / 1e6:.1f} MB)")
 

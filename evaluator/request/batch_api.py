@@ -13,15 +13,15 @@ from __future__ import annotations
 
 import asyncio
 import random
-import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeGuard, TypeVar
+from typing import Any, TypeVar
 
 import openai
 
 from evaluator.core.boundary import KeyFilter, ShapeError, clip, one_line, parse_json
+from evaluator.request.batch_ids import usable_batch_id
 from evaluator.request.batch_lines import BATCH_URL
 from evaluator.request.replies import error_message
 from evaluator.request.retry import RetryPolicy, retryable_status
@@ -29,7 +29,6 @@ from evaluator.request.retry import RetryPolicy, retryable_status
 T = TypeVar("T")
 # A batch id goes into URL paths (GET /batches/{id}) and the run folder's ledger: letters, digits and a few
 # separators (OpenAI batch_..., vLLM/litellm batch-<uuid>, Anthropic-style msgbatch_...), at most 200.
-BATCH_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:=+-]{0,199}")
 TERMINAL = frozenset({"completed", "failed", "expired", "cancelled"})
 
 
@@ -59,11 +58,6 @@ class BatchInfo:
     @property
     def terminal(self) -> bool:
         return self.status in TERMINAL
-
-
-def usable_batch_id(value: Any) -> TypeGuard[str]:
-    """Pure: whether a batch id can be saved, polled and printed (a non-empty string of id characters)."""
-    return isinstance(value, str) and BATCH_ID.fullmatch(value) is not None
 
 
 def id_problem(value: Any) -> str:

@@ -24,7 +24,7 @@ import msgspec
 
 from evaluator.core.atomic import write_atomic
 from evaluator.core.records import ResponseAttempt, RetryError
-from evaluator.request.batch_api import usable_batch_id
+from evaluator.request.batch_ids import usable_batch_id
 
 LEDGER = "batches.json"
 INPUT_DIR = "batch"

@@ -10,13 +10,14 @@ import hashlib
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
-
-import pyarrow as pa
+from typing import TYPE_CHECKING, Any
 
 from evaluator.core.records import Sampling
 from evaluator.data.parsing import ParseResult, last_integer_fallback
 from evaluator.data.prompt_files import prompt_bytes
+
+if TYPE_CHECKING:  # annotations only: pyarrow costs ~0.15 s at start-up
+    import pyarrow as pa
 
 
 @dataclass

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from typing import Any
-
-import pyarrow as pa
+from typing import TYPE_CHECKING, Any
 
 from evaluator.core.records import Sampling
 from evaluator.data.benchmarks.base import (
@@ -18,6 +16,9 @@ from evaluator.data.benchmarks.base import (
     sniff_image_mime,
 )
 from evaluator.data.parsing import ParseResult, parse_answer_tag
+
+if TYPE_CHECKING:  # annotations only: pyarrow costs ~0.15 s at start-up
+    import pyarrow as pa
 
 CLASSES = ("Brand Logo", "Photograph", "Table", "Chart / Graph")
 _SHA256 = re.compile(r"[0-9a-f]{64}")
