@@ -75,7 +75,7 @@ def test_inline_think_is_flagged_kept_and_warned_about(tmp_path, doc_data, doc_r
     summary = json.loads((run / "scores" / "summary.json").read_text())
     assert summary["inline_think_responses"] == 3
     md = (run / "scores" / "summary.md").read_text()
-    assert "3 response(s) carry a <think> block" in md and "--reasoning-parser" in md
+    assert "3 response(s) carry a &lt;think> block" in md and "--reasoning-parser" in md
 
 
 def test_countqa_strips_the_think_block_before_parsing(tmp_path, server) -> None:

@@ -179,15 +179,30 @@ def test_a_run_records_the_commit_of_the_weights_that_served_it(hub: HubTestServ
     assert isinstance(serving["server_version"], str) and serving["server_version"]
 
 
-def test_eval_batch_pins_the_weights_run_batch_loads_and_records_them() -> None:
+def test_eval_batch_pins_the_weights_run_batch_loads_and_records_them(tmp_path: Path) -> None:
     """make eval-batch: MODEL_REVISION reaches `vllm run-batch` (weights and tokenizer) and the prepare
-    step's environment, so run_config.json `serving` says which weights answered."""
+    step's environment, so run_config.json `serving` says which weights answered. Real make, with a
+    stand-in container program that records what it was asked to run (the Makefile passes the values
+    through the environment, so `make -n` cannot show them)."""
+    calls = tmp_path / "calls.jsonl"
+    stub = tmp_path / "docker"
+    stub.write_text(
+        "#!/usr/bin/env python3\nimport json, sys\n"
+        f"open({str(calls)!r}, 'a').write(json.dumps(sys.argv[1:]) + '\\n')\n"
+        "if 'prepare' in sys.argv: print('runs/batch-0.jsonl')\n"
+    )
+    stub.chmod(0o755)
+    for name in ("Makefile", "pyproject.toml", "compose.yaml"):
+        (tmp_path / name).write_bytes((REPO / name).read_bytes())
     r = subprocess.run(
-        ["make", "-n", "eval-batch", f"MODEL={MODEL}", "MODEL_REVISION=v1", "SKIP_BUILD=1", "DOCKER=true"],
-        capture_output=True, text=True, cwd=REPO,
+        ["make", "eval-batch", f"MODEL={MODEL}", "MODEL_REVISION=v1", "SKIP_BUILD=1", f"DOCKER={stub}",
+         f"HF_CACHE_DIR={tmp_path / 'hf'}"],
+        capture_output=True, text=True, cwd=tmp_path, timeout=120,
     )  # fmt: skip
-    assert r.returncode == 0, r.stderr
-    run_batch = next(line for line in r.stdout.splitlines() if "run-batch" in line)
-    assert "--revision 'v1' --tokenizer-revision 'v1'" in r.stdout[r.stdout.index("run-batch") :], run_batch
-    prepare = r.stdout[: r.stdout.index("batch prepare")]
-    assert f"-e DOCCOUNT_SERVED_MODEL='{MODEL}'" in prepare and "-e DOCCOUNT_MODEL_REVISION='v1'" in prepare
+    assert r.returncode == 0, r.stdout + r.stderr
+    runs = [json.loads(line) for line in calls.read_text().splitlines()]
+    run_batch = next(argv for argv in runs if "run-batch" in argv)
+    assert run_batch[run_batch.index("--revision") + 1] == "v1", run_batch
+    assert run_batch[run_batch.index("--tokenizer-revision") + 1] == "v1", run_batch
+    prepare = next(argv for argv in runs if "prepare" in argv)
+    assert f"DOCCOUNT_SERVED_MODEL={MODEL}" in prepare and "DOCCOUNT_MODEL_REVISION=v1" in prepare, prepare

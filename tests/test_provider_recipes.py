@@ -90,7 +90,7 @@ def test_vllm_qwen35_without_parser_is_flagged_by_its_lone_closing_tag(tmp_path:
         )
         assert score.returncode == 0, score.stderr
         summary = (tmp_path / "r" / "scores" / "summary.md").read_text()
-        assert "3 response(s) carry a <think> block" in summary and "--reasoning-parser" in summary
+        assert "3 response(s) carry a &lt;think> block" in summary and "--reasoning-parser" in summary
 
 
 # --------------------------------------------------------------------------- refused defaults
