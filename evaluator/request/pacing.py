@@ -23,7 +23,7 @@ A gate holds, for one endpoint, four parts (request.gate_parts, request.pace):
 reserve() hands out a Ticket; the caller hands it back to release() once the attempt is over and to one of
 succeeded() / failed() / refused() with its outcome. A ticket is taken back once: again, it is ignored.
 Pure bookkeeping on a caller-supplied clock; request.admission.admit sleeps until the slot it reserved.
-tests/pacing_sim.py runs a gate against a simulated token bucket on a virtual clock.
+tests/support/pacing_sim.py runs a gate against a simulated token bucket on a virtual clock.
 """
 
 from __future__ import annotations
