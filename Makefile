@@ -115,7 +115,7 @@ GPU_QUERY = nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv
 # prints: handed to every recipe through the environment and read there as "$$MODEL", never pasted into
 # recipe text, where a quote or a $ in the value would be shell syntax. compose.yaml reads MODEL,
 # MODEL_REVISION and SERVED_MODEL_NAME from that environment too.
-export MODEL MODEL_REVISION SERVED_MODEL_NAME RUN DATA DATASET_REVISION ARCHIVE BASE_URL SWEEP
+export MODEL MODEL_REVISION SERVED_MODEL_NAME RUN DATA DATASET_REVISION ARCHIVE BASE_URL SWEEP ONLY PARALLEL RUNS
 
 # Interpolation variables for compose.yaml (secrets such as HF_TOKEN / VLLM_API_KEY are never
 # listed here: compose passes them through from your environment by name).
@@ -230,11 +230,12 @@ reproduce: $(VENV_STAMP)
 # Every run of a sweep file (keys from the variables it names), then runs/<sweep>/leaderboard/.
 sweep: $(VENV_STAMP)
 	@test -n "$$SWEEP" || { echo 'set SWEEP=sweeps/NAME.toml [ONLY="run-a run-b"] [PARALLEL=4]' >&2; exit 2; }
-	$(VENV)/bin/doccount sweep "$$SWEEP" $(foreach n,$(ONLY),--only '$(n)') $(if $(PARALLEL),--parallel $(PARALLEL))
+	set -f; only=(); for n in $$ONLY; do only+=(--only "$$n"); done; \
+	$(VENV)/bin/doccount sweep "$$SWEEP" "$${only[@]}" $${PARALLEL:+--parallel "$$PARALLEL"}
 
 compare: $(VENV_STAMP)
-	@test -n '$(RUNS)' || { echo 'set RUNS="run-a run-b" (folders under runs/)' >&2; exit 2; }
-	$(VENV)/bin/doccount compare $(addprefix runs/,$(RUNS))
+	@test -n "$$RUNS" || { echo 'set RUNS="run-a run-b" (folders under runs/)' >&2; exit 2; }
+	set -f; runs=(); for n in $$RUNS; do runs+=("runs/$$n"); done; $(VENV)/bin/doccount compare "$${runs[@]}"
 
 # ----------------------------------------------------------------------------- images
 images: image-eval image-vllm
