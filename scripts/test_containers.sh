@@ -56,7 +56,9 @@ CLEANUP_CMDS=()
 WORK=""
 
 log() { printf '[test_containers] %s\n' "$*" >&2; }
+FAIL_MSG=""
 die() {
+    FAIL_MSG="$*"
     log "FAIL: $*"
     exit 1
 }
@@ -83,7 +85,8 @@ cleanup() {
         fi
     fi
     print_timings
-    if ((rc == 0)); then log "all container checks passed"; else log "container checks FAILED (exit $rc)"; fi
+    # the cause again after the table: CI logs often keep only the last lines
+    if ((rc == 0)); then log "all container checks passed"; else log "container checks FAILED (exit $rc)${FAIL_MSG:+: $FAIL_MSG}"; fi
 }
 trap cleanup EXIT
 

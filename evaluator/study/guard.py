@@ -1,4 +1,5 @@
-"""A model server's guard: `python -m evaluator.study.guard --parent PID [--grace S] [--stop JSON] -- CMD...`
+"""A model server's guard: `python -m evaluator.study.guard --parent PID [--grace S] [--stop JSON]
+[--remove JSON] -- CMD...`
 
 The unit starts this small process in a session of its own; it starts the server (CMD) in that same
 process group and stays with it. It stops the server, its whole process tree (and, for a container,
@@ -9,6 +10,9 @@ the container: `--stop` is the argv that does, e.g. `docker stop NAME`), when:
 Stopping is SIGTERM to the group, then SIGKILL to what is left of it after the grace period; what a
 server that exits by itself leaves in the group is killed too. The server also gets
 PR_SET_PDEATHSIG (Linux), so a guard killed by SIGKILL takes the server's main process with it.
+Last, `--remove` (a container's `rm -f NAME`) runs whenever the server has ended, however it ended: podman
+removes a `run --rm` container in a cleanup process of its own after `stop` returns, so without it the
+container could still be listed, exited, when the sweep is done.
 Exit code: the server's.
 """
 
@@ -39,6 +43,9 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--parent", type=int, required=True)
     p.add_argument("--grace", type=float, default=10.0)
     p.add_argument("--stop", default=None, help="JSON argv run first when stopping (a container's stop)")
+    p.add_argument(
+        "--remove", default=None, help="JSON argv run last, after the server ended (a container's rm)"
+    )
     p.add_argument("cmd", nargs=argparse.REMAINDER)
     ns = p.parse_args(argv)
     ns.cmd = ns.cmd[1:] if ns.cmd[:1] == ["--"] else ns.cmd
@@ -69,13 +76,27 @@ def kill_others(pgid: int, sig: int) -> None:
             os.kill(pid, sig)
 
 
+def run_quietly(argv: list[str] | None, timeout_s: float, errors: bool = True) -> None:
+    """A container's stop or rm; its failure (e.g. the container is already gone) is only reported."""
+    if not argv:
+        return
+    quiet = None if errors else subprocess.DEVNULL  # rm of a container podman already removed says so
+    try:
+        subprocess.run(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=quiet,
+            timeout=timeout_s,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError) as exc:
+        print(f"guard: {' '.join(argv)} failed: {exc}", file=sys.stderr, flush=True)
+
+
 def stop_group(child: subprocess.Popen, grace_s: float, stop_argv: list[str] | None) -> None:
     """The container's stop (when any), SIGTERM to the group, SIGKILL to what is left after the grace."""
-    if stop_argv:
-        try:
-            subprocess.run(stop_argv, stdin=subprocess.DEVNULL, timeout=grace_s + 5, check=False)
-        except (OSError, subprocess.SubprocessError) as exc:
-            print(f"guard: {' '.join(stop_argv)} failed: {exc}", file=sys.stderr, flush=True)
+    run_quietly(stop_argv, grace_s + 5)
     pgid = os.getpgid(0)
     kill_others(pgid, signal.SIGTERM)
     deadline = time.monotonic() + grace_s
@@ -104,6 +125,7 @@ def main(argv: list[str] | None = None) -> int:
             break
         time.sleep(POLL_S)
     kill_others(os.getpgid(0), signal.SIGKILL)  # what the server left behind in its group
+    run_quietly(json.loads(ns.remove) if ns.remove else None, 60, errors=False)
     return child.returncode if child.returncode >= 0 else 128 - child.returncode
 
 

@@ -103,6 +103,12 @@ def container_stop_argv(spec: ServerSpec, name: str, grace_s: float) -> list[str
     return [spec.runtime, "stop", "-t", str(max(1, int(grace_s))), name]
 
 
+def remove_argv(spec: ServerSpec, run: str, port: int) -> list[str] | None:
+    """What removes the server's container once it has ended (None for a process): `run --rm` alone
+    leaves the removal to a cleanup process that may finish after the sweep."""
+    return [spec.runtime, "rm", "-f", container_name(run, port)] if spec.launcher == "container" else None
+
+
 def launch_argv(spec: ServerSpec, run: str, port: int, gpus: list[str]) -> tuple[list[str], list[str] | None]:
     """(the argv that starts the server, the argv that stops it, or None: stop its process group)."""
     if spec.launcher == "container":

@@ -23,7 +23,7 @@ from pathlib import Path
 import httpx2 as httpx
 
 from evaluator.runfolder.provenance import server_info
-from evaluator.study.launch import HOST, ServerSpec, free_port, launch_argv, release_port
+from evaluator.study.launch import HOST, ServerSpec, free_port, launch_argv, release_port, remove_argv
 
 POLL_S = 0.25
 ERROR_RE = re.compile(r"error|exception|traceback|out of memory|killed|failed|refused|denied", re.I)
@@ -80,6 +80,8 @@ class Server:
         self.argv, stop_argv = launch_argv(self.spec, self.run, self.port, self.gpus)
         guard = [sys.executable, "-m", "evaluator.study.guard", "--parent", str(os.getpid())]
         guard += ["--grace", str(grace_s)] + (["--stop", json.dumps(stop_argv)] if stop_argv else [])
+        remove = remove_argv(self.spec, self.run, self.port)
+        guard += ["--remove", json.dumps(remove)] if remove else []
         env = {**self.env, "CUDA_VISIBLE_DEVICES": ",".join(self.gpus)}
         with open(self.log, "ab") as log:
             log.write(f"--- try {attempt}: {' '.join(self.argv)}\n".encode())
