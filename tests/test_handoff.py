@@ -10,6 +10,8 @@ import json
 import os
 import stat
 import sys
+import threading
+import time
 from pathlib import Path
 
 import msgspec
@@ -111,14 +113,17 @@ def test_exit_codes_map_to_states_and_only_an_exit_2_is_a_smoke_stop() -> None:
 # ----------------------------------------------------------------------------- a real unit
 
 
-def unit(tmp: Path, rows: int, config: dict, *args: str, python: str = sys.executable) -> UnitTask:
-    """A served run's unit: the stand-in server (answers per `config`), evaluate with `args`."""
+def unit(
+    tmp: Path, rows: int, config: dict, *args: str, python: str = sys.executable, serve: tuple[str, ...] = ()
+) -> UnitTask:
+    """A served run's unit: the stand-in server (answers per `config`, `serve` its more arguments),
+    evaluate with `args`."""
     data = doccount_rows(rows)
     write_doccount(tmp / "data" / "test-00000-of-00001.parquet", data)
     (tmp / "cfg.json").write_text(json.dumps({"answers": doccount_reply(data), **config}))
     (tmp / "logs").mkdir(exist_ok=True)
     spec = ServerSpec(
-        model="org/tiny", served_name="tiny", revision="v1", args=["--hold-s", "0"],
+        model="org/tiny", served_name="tiny", revision="v1", args=list(serve or ("--hold-s", "0")),
         command=[sys.executable, STANDIN, "--config", str(tmp / "cfg.json")],
     )  # fmt: skip
     evaluate_args = [
@@ -132,9 +137,9 @@ def unit(tmp: Path, rows: int, config: dict, *args: str, python: str = sys.execu
     )  # fmt: skip
 
 
-def run_unit(task: UnitTask, **env: str) -> UnitResult:
+def run_unit(task: UnitTask, stop: threading.Event | None = None, **env: str) -> UnitResult:
     base = {k: v for k, v in os.environ.items() if k not in ("MODEL_API_KEY", "MODEL_API_BASE_URL")}
-    return serve_and_evaluate(task, env={**base, "CUDA_VISIBLE_DEVICES": "", **env})
+    return serve_and_evaluate(task, env={**base, "CUDA_VISIBLE_DEVICES": "", **env}, stop=stop)
 
 
 def silent_python(tmp: Path) -> str:
@@ -198,3 +203,22 @@ def test_no_outcome_means_the_exit_code_alone_and_a_stale_one_is_never_read(tmp_
     assert result.state == "failed" and result.exit_code == 3, result
     assert result.message == f"evaluate exited 3; see {tmp_path / 'logs' / 'r.log'}"
     assert not (tmp_path / "logs" / "r.outcome.json").exists()
+
+
+def test_a_sweep_stopping_its_run_mid_request_reads_interrupted_from_the_outcome(tmp_path: Path) -> None:
+    requests = tmp_path / "requests.jsonl"
+    serve = ("--hold-s", "3", "--request-log", str(requests))
+    task = unit(tmp_path, 8, {}, python=silent_python(tmp_path), serve=serve)
+    stop = threading.Event()
+
+    def stop_once_sending() -> None:  # past start-up: the child answers SIGTERM as it answers Ctrl-C
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not (requests.exists() and requests.read_text().strip()):
+            time.sleep(0.05)
+        stop.set()
+
+    threading.Thread(target=stop_once_sending, daemon=True).start()
+    result = run_unit(task, stop=stop)
+    assert result.state == "interrupted" and result.exit_code == ExitCode.INTERRUPTED, result
+    got = outcome_of(tmp_path)
+    assert got.state == "interrupted" and got.exit_code == ExitCode.INTERRUPTED and got.rows is not None

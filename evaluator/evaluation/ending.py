@@ -99,10 +99,16 @@ def recording(
     global _current
     contract = read_contract(env)
     ending = _current = Ending()
-    catcher = _LastError(ending)
-    loggers = (MESSAGES, logging.getLogger())  # say() lines, and library loggers' (propagated to root)
-    for logger in loggers:
-        logger.addHandler(catcher)
+    catcher, root = _LastError(ending), logging.getLogger()
+    # say() lines, and library loggers' (propagated to root); a root with no handler of its own keeps
+    # printing through logging's last resort as it did, which a handler added to it would silence
+    added: list[tuple[logging.Logger, logging.Handler]] = (
+        [(MESSAGES, catcher), (root, catcher)] if contract else []
+    )
+    if added and not root.handlers and logging.lastResort is not None:
+        added.append((root, logging.lastResort))
+    for logger, handler in added:
+        logger.addHandler(handler)
     try:
         yield ending
     except BaseException as exc:
@@ -111,8 +117,8 @@ def recording(
         raise
     finally:
         _current = None
-        for logger in loggers:
-            logger.removeHandler(catcher)
+        for logger, handler in added:
+            logger.removeHandler(handler)
         if contract is not None:
             with contextlib.suppress(OSError):  # a folder gone: the unit goes by the exit code
                 write_atomic(Path(contract.outcome), encode_outcome(ending.outcome()))
