@@ -41,6 +41,21 @@ from evaluator.study.unit import UnitResult, UnitTask, serve_and_evaluate
 pytestmark = pytest.mark.timeout(240)
 
 STANDIN = str(Path(__file__).resolve().parent / "support" / "standin_server.py")
+IMAGE_ID = "sha256:" + "5e" * 32
+GPU_LINE = "NVIDIA Stand-in 80GB, 81559 MiB, 550.54.15"
+# a container runtime on this host: `image inspect` prints the image id; `run` serves with the stand-in
+# (the launcher's variables MODEL, SERVED_MODEL_NAME, HOST, PORT; revision and args after the image)
+FAKE_RUNTIME = """#!{python}
+import os, sys
+a = sys.argv[1:]
+if a[:2] == ["image", "inspect"]:
+    print("{image}")
+elif a[:1] == ["run"]:
+    env = dict(x.split("=", 1) for x in a[a.index("--rm"):] if "=" in x and x.split("=")[0].isupper())
+    rest = a[a.index("{tag}") + 1:]
+    os.execv(sys.executable, [sys.executable, "{standin}", env["MODEL"], "--host", env["HOST"],
+             "--port", env["PORT"], "--served-model-name", env["SERVED_MODEL_NAME"], *rest])
+"""
 STOP = "error: reasoning declared on, but 0 of 4 answered responses showed reasoning"
 
 # ----------------------------------------------------------------------------- the Structs
@@ -137,6 +152,21 @@ def unit(
     )  # fmt: skip
 
 
+def fake_host(tmp: Path) -> tuple[str, str]:
+    """A container runtime and an nvidia-smi on a PATH folder: (the runtime's path, the folder)."""
+    bin_dir = tmp / "bin"
+    bin_dir.mkdir()
+    runtime = bin_dir / "fakedocker"
+    runtime.write_text(
+        FAKE_RUNTIME.format(python=sys.executable, image=IMAGE_ID.removeprefix("sha256:"), tag="img:1",
+                            standin=STANDIN)
+    )  # fmt: skip
+    (bin_dir / "nvidia-smi").write_text(f"#!/bin/sh\necho '{GPU_LINE}'\n")
+    for path in (runtime, bin_dir / "nvidia-smi"):
+        path.chmod(path.stat().st_mode | stat.S_IXUSR)
+    return str(runtime), str(bin_dir)
+
+
 def run_unit(task: UnitTask, stop: threading.Event | None = None, **env: str) -> UnitResult:
     base = {k: v for k, v in os.environ.items() if k not in ("MODEL_API_KEY", "MODEL_API_BASE_URL")}
     return serve_and_evaluate(task, env={**base, "CUDA_VISIBLE_DEVICES": "", **env}, stop=stop)
@@ -222,3 +252,26 @@ def test_a_sweep_stopping_its_run_mid_request_reads_interrupted_from_the_outcome
     assert result.state == "interrupted" and result.exit_code == ExitCode.INTERRUPTED, result
     got = outcome_of(tmp_path)
     assert got.state == "interrupted" and got.exit_code == ExitCode.INTERRUPTED and got.rows is not None
+
+
+def test_a_container_run_records_its_image_id_and_gpus_from_the_contract(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    runtime, bin_dir = fake_host(tmp_path)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")  # the unit asks nvidia-smi
+    task = unit(tmp_path, 3, {}, serve=("--config", str(tmp_path / "cfg.json")))
+    container = ServerSpec(**{**msgspec.structs.asdict(task.server), "launcher": "container",  # type: ignore[arg-type]
+                              "image": "img:1", "runtime": runtime})  # fmt: skip
+    task = msgspec.structs.replace(task, server=container)
+    # the sweep's own image variable never reaches the child: the id comes from the runtime
+    result = serve_and_evaluate(
+        task, env={**os.environ, "CUDA_VISIBLE_DEVICES": "0", "DOCCOUNT_IMAGE_VLLM": "sha256:stale"}
+    )
+    assert result.state == "done", (result, (tmp_path / "logs" / "r.log").read_text())
+    config = json.loads((tmp_path / "run" / "run_config.json").read_text())
+    assert config["launch"]["launcher"] == "container" and config["launch"]["image"] == "img:1"
+    assert config["launch"]["gpus"] == ["0"]
+    assert config["serving"]["image"] == IMAGE_ID
+    assert config["environment"]["containers"]["DOCCOUNT_IMAGE_VLLM"] == IMAGE_ID
+    name, memory, driver = GPU_LINE.split(", ")
+    assert config["serving"]["gpus"] == [{"name": name, "memory_total": memory, "driver_version": driver}]
