@@ -37,10 +37,12 @@ if TYPE_CHECKING:
 @evaluate_options
 def evaluate_cmd(**opts: Any) -> None:
     """Evaluate a model on a counting benchmark; resumable; writes runs/<name>/."""
+    from evaluator.evaluation.ending import recording
     from evaluator.evaluation.evaluate import evaluate
 
-    try:
-        code = evaluate(EvaluateOptions(**opts))
+    try:  # a sweep's unit reads how it ended from the outcome file its launch contract names
+        with recording(user_errors()) as ending:
+            code = ending.code = evaluate(EvaluateOptions(**opts))
     except user_errors() as exc:
         raise UserError(str(exc)) from None
     sys.exit(code)

@@ -22,7 +22,7 @@ from evaluator.data.think import has_inline_think
 
 MODES = ("on", "off")
 SMOKE_RESPONSES = 4
-# Every smoke-stop line starts so (after "error: "): a sweep's unit tells the stop from other exit-2 errors.
+# Every smoke-stop line starts so (after "error: "); a sweep's unit learns of the stop from the outcome file.
 STOP_LINE_START = "reasoning declared "
 SIGNALS = ("a reasoning text", "reasoning tokens", "a <think> block")
 
@@ -123,8 +123,3 @@ class SmokeCheck:
         reasoned = [any(s) for s in self.seen]
         contradicts = not any(reasoned) if self.declared == "on" else all(reasoned)
         return ReasoningMismatch(self.declared, self.seen) if contradicts else None
-
-
-def is_stop_line(line: str | None) -> bool:
-    """Whether an evaluate `error:` line is a smoke stop (what a sweep shows as "stopped")."""
-    return line is not None and line.removeprefix("error: ").startswith(STOP_LINE_START)

@@ -32,6 +32,7 @@ from evaluator.evaluation.data_check import (
     load_source,
     validate_data,
 )
+from evaluator.evaluation.ending import note_rows, smoke_stop_line
 from evaluator.evaluation.options import EvaluateOptions
 from evaluator.evaluation.orphan import stop_when_orphaned
 from evaluator.evaluation.plan import RunPlan
@@ -58,7 +59,7 @@ from evaluator.runfolder.files import (
     write_manifest,
 )
 from evaluator.runfolder.manifest import ManifestError, load_manifest
-from evaluator.runfolder.provenance import environment_info, server_info, server_launch
+from evaluator.runfolder.provenance import environment_info, served_provenance, server_info
 from evaluator.runfolder.question_set import changed_questions, changed_text_message, folder_question_set
 from evaluator.runfolder.runconfig import (
     RunConfig,
@@ -68,7 +69,6 @@ from evaluator.runfolder.runconfig import (
     continue_run,
     load_run_config,
 )
-from evaluator.runfolder.serving import serving_record
 from evaluator.scoring import ScoreError
 
 USER_ERRORS = (
@@ -293,15 +293,16 @@ def fresh_run_config(
     if shape_preset:
         summary["preset"] = shape_preset.record()
     first: dict[str, Any] = next(iter(servers.values()), {})
+    serving, launch, containers = served_provenance(first, settings.model)  # a sweep's contract, or Make's
     return build_run_config(
         summary,
         data_record(source, manifest, selection),
         settings.benchmark.prompt_hashes(),
-        environment_info(),
+        environment_info(containers),
         servers,
         utc_now(),
-        serving=serving_record(first, settings.model, os.environ),
-        launch=server_launch(),
+        serving=serving,
+        launch=launch,
     )
 
 
@@ -349,7 +350,7 @@ def send_pending(plan: RunPlan) -> int:
         return ExitCode.INCOMPLETE
     except ReasoningMismatch as exc:  # the declared mode is not what the model does: a settings error
         progress.close()
-        say(f"error: {exc}")
+        say(smoke_stop_line(exc))
         return ExitCode.USAGE
     finally:
         progress.close()
@@ -380,7 +381,7 @@ def _rows_to_skip(
 
 
 def exit_code(stats: Any, root: Path) -> int:
-    rec = stats.recorded
+    rec = note_rows(stats.recorded)  # for a sweep's unit (evaluation.ending)
     say(
         f"[evaluate] recorded {sum(rec.values())} row(s): ok {rec['ok']}, request errors {rec['request_error']}, "
         f"data errors {rec['data_error']} | {stats.pacing.line() if stats.pacing else 'nothing sent'} "

@@ -11,13 +11,14 @@ from pathlib import Path
 from typing import Any
 
 import httpx2 as httpx  # the HTTP library openai >= 3 is built on
-import msgspec
 
 import evaluator
 from evaluator.core.boundary import json_text, parse_json, safe_string
 from evaluator.core.secrets import Redactor
 from evaluator.request.endpoint import server_root, split_query
-from evaluator.runfolder.runconfig import Launch, RunConfigError
+from evaluator.runfolder.handoff import read_contract
+from evaluator.runfolder.runconfig import Launch
+from evaluator.runfolder.serving import Serving, serving_record
 
 KEY_PACKAGES = ("openai", "httpx2", "pyarrow", "huggingface_hub", "click", "numpy", "matplotlib", "tqdm")
 # Set by the Makefile / compose for containerised runs: image ids and file hashes.
@@ -34,19 +35,18 @@ CONTAINER_ENV = (
 )
 
 
-# Set by a sweep for the evaluate child of a served run (evaluator.study.unit): the launch, as JSON.
-LAUNCH_ENV = "DOCCOUNT_SERVER_LAUNCH"
-
-
-def server_launch(env: Mapping[str, str] = os.environ) -> Launch | None:
-    """The launch a sweep handed this evaluate child, typed; None when it was not started by one."""
-    raw = env.get(LAUNCH_ENV, "")
-    if not raw:
-        return None
-    try:
-        return msgspec.json.decode(raw, type=Launch)
-    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-        raise RunConfigError(f"{LAUNCH_ENV} does not hold a server launch ({exc})") from None
+def served_provenance(
+    server: Mapping[str, Any], model_sent: str, env: Mapping[str, str] = os.environ
+) -> tuple[Serving | None, Launch | None, dict[str, str]]:
+    """run_config.json `serving` and `launch`, and the container variables to record beside the
+    environment's: from a sweep's launch contract when HANDOFF_ENV names one (its served image id is the
+    DOCCOUNT_IMAGE_VLLM a container run records), else from the DOCCOUNT_* variables (the Make path)."""
+    contract = read_contract(env)
+    if contract is None:
+        return serving_record(server, model_sent, env), None, {}
+    served = contract.served or Serving()
+    image = {"DOCCOUNT_IMAGE_VLLM": served.image} if served.image else {}
+    return serving_record(server, model_sent, served), contract.launch, image
 
 
 def git_commit() -> str | None:
@@ -74,7 +74,10 @@ def git_commit() -> str | None:
     return f"{out}-dirty" if dirty else out
 
 
-def environment_info() -> dict[str, Any]:
+def environment_info(containers: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The evaluator, Python, key packages, and the container variables (`containers`: ones a launch
+    contract gives, over the environment's)."""
+    given = {**os.environ, **(containers or {})}
     packages: dict[str, str | None] = {}
     for name in KEY_PACKAGES:
         try:
@@ -87,7 +90,7 @@ def environment_info() -> dict[str, Any]:
         "python": platform.python_version(),
         "platform": f"{platform.system()}-{platform.machine()}",
         "packages": packages,
-        "containers": {k: os.environ[k] for k in CONTAINER_ENV if os.environ.get(k)},
+        "containers": {k: given[k] for k in CONTAINER_ENV if given.get(k)},
     }
 
 

@@ -1,7 +1,8 @@
 """What served a self-hosted run: the weights, the server and its GPUs (run_config.json `serving`).
 
-The evaluator does not start the server, so whoever does tells it, through the environment (all
-optional; `make serve`/`make eval` set them, a sweep that serves its own models can do the same):
+The evaluator does not start the server, so whoever does tells it. A sweep's unit tells it in its launch
+contract (runfolder.handoff, the `served` field); `make serve`/`make eval` and other callers through the
+environment (all optional):
 
     DOCCOUNT_SERVED_MODEL    the model the server loaded: a Hugging Face id or a folder (make: MODEL)
     DOCCOUNT_MODEL_REVISION  the revision asked for: branch, tag or commit (make: MODEL_REVISION)
@@ -132,10 +133,26 @@ def cached_commit(model: str, revision: str | None) -> str | None:
     return commit if isinstance(commit, str) and COMMIT_RE.fullmatch(commit) else None
 
 
-def serving_record(server: Mapping[str, Any], model_sent: str, env: Mapping[str, str]) -> Serving | None:
-    """This run's `serving` record from the environment and the (first) server's self-description;
-    None when nothing says the model is self-hosted (no DOCCOUNT_* serving variable, no /v1/models root)."""
-    started_here = env.get("DOCCOUNT_SERVED_MODEL", "").strip()
+def served_from_env(env: Mapping[str, str]) -> Serving:
+    """What the DOCCOUNT_* variables say was served (the Make path); empty fields when none is set."""
+    return Serving(
+        model=env.get("DOCCOUNT_SERVED_MODEL", "").strip() or None,
+        revision=env.get("DOCCOUNT_MODEL_REVISION", "").strip() or None,
+        commit=env.get("DOCCOUNT_MODEL_COMMIT", "").strip() or None,
+        image=env.get("DOCCOUNT_IMAGE_VLLM", "").strip() or None,
+        args=parse_args(env.get("DOCCOUNT_VLLM_ARGS")),
+        gpus=parse_gpus(env.get("DOCCOUNT_GPUS")),
+    )
+
+
+def serving_record(
+    server: Mapping[str, Any], model_sent: str, env: Mapping[str, str] | Serving
+) -> Serving | None:
+    """This run's `serving` record from what its starter said (a sweep's contract `served`, or the
+    environment's DOCCOUNT_* variables) and the (first) server's self-description; None when nothing says
+    the model is self-hosted (nothing given, no /v1/models root)."""
+    given = env if isinstance(env, Serving) else served_from_env(env)
+    started_here = given.model
     models = server.get("models")
     listed = models if isinstance(models, list) else []
     # A server that reports a version (vLLM) and lists the name sent, with no other root: it loaded that id.
@@ -144,12 +161,10 @@ def serving_record(server: Mapping[str, Any], model_sent: str, env: Mapping[str,
         or served_root(server, model_sent)
         or (model_sent if server_version(server) and model_sent in listed else None)
     )
-    revision = env.get("DOCCOUNT_MODEL_REVISION", "").strip() or None
-    args = parse_args(env.get("DOCCOUNT_VLLM_ARGS"))
-    gpus = parse_gpus(env.get("DOCCOUNT_GPUS"))
+    revision, args, gpus = given.revision, given.args, given.gpus
     if not (model or revision or args or gpus):
         return None
-    commit = env.get("DOCCOUNT_MODEL_COMMIT", "").strip() or None
+    commit = given.commit
     if commit is None and model and (started_here or (revision and COMMIT_RE.fullmatch(revision))):
         commit = cached_commit(model, revision)
     return Serving(
@@ -157,7 +172,7 @@ def serving_record(server: Mapping[str, Any], model_sent: str, env: Mapping[str,
         revision=revision,
         commit=commit,
         server_version=server_version(server),
-        image=env.get("DOCCOUNT_IMAGE_VLLM", "").strip() or None,
+        image=given.image,
         args=args,
         gpus=gpus,
     )

@@ -15,15 +15,19 @@ http://127.0.0.1:PORT/v1`) while watching the server: a server that dies mid-run
 not done; a re-run resumes the folder. Last, the server is stopped (SIGTERM to its group, SIGKILL after
 the grace period). An endpoint run (`task.server is None`) is the evaluate child alone.
 
-The launch (command, GPU ids, tries, host) goes to the evaluate child as JSON in DOCCOUNT_SERVER_LAUNCH,
-recorded in run_config.json `launch`; what was served (model, revision, args, GPUs as nvidia-smi names
-them) goes in the DOCCOUNT_* variables runfolder.serving reads for `serving` (with the commit from the
-HF cache and the server's own /version).
+The unit and its evaluate child speak through runfolder.handoff, never through stderr: before the start the
+unit writes a LaunchContract beside the run's log (`logs/<run>.launch.json`: the launch, i.e. command,
+GPU ids, tries, host; what was served, i.e. model, revision, args, image id, GPUs as nvidia-smi names
+them; and where the outcome goes) and names it in DOCCOUNT_HANDOFF, the child's one handoff variable. The
+child records `launch` and `serving` in run_config.json from it (the commit from the HF cache and the
+server's own /version added) and, as it ends, writes its Outcome (`logs/<run>.outcome.json`: state, exit
+code, rows, the cause line, a smoke stop), which gives the run's state and message. The child's stderr
+still goes to the log and the status line; a child that leaves no outcome (killed) is judged by its
+exit code alone.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import secrets
@@ -37,29 +41,28 @@ from pathlib import Path
 
 import msgspec
 
+from evaluator.core.atomic import write_atomic
 from evaluator.core.exitcode import ExitCode
 from evaluator.core.secrets import Redactor
 from evaluator.core.vocab import QueueWord, UnitEnd, UnitPhase
-from evaluator.data.reasoning import is_stop_line
 from evaluator.evaluation.orphan import PARENT_PID_ENV
-from evaluator.runfolder.provenance import LAUNCH_ENV
+from evaluator.runfolder.handoff import (
+    HANDOFF_ENV,
+    STATES,
+    LaunchContract,
+    Outcome,
+    encode_contract,
+    read_outcome,
+)
 from evaluator.runfolder.runconfig import Launch
+from evaluator.runfolder.serving import Serving, parse_gpus
 from evaluator.study.launch import ServerSpec, missing_program
 from evaluator.study.server import Server, ServerFailure, Stopped, last_error_line
 
 IMAGE_ID_RE = re.compile(r"[0-9a-f]{64}")
 
-# evaluate's exit codes (evaluator.evaluation.evaluate) as run states; an exit 2 whose error line is a
-# reasoning smoke stop (data.reasoning) is "stopped"
-STATES: dict[int, UnitEnd] = {
-    ExitCode.OK: "done",
-    ExitCode.NOT_VERIFIED: "error",
-    ExitCode.USAGE: "refused",
-    ExitCode.INCOMPLETE: "failed",
-    ExitCode.INTERRUPTED: "interrupted",
-}
-# what a served run's evaluate child is told about its server (runfolder.serving reads them): set by the
-# unit for served runs, never inherited from the sweep's own environment
+# what `make eval` tells an evaluate about its server (runfolder.serving reads them): a unit's child has
+# its launch contract instead and never inherits them from the sweep's own environment
 SERVING_ENV = (
     "DOCCOUNT_SERVED_MODEL",
     "DOCCOUNT_MODEL_REVISION",
@@ -77,7 +80,8 @@ CHILD_DROPS = (
     "RUN_NAME",
     "REASONING",
     SERVER_TOKEN_ENV,
-    LAUNCH_ENV,
+    HANDOFF_ENV,
+    "DOCCOUNT_SERVER_LAUNCH",  # the launch variable of before the contract file: never passed on
     *SERVING_ENV,
 )
 
@@ -222,21 +226,16 @@ def _launch(spec: ServerSpec, server: Server, gpus: list[str], tries: int) -> La
     )
 
 
-def serving_env(spec: ServerSpec, gpus: list[str]) -> dict[str, str]:
-    """What evaluate records in run_config.json `serving` (runfolder.serving): the weights, the args, and
-    the GPUs as nvidia-smi names them (none when there is no nvidia-smi)."""
-    env = {
-        "DOCCOUNT_SERVED_MODEL": spec.model,
-        "DOCCOUNT_VLLM_ARGS": json.dumps(list(spec.args)),
-        **({"DOCCOUNT_MODEL_REVISION": spec.revision} if spec.revision else {}),
-    }
-    described = _nvidia_smi_gpus(gpus)
-    if described:
-        env["DOCCOUNT_GPUS"] = described
-    image = _image_id(spec) if spec.launcher == "container" else None
-    if image:
-        env["DOCCOUNT_IMAGE_VLLM"] = image
-    return env
+def served(spec: ServerSpec, gpus: list[str]) -> Serving:
+    """What was served, for run_config.json `serving` (the contract's `served`): the weights, the args, the
+    image id, and the GPUs as nvidia-smi names them (none when there is no nvidia-smi)."""
+    return Serving(
+        model=spec.model.strip() or None,
+        revision=(spec.revision or "").strip() or None,
+        args=list(spec.args),
+        gpus=parse_gpus(_nvidia_smi_gpus(gpus)),
+        image=_image_id(spec) if spec.launcher == "container" else None,
+    )
 
 
 def _image_id(spec: ServerSpec) -> str | None:
@@ -262,10 +261,21 @@ def _nvidia_smi_gpus(gpus: list[str]) -> str | None:
     return out.stdout if out.returncode == 0 and out.stdout.strip() else None
 
 
+def _hand_off(task: UnitTask, launch: Launch | None) -> tuple[Path, Path]:
+    """Write the run's launch contract beside its log, clear an earlier outcome: (contract, outcome)."""
+    stem = task.evaluate_log.removesuffix(".log")
+    contract, outcome = Path(f"{stem}.launch.json"), Path(f"{stem}.outcome.json")
+    outcome.unlink(missing_ok=True)  # an earlier invocation's must not be read as this one's
+    what = served(task.server, launch.gpus) if launch is not None and task.server is not None else None
+    write_atomic(contract, encode_contract(LaunchContract(outcome=str(outcome), launch=launch, served=what)))
+    return contract, outcome
+
+
 def _child_env(
-    task: UnitTask, env: Mapping[str, str], launch: Launch | None, server: Server | None
+    task: UnitTask, env: Mapping[str, str], contract: Path, server: Server | None
 ) -> dict[str, str]:
-    """evaluate's environment: a served run's key is its server's token, an endpoint run's the user's."""
+    """evaluate's environment: a served run's key is its server's token, an endpoint run's the user's; the
+    launch contract by name."""
     out = {k: v for k, v in env.items() if k not in (*CHILD_DROPS, *task.drop_env, task.api_key_env or "")}
     if server is not None:
         if server.token:  # always set by _start_server; None only for a Server made elsewhere
@@ -273,9 +283,7 @@ def _child_env(
     elif task.api_key_env and env.get(task.api_key_env, "").strip():
         out["MODEL_API_KEY"] = env[task.api_key_env].strip()
     out[PARENT_PID_ENV] = str(os.getpid())  # the child stops if this process dies (evaluation.orphan)
-    if launch is not None and task.server is not None:
-        out[LAUNCH_ENV] = msgspec.json.encode(launch).decode()
-        out.update(serving_env(task.server, launch.gpus))
+    out[HANDOFF_ENV] = str(contract)
     return out
 
 
@@ -292,15 +300,16 @@ def _evaluate(
     keys = [Redactor(env.get(task.api_key_env or "") or None), Redactor(server.token if server else None)]
     cmd = [task.python, "-m", "evaluator.cli", "evaluate", *task.evaluate_args, *extra]
     report(UnitStatus(phase="evaluating", detail="starting"))
+    contract, outcome_path = _hand_off(task, launch)
     child = subprocess.Popen(
-        cmd, env=_child_env(task, env, launch, server), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+        cmd, env=_child_env(task, env, contract, server), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
     )  # fmt: skip
     died: list[str] = []
     done = threading.Event()
     watcher = threading.Thread(target=_watch, args=(child, server, stop, done, died, task), daemon=True)
     watcher.start()
-    last_error = _follow(child, task.evaluate_log, lambda t: keys[1](keys[0](t)), report)
+    _follow(child, task.evaluate_log, lambda t: keys[1](keys[0](t)), report)
     code = child.wait()
     done.set()
     watcher.join()
@@ -308,18 +317,28 @@ def _evaluate(
         died.append(_death_message(server, task))  # evaluate saw the refused connections first
     if died:
         return UnitResult(state="failed", exit_code=code, message=died[0], launch=launch)
-    if code != ExitCode.OK and last_error is None:
-        last_error = f"evaluate exited {code}; see {task.evaluate_log}"
-    state: UnitEnd = (
-        "stopped" if code == ExitCode.USAGE and is_stop_line(last_error) else STATES.get(code, "error")
-    )
-    return UnitResult(state=state, exit_code=code, message=last_error if code else None, launch=launch)
+    return _ended(code, read_outcome(outcome_path), lambda t: keys[1](keys[0](t)), task, launch)
+
+
+def _ended(
+    code: int, outcome: Outcome | None, redact: Callable[[str], str], task: UnitTask, launch: Launch | None
+) -> UnitResult:
+    """The run's result from the child's outcome file; from its exit code alone when it left none (or one
+    that is not this exit's: a child killed after writing it)."""
+    if outcome is not None and outcome.exit_code == code:
+        state, cause = outcome.state, redact(outcome.cause) if outcome.cause else None
+    else:
+        state, cause = STATES.get(code, "error"), None
+    if code != ExitCode.OK and cause is None:
+        cause = f"evaluate exited {code}; see {task.evaluate_log}"
+    return UnitResult(state=state, exit_code=code, message=cause if code else None, launch=launch)
 
 
 def _follow(
     child: subprocess.Popen[bytes], log_path: str, redact: Callable[[str], str], report: Report
-) -> str | None:
-    last_error = None
+) -> None:
+    """The child's stderr, line by line, to the log and the status (what it says is for the user: the run's
+    state comes from its outcome file)."""
     assert child.stderr is not None
     with open(log_path, "ab") as log:
         for raw in child.stderr:
@@ -329,10 +348,7 @@ def _follow(
                     continue
                 log.write(line.encode("utf-8") + b"\n")
                 log.flush()
-                if line.startswith("error:"):
-                    last_error = line
                 report(UnitStatus(phase="evaluating", detail=line))
-    return last_error
 
 
 def _watch(

@@ -1,0 +1,128 @@
+"""The sweep-to-evaluate contract: what a sweep's unit (evaluator.study.unit) hands its evaluate child, and
+what the child hands back. Two files and one variable, nothing read from stderr.
+
+In: a `LaunchContract`, a JSON file the unit writes before it starts the child and names in HANDOFF_ENV
+(the one variable of the handoff). It holds the launch and what was served (recorded in run_config.json
+`launch` and `serving`) and where the child writes its outcome.
+
+Out: an `Outcome`, the JSON file the child writes (atomically) as it ends, whatever the way: done, refused,
+incomplete, interrupted. The unit reads it for the run's state and cause; with no outcome file (a child
+killed before it could write one) the unit goes by the exit code alone.
+
+The encode and decode functions are pure; `read_contract` and `read_outcome` are the two readers.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+import msgspec
+
+from evaluator.core.exitcode import ExitCode
+from evaluator.core.vocab import UnitEnd
+from evaluator.runfolder.runconfig import Launch, RunConfigError
+from evaluator.runfolder.serving import Serving
+
+HANDOFF_ENV = "DOCCOUNT_HANDOFF"
+"""The variable naming the LaunchContract file; set by a sweep's unit only, never inherited."""
+
+# evaluate's exit codes as run states; an exit 2 that is a reasoning smoke stop is "stopped"
+STATES: dict[int, UnitEnd] = {
+    ExitCode.OK: "done",
+    ExitCode.NOT_VERIFIED: "error",
+    ExitCode.USAGE: "refused",
+    ExitCode.INCOMPLETE: "failed",
+    ExitCode.INTERRUPTED: "interrupted",
+}
+
+
+class LaunchContract(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """What a sweep's unit tells its evaluate child. No secret: the key goes by the environment."""
+
+    outcome: str
+    """The file the child writes its Outcome to (the unit removes a stale one before the start)."""
+
+    launch: Launch | None = None
+    """How the server was started (command, GPU ids, tries, host, launcher, image, job id, partition);
+    None for a run against an existing endpoint. Recorded as run_config.json `launch`."""
+
+    served: Serving | None = None
+    """What was served (model, revision, commit, args, GPUs as nvidia-smi names them, image id); the
+    server's version is asked of the server itself. None for an endpoint run. Becomes run_config.json
+    `serving`, in place of the DOCCOUNT_* variables a Make run passes."""
+
+
+class Rows(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """The rows this invocation recorded, by status."""
+
+    ok: int = 0
+    """Rows with an answer."""
+
+    request_error: int = 0
+    """Rows whose request failed after the retries (a re-run sends them again)."""
+
+    data_error: int = 0
+    """Rows whose data could not be sent (a bad image, a missing column)."""
+
+
+class Outcome(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """How an evaluate child ended, for its unit."""
+
+    state: UnitEnd
+    """The run's state: done, failed, error, refused, stopped (a reasoning smoke stop), interrupted."""
+
+    exit_code: ExitCode
+    """The code the child exits with (the unit checks it against the one it sees)."""
+
+    cause: str | None = None
+    """The one `error:` line that ended the run (the last one said), when there was one."""
+
+    smoke_stop: bool = False
+    """Whether the run was stopped by the reasoning smoke check (data.reasoning)."""
+
+    rows: Rows | None = None
+    """What was recorded; None when the run ended before sending (or sent through a Batch API)."""
+
+
+def outcome_state(code: int, smoke_stop: bool = False) -> UnitEnd:
+    """An exit code (and whether it was a smoke stop) as a run state; an unknown code is an error."""
+    return "stopped" if smoke_stop and code == ExitCode.USAGE else STATES.get(code, "error")
+
+
+def encode_contract(contract: LaunchContract) -> bytes:
+    return msgspec.json.encode(contract)
+
+
+def decode_contract(data: bytes) -> LaunchContract:
+    return msgspec.json.decode(data, type=LaunchContract)
+
+
+def encode_outcome(outcome: Outcome) -> bytes:
+    return msgspec.json.encode(outcome)
+
+
+def decode_outcome(data: bytes) -> Outcome:
+    return msgspec.json.decode(data, type=Outcome)
+
+
+def read_contract(env: Mapping[str, str] = os.environ) -> LaunchContract | None:
+    """The contract HANDOFF_ENV names; None when evaluate was not started by a sweep's unit."""
+    name = env.get(HANDOFF_ENV, "")
+    if not name:
+        return None
+    try:
+        return decode_contract(Path(name).read_bytes())
+    except OSError as exc:
+        raise RunConfigError(f"{HANDOFF_ENV} names {name}, which cannot be read ({exc.strerror})") from None
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        raise RunConfigError(f"{HANDOFF_ENV} names {name}, which is not a launch contract ({exc})") from None
+
+
+def read_outcome(path: Path) -> Outcome | None:
+    """The outcome a child wrote; None when there is none (a killed child) or it does not decode."""
+    try:
+        return decode_outcome(path.read_bytes())
+    except (OSError, msgspec.DecodeError, msgspec.ValidationError):
+        return None
