@@ -41,6 +41,7 @@ from evaluator.archive.base import (  # noqa: F401  (the package's face)
     secret_hits,
     sha256_hex,
 )
+from evaluator.archive.opened import OpenedArchive, parse_archive  # noqa: F401  (the package's face)
 from evaluator.archive.pack import (  # noqa: F401  (the package's face)
     create_archive,
     dataset_record,

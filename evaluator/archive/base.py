@@ -105,9 +105,10 @@ class Members(Mapping[str, bytes]):
             dest.write_bytes(data)
 
 
-@dataclass
+@dataclass(frozen=True)
 class Archive:
-    """An archive as read (archive.read): entries relative to the top folder."""
+    """An archive's entries as read (archive.read), relative to the top folder; what is parsed of them
+    is archive.opened.OpenedArchive."""
 
     source: Path
     top: str
@@ -152,24 +153,6 @@ class Archive:
         if not isinstance(obj, dict):
             raise ArchiveError(f"{name} is not a JSON object")
         return obj
-
-    @property
-    def index(self) -> dict[str, Any] | None:
-        try:
-            return self.json_object(INDEX)
-        except ArchiveError:
-            return None
-
-    @property
-    def run_name(self) -> str | None:
-        idx = self.index
-        name = idx.get("run_name") if idx else None
-        if isinstance(name, str) and f"{RUNS}/{name}/{CONFIG}" in self.files:
-            return name
-        found = sorted(
-            p.split("/")[1] for p in self.files if p.startswith(f"{RUNS}/") and p.endswith(f"/{CONFIG}")
-        )
-        return found[0] if len(found) == 1 else None
 
 
 @dataclass

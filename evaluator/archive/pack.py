@@ -320,7 +320,7 @@ def create_archive(
     missing = _collect_bundle(config, bundle, entries, recorded)
     entries[DATASET] = json_bytes(dataset_record(config, entries[f"{run_dir}/{MANIFEST}"]))
     entries[ENVIRONMENT] = json_bytes(environment_record(config))
-    entries[REPRODUCE] = utf8_text(reproduce_md(raw, run_name, summary, missing))
+    entries[REPRODUCE] = utf8_text(reproduce_md(raw, run_name, summary, missing, config))
     index = _index(run_name, run_dir, config, entries, recorded, missing)
     entries[INDEX] = json_bytes(index)
     hits = secret_hits(entries, secret)

@@ -46,15 +46,20 @@ def data_args_for(config: dict[str, Any], data_files: str | None = None) -> list
     return ["--data-files", f"data/{PurePosixPath(pattern).name}"]
 
 
+def _typed(config: RunConfig | dict[str, Any]) -> RunConfig:
+    """The run configuration as a RunConfig: the one an archive was opened with, or a dict decoded now."""
+    return config if isinstance(config, RunConfig) else RunConfig.from_dict(config)
+
+
 def evaluate_args(
-    config: dict[str, Any],
+    config: RunConfig | dict[str, Any],
     data_args: list[str],
     base_urls: list[str],
     run_root: str,
     concurrency: int | None = None,
 ) -> list[str]:
-    """The `doccount evaluate` arguments that repeat the archived run's settings (read as a RunConfig)."""
-    c = RunConfig.from_dict(config)
+    """The `doccount evaluate` arguments that repeat the archived run's settings."""
+    c = _typed(config)
     args = ["--backend", c.backend or "api", "--model", c.model]
     for url in base_urls:
         args += ["--base-url", url]
@@ -120,11 +125,11 @@ def _checked(what: str, value: str) -> str:
     return value
 
 
-def serve_commands(config: dict[str, Any]) -> list[str]:
+def serve_commands(config: RunConfig | dict[str, Any]) -> list[str]:
     """The make lines that put the recorded weights into the HF cache and serve them as the run was served
     (compose.yaml's vllm service): the commit, the served name and the recorded server arguments. Empty
     when the run records no self-hosted model."""
-    c = RunConfig.from_dict(config)
+    c = _typed(config)
     s = c.serving
     if s is None or not s.model:
         return []
@@ -151,9 +156,14 @@ def serve_commands(config: dict[str, Any]) -> list[str]:
 
 
 def reproduce_md(
-    config: dict[str, Any], run_name: str, summary: dict[str, Any], missing: dict[str, str]
+    config: dict[str, Any],
+    run_name: str,
+    summary: dict[str, Any],
+    missing: dict[str, str],
+    typed: RunConfig | None = None,
 ) -> str:
-    """REPRODUCE.md: the exact commands to verify the archive and re-run its evaluation."""
+    """REPRODUCE.md: the exact commands to verify the archive and re-run its evaluation (`typed`: `config`
+    as the RunConfig the caller already decoded)."""
     primary = summary.get("primary") or {}
     lines = [
         f"# Reproducing run `{run_name}`",
@@ -165,7 +175,8 @@ def reproduce_md(
         "If the endpoint needs a key, export `MODEL_API_KEY` (it is never written to any file).",
         "",
     ]
-    lines += _md_verify(run_name) + _md_inputs(config, missing) + _md_rerun(config, run_name)
+    lines += _md_verify(run_name) + _md_inputs(config, missing)
+    lines += _md_rerun(config, typed if typed is not None else RunConfig.from_dict(config), run_name)
     return "\n".join(lines)
 
 
@@ -224,15 +235,15 @@ def _md_inputs(config: dict[str, Any], missing: dict[str, str]) -> list[str]:
     return lines
 
 
-def _md_rerun(config: dict[str, Any], run_name: str) -> list[str]:
+def _md_rerun(config: dict[str, Any], typed: RunConfig, run_name: str) -> list[str]:
     new_root = f"runs/{run_name}-reproduce"
     data_args = data_args_for(config)
-    eval_cmd = format_command(["doccount", "evaluate", *evaluate_args(config, data_args, ["URL"], new_root)])
+    eval_cmd = format_command(["doccount", "evaluate", *evaluate_args(typed, data_args, ["URL"], new_root)])
     repro = ["doccount", "reproduce", "ARCHIVE.tar.gz", "--base-url", "URL"]
     if (config.get("data") or {}).get("source") != "hub":
         repro += data_args
     try:
-        serve = serve_commands(config)
+        serve = serve_commands(typed)
     except ArchiveError:  # a serving value no make line can carry: the recorded values are in run_config.json
         serve = []
     return [

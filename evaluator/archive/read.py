@@ -18,6 +18,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from evaluator.archive.base import INDEX, SUMS, Archive, ArchiveError, Members
+from evaluator.archive.opened import OpenedArchive, parse_archive
 
 MiB, GiB = 1024 * 1024, 1024 * 1024 * 1024
 CHUNK = MiB
@@ -178,9 +179,9 @@ def _check_kinds(path: Path, parts: list[str], is_dir: bool, kinds: dict[str, bo
             )
 
 
-def read_archive(path: Path, limits: Limits = LIMITS) -> Archive:
-    """Read a doccount archive whole, within `limits` (so truncation is always noticed); ArchiveError
-    (ArchiveLimitError past a limit) on bad input."""
+def read_archive(path: Path, limits: Limits = LIMITS) -> OpenedArchive:
+    """Read a doccount archive whole, within `limits` (so truncation is always noticed), and parse it once
+    (archive.opened); ArchiveError (ArchiveLimitError past a limit) on bad input."""
     path = Path(path)
     if not path.exists():
         raise ArchiveError(f"{path} does not exist")
@@ -214,4 +215,4 @@ def read_archive(path: Path, limits: Limits = LIMITS) -> Archive:
             f"{path} is not a doccount archive (no {SUMS} and {INDEX} under one top folder); "
             "archives are written by doccount archive"
         )
-    return Archive(path, tops.pop(), members, duplicates)
+    return parse_archive(Archive(path, tops.pop(), members, duplicates))

@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 from evaluator.archive.base import (
-    RUNS,
     Archive,
     ArchiveError,
     ArchiveInfo,
@@ -16,6 +15,7 @@ from evaluator.archive.base import (
     VerifyResult,
 )
 from evaluator.archive.endpoints import Confirm, key_endpoints
+from evaluator.archive.opened import OpenedArchive, config_of
 from evaluator.archive.pack import create_archive
 from evaluator.archive.plan import evaluate_args, format_command, serve_commands
 from evaluator.archive.verify import (
@@ -40,7 +40,8 @@ from evaluator.data.parquet import (
 from evaluator.data.prompt_files import PROMPTS_ENV
 from evaluator.evaluation.evaluate import USER_ERRORS, evaluate
 from evaluator.evaluation.options import options_from_args
-from evaluator.runfolder.files import CONFIG, MERGED
+from evaluator.runfolder.files import MERGED
+from evaluator.runfolder.runconfig import RunConfig
 from evaluator.scoring import score_run
 from evaluator.scoring.compare import compare_runs, paired_table
 from evaluator.scoring.identity import render_identity, response_identity
@@ -50,14 +51,10 @@ from evaluator.scoring.stats import mcnemar_exact
 # ----------------------------------------------------------------------------- reproduce
 
 
-def config_of(archive: Archive) -> dict[str, Any]:
-    return archive.json_object(f"{RUNS}/{archive.run_name}/{CONFIG}")
-
-
-def check_reproduction_data(config: dict[str, Any], data_files: str | None) -> tuple[list[str], str]:
+def check_reproduction_data(config: RunConfig, data_files: str | None) -> tuple[list[str], str]:
     """The data arguments for evaluate, after checking file SHA-256s and manifest digests against the archive."""
-    data = config.get("data") or {}
-    bench = get_benchmark(str(config["benchmark"]))
+    data = config.data
+    bench = get_benchmark(config.benchmark)
     expected_files = data.get("files") or []
     pattern = data_files
     if pattern is None and data.get("source") != "hub":
@@ -177,6 +174,7 @@ __all__ = [
     "Archive",
     "ArchiveError",
     "ArchiveInfo",
+    "OpenedArchive",
     "Problem",
     "VerifyResult",
     "check_reproduction_data",
@@ -193,7 +191,7 @@ __all__ = [
 
 
 def reproduce(
-    archive_file: Path,
+    archive: OpenedArchive,
     base_url: list[str],
     data_files: str | None,
     run_root: Path | None,
@@ -201,22 +199,23 @@ def reproduce(
     quiet: bool,
     confirm: Confirm | None = None,
 ) -> int:
-    """`doccount reproduce`: verify the archive, re-run it with the recorded settings into a new folder,
-    score it and print the comparison; the exit code (1: the archive does not verify). MODEL_API_KEY goes
-    only to the `base_url` endpoints or to recorded ones the user confirmed (archive.endpoints)."""
-    archive = read_archive(archive_file)
+    """`doccount reproduce`: verify the archive (read once, read.read_archive), re-run it with the recorded
+    settings into a new folder, score it and print the comparison; the exit code (1: the archive does not
+    verify). MODEL_API_KEY goes only to the `base_url` endpoints or to recorded ones the user confirmed
+    (archive.endpoints)."""
+    archive_file = archive.source
     with tempfile.TemporaryDirectory(prefix="doccount-reproduce-") as work:
         result = verify_archive(archive, Path(work))
-        if not result.ok or result.run_dir is None:
+        if not result.ok or result.run_dir is None or archive.run is None or archive.run.config is None:
             for problem in result.problems:
                 say(f"MISMATCH {problem}")
             say(f"error: {archive_file} does not verify; refusing to reproduce from it")
             return ExitCode.NOT_VERIFIED
-        config = config_of(archive)
+        run, config = archive.run, archive.run.config  # verified: a valid run configuration
         serve = serve_commands(config)  # a serving value no make line may carry is refused here, first
-        urls = _endpoints(config, archive.run_name or "run", base_url, confirm)
+        urls = _endpoints(config, run.name, base_url, confirm)
         data_args, data_note = check_reproduction_data(config, data_files)
-        new_root = run_root or Path("runs") / f"{archive.run_name}-reproduce"
+        new_root = run_root or Path("runs") / f"{run.name}-reproduce"
         args = evaluate_args(config, data_args, urls, str(new_root), concurrency=concurrency)
         if quiet:
             args.append("--quiet")
@@ -228,14 +227,15 @@ def reproduce(
         if code not in (0, 3):
             return code
         score_run(new_root)
-        _print_comparison(result.run_dir, new_root, archive.run_name)
+        _print_comparison(result.run_dir, new_root, run.name)
     return code
 
 
-def _endpoints(config: dict[str, Any], run: str, named: list[str], confirm: Confirm | None) -> list[str]:
+def _endpoints(config: RunConfig, run: str, named: list[str], confirm: Confirm | None) -> list[str]:
     """The endpoints to re-run against: the named ones; else MODEL_API_BASE_URL's or the recorded ones,
     which a key may go to only once the user has confirmed them (archive.endpoints)."""
-    recorded = [str(u) for u in (config.get("endpoints") or [config.get("endpoint")]) if u]
+    listed: list[str | None] = [*config.endpoints] or [config.endpoint]
+    recorded = [str(u) for u in listed if u]
     fallback = [u for u in os.environ.get("MODEL_API_BASE_URL", "").split(",") if u] or recorded
     key = os.environ.get("MODEL_API_KEY", "").strip()
     has_key = bool(key) and key != "EMPTY"  # EMPTY: vLLM's placeholder for no key

@@ -40,9 +40,10 @@ from evaluator.archive.base import (
     sha256_hex,
 )
 from evaluator.archive.endpoints import Confirm, key_endpoints
+from evaluator.archive.opened import SWEEP_FORMAT, SWEEP_STATE, OpenedArchive, config_of
 from evaluator.archive.pack import create_archive, write_tar_gz
-from evaluator.archive.reproduce import config_of
-from evaluator.archive.verify import check_sums, read_archive, verify_archive
+from evaluator.archive.read import read_archive
+from evaluator.archive.verify import check_sums, verify_archive
 from evaluator.core.atomic import atomic_file
 from evaluator.core.boundary import clip
 
@@ -51,18 +52,17 @@ try:
 except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib  # type: ignore[no-redef]
 
-SWEEP_FORMAT = "doccount-sweep-archive"
 SWEEP_FORMAT_VERSION = 1
 SWEEP_TOP_SUFFIX = ".sweep-archive"
 BOARD_FILES = ("index.html", "leaderboard.md", "leaderboard.json")
-STATE, COPY, BOARD = "sweep.json", "sweep.toml", "leaderboard"
+STATE, COPY, BOARD = SWEEP_STATE, "sweep.toml", "leaderboard"
 
 
 def is_sweep_folder(root: Path) -> bool:
     return (root / STATE).is_file() and not (root / "run_config.json").is_file()
 
 
-def is_sweep_archive(archive: Archive) -> bool:
+def is_sweep_archive(archive: OpenedArchive) -> bool:
     return (archive.index or {}).get("format") == SWEEP_FORMAT
 
 
@@ -123,7 +123,7 @@ def create_sweep_archive(
 SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 
 
-def sweep_name(archive: Archive) -> str:
+def sweep_name(archive: OpenedArchive) -> str:
     """The archive's sweep name, checked like its run names (ArchiveError for one a sweep cannot have)."""
     name = (archive.index or {}).get("sweep", "sweep")
     if not isinstance(name, str) or not SAFE_NAME.fullmatch(name):
@@ -131,7 +131,7 @@ def sweep_name(archive: Archive) -> str:
     return name
 
 
-def run_archives(archive: Archive) -> dict[str, str]:
+def run_archives(archive: OpenedArchive) -> dict[str, str]:
     """run name -> entry of its archive, from the index, every pair checked against the archive's own layout
     before anything is written: the name is a run name a sweep can have, its entry is `runs/<name>.tar.gz`
     and is in the archive. ArchiveError naming the offenders otherwise."""
@@ -159,7 +159,7 @@ def _layout_error(archive: Archive, bad: list[Any]) -> str:
     )
 
 
-def verify_sweep(archive: Archive, workdir: Path) -> VerifyResult:
+def verify_sweep(archive: OpenedArchive, workdir: Path) -> VerifyResult:
     """Outer checksums, then every run archive verified, then the leaderboard recomputed and compared."""
     problems: list[Problem] = []
     checks: list[str] = []
@@ -184,7 +184,7 @@ def verify_sweep(archive: Archive, workdir: Path) -> VerifyResult:
 
 
 def _check_board(
-    archive: Archive, rescored: dict[str, Path], problems: list[Problem], checks: list[str]
+    archive: OpenedArchive, rescored: dict[str, Path], problems: list[Problem], checks: list[str]
 ) -> None:
     """The archived leaderboard.json's numbers against a leaderboard rebuilt from the re-scored runs."""
     from evaluator.scoring import merge_run
@@ -195,7 +195,7 @@ def _check_board(
         checks.append("leaderboard: not archived or no run re-scored; not checked")
         return
     try:
-        state = archive.json_object(STATE, {})
+        state = _object(archive)
         archived = archive.json_object(entry)
     except ArchiveError as exc:
         problems.append(Problem(entry, f"cannot be checked: {exc}"))
@@ -251,6 +251,18 @@ def _check_renderings(
     checks.append(f"leaderboard: {same} rendering(s) match the ones rebuilt from leaderboard.json")
 
 
+def _archived_state(archive: OpenedArchive) -> Any:
+    """sweep.json as parsed when the archive was read ({} when absent); ArchiveError when it is not JSON."""
+    return archive.sweep_state.get() if archive.sweep_state is not None else {}
+
+
+def _object(archive: OpenedArchive) -> dict[str, Any]:
+    state = _archived_state(archive)
+    if not isinstance(state, dict):
+        raise ArchiveError(f"{STATE} is not a JSON object")
+    return state
+
+
 def _dict(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
@@ -260,12 +272,12 @@ def _numbers(board: dict[str, Any]) -> Any:
     return json.loads(json.dumps({"runs": runs, "pairwise": board.get("pairwise")}))
 
 
-def key_variables(archive: Archive, runs: Mapping[str, str]) -> dict[str, str | None]:
+def key_variables(archive: OpenedArchive, runs: Mapping[str, str]) -> dict[str, str | None]:
     """Each run's key variable, from sweep.json checked against the archived sweep file (sweep.toml):
     ArchiveError in one line when they differ (a crafted sweep.json naming another variable, with its
     checksum recomputed) or when a run names a variable the archive has no sweep file to check against."""
     try:
-        state = archive.json(STATE, {})
+        state = _archived_state(archive)
         states = state.get("runs") if isinstance(state, dict) else None
         toml = tomllib.loads(archive.whole(COPY).decode("utf-8")) if COPY in archive.files else None
     except (ValueError, UnicodeDecodeError) as exc:  # tomllib.TOMLDecodeError is a ValueError
@@ -292,7 +304,7 @@ def key_variables(archive: Archive, runs: Mapping[str, str]) -> dict[str, str | 
 
 
 def reproduce_sweep(
-    archive: Archive,
+    archive: OpenedArchive,
     only: list[str],
     run_root: Path,
     passthrough: list[str],

@@ -20,35 +20,22 @@ from evaluator.archive.base import (
     VerifyResult,
     mismatched_keys,
 )
+from evaluator.archive.opened import OpenedArchive, parse_sums  # noqa: F401  (parse_sums: the face)
 from evaluator.archive.pack import (
     dataset_record,
 )
-from evaluator.archive.read import read_archive  # noqa: F401  (sweep and reproduce read it from here)
+from evaluator.archive.read import read_archive  # noqa: F401  (the package's face reads it from here)
 from evaluator.archive.report_check import check_report
 from evaluator.data.parquet import file_sha256
 from evaluator.runfolder.files import CONFIG, MANIFEST, MERGED, PARTIAL
-from evaluator.runfolder.runconfig import RunConfig, RunConfigError
+from evaluator.runfolder.runconfig import RunConfig
 from evaluator.scoring import SCORES_DIR, SUMMARY_JSON, SUMMARY_MD, ScoreError, score_run
 
 # ----------------------------------------------------------------------------- read and verify
 
 
-def parse_sums(data: bytes) -> tuple[dict[str, str], list[int]]:
-    sums: dict[str, str] = {}
-    bad: list[int] = []
-    for i, line in enumerate(data.decode("utf-8", "replace").splitlines(), 1):
-        if not line.strip():
-            continue
-        digest, sep, name = line.partition("  ")
-        if not sep or len(digest) != 64 or any(c not in "0123456789abcdef" for c in digest) or not name:
-            bad.append(i)
-            continue
-        sums[name.lstrip("*")] = digest
-    return sums, bad
-
-
-def check_sums(archive: Archive, problems: list[Problem], checks: list[str]) -> None:
-    sums, bad = parse_sums(archive.whole(SUMS))
+def check_sums(archive: OpenedArchive, problems: list[Problem], checks: list[str]) -> None:
+    sums, bad = archive.sums.get()
     for n in bad:
         problems.append(Problem(SUMS, f"line {n} is not '<sha256>  <path>'"))
     for name in archive.duplicates:
@@ -169,7 +156,7 @@ def _rescore(
     return dest
 
 
-def verify_archive(archive: Archive, workdir: Path) -> VerifyResult:
+def verify_archive(archive: OpenedArchive, workdir: Path) -> VerifyResult:
     """Every check of `doccount verify`; the original run is extracted and re-scored under `workdir`."""
     problems: list[Problem] = []
     checks: list[str] = []
@@ -183,20 +170,17 @@ def verify_archive(archive: Archive, workdir: Path) -> VerifyResult:
                 INDEX, f"format version {index.get('format_version')} (this evaluator reads {FORMAT_VERSION})"
             )
         )
-    run_name = archive.run_name
-    if run_name is None:
+    run = archive.run
+    if run is None:
         problems.append(Problem(f"{RUNS}/", f"the archive holds no single run folder with a {CONFIG}"))
         return VerifyResult(archive, problems, checks, None)
-    run_dir = f"{RUNS}/{run_name}"
-    try:
-        config = RunConfig.from_dict(archive.json_object(f"{run_dir}/{CONFIG}"))
-    except (ArchiveError, RunConfigError) as exc:
-        problems.append(Problem(f"{run_dir}/{CONFIG}", str(exc)))
+    if run.config is None:
+        problems.append(Problem(f"{run.dir}/{CONFIG}", str(run.error)))
         return VerifyResult(archive, problems, checks, None)
-    _check_recorded_hashes(archive, config, problems, checks)
-    _check_dataset(archive, run_dir, config, problems)
-    dest = _rescore(archive, run_dir, run_name, workdir, problems, checks)
-    check_report(archive, run_dir, run_name, workdir, problems, checks)
+    _check_recorded_hashes(archive, run.config, problems, checks)
+    _check_dataset(archive, run.dir, run.config, problems)
+    dest = _rescore(archive, run.dir, run.name, workdir, problems, checks)
+    check_report(archive, run.dir, run.name, workdir, problems, checks)
     return VerifyResult(archive, problems, checks, dest)
 
 

@@ -5,13 +5,16 @@ from __future__ import annotations
 import hashlib
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from evaluator.cli.base import UserError, one_run_folder, run_folder_arguments, user_errors
 from evaluator.core.exitcode import ExitCode
 from evaluator.core.secrets import api_key_from_env
+
+if TYPE_CHECKING:
+    from evaluator.archive.opened import OpenedArchive
 
 
 @click.command("archive")
@@ -129,8 +132,9 @@ def reproduce_cmd(only: tuple[str, ...], **opts: Any) -> None:
     from evaluator.archive.sweep import is_sweep_archive
 
     try:
-        if is_sweep_archive(read_archive(opts["archive_file"])):
-            sys.exit(_reproduce_sweep(list(only), **opts))
+        archive = read_archive(opts.pop("archive_file"))  # read and parsed once, handed down
+        if is_sweep_archive(archive):
+            sys.exit(_reproduce_sweep(archive, list(only), **opts))
         if only:
             raise ArchiveError("--only names runs of a sweep archive; this is the archive of one run")
         plain, per_run = parse_base_urls(opts.pop("base_url"))
@@ -139,20 +143,19 @@ def reproduce_cmd(only: tuple[str, ...], **opts: Any) -> None:
                 f"--base-url {next(iter(per_run))}=URL names a run of a sweep archive; this is the archive of "
                 "one run: pass --base-url URL"
             )
-        # archive_file, data_files, run_root, concurrency, quiet
-        code = reproduce(base_url=plain, confirm=_confirm(), **opts)
+        # data_files, run_root, concurrency, quiet
+        code = reproduce(archive, base_url=plain, confirm=_confirm(), **opts)
     except user_errors(ArchiveError) as exc:
         raise UserError(str(exc)) from None
     sys.exit(code)
 
 
-def _reproduce_sweep(only: list[str], archive_file: Path, run_root: Path | None, **opts: Any) -> int:
+def _reproduce_sweep(archive: OpenedArchive, only: list[str], run_root: Path | None, **opts: Any) -> int:
     """Each (or each named) run of a sweep archive re-run by `doccount reproduce`; 0 when all finished."""
-    from evaluator.archive import ArchiveError, read_archive
+    from evaluator.archive import ArchiveError
     from evaluator.archive.endpoints import parse_base_urls
     from evaluator.archive.sweep import reproduce_sweep, run_archives, sweep_name
 
-    archive = read_archive(archive_file)
     runs = run_archives(archive)  # the archive's names checked before any is used in a path
     name = sweep_name(archive)
     selected = only or list(runs)
