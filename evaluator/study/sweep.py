@@ -14,6 +14,10 @@ that finished with the same arguments is not started again (nothing is sent); an
 again, and evaluate itself resumes the folder, adds only what is new and refuses a folder whose settings
 changed: that refusal is the run's state and its message is shown.
 
+Three entry points, none asking which executor it is (the executor carries what differs): `plan_sweep`
+(`--plan`), `sweep_status` (`--status`, the executor's `status()`), `run_sweep` (the drive loop is
+evaluator.study.drive).
+
 Stopping: Ctrl-C or SIGTERM cancels every unit (evaluate children save their rows and exit 130, servers
 are stopped); a sweep killed by SIGKILL leaves nothing running either (evaluation.orphan, study.guard).
 """
@@ -221,9 +225,7 @@ def _open(
     return Sweep(sweep, specs, run_root, os.environ if env is None else env), runs
 
 
-def _checked_tasks(
-    sw: Sweep, executor: Executor, runs: list[RunSpec]
-) -> dict[str, tuple[UnitTask, str, bool]]:
+def _checked_tasks(sw: Sweep, executor: Executor, runs: list[RunSpec]) -> dict[str, Task]:
     """Each run's unit, refused before anything starts when the executor or a server could not run it."""
     tasks = {r.name: sw.task(r) for r in runs}
     executor.check([t for t, _, _ in tasks.values()])
