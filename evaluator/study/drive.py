@@ -12,18 +12,36 @@ import signal
 import threading
 import time
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from evaluator.core.vocab import QUEUE_RUN_STATE
 from evaluator.study.executors.base import Executor, Handle, Poll
 from evaluator.study.progress import SweepProgress
-from evaluator.study.state import RunState
+from evaluator.study.state import RunState, SweepState
 from evaluator.study.sweep_file import RunSpec
-
-if TYPE_CHECKING:  # the sweep module imports this one
-    from evaluator.study.sweep import Sweep, Task
+from evaluator.study.unit import UnitResult, UnitTask
 
 POLL_S = 0.2
+Task = tuple[UnitTask, str, bool]
+"""A run's unit, the digest of its arguments, and whether it finished with them already."""
+
+
+class Sweep(Protocol):
+    """What the loop needs of a sweep (evaluator.study.sweep.Sweep, which imports this module)."""
+
+    state: SweepState
+    handles: dict[str, Handle]
+    stopping: bool
+
+    def save(self) -> None: ...
+
+    def stop(self) -> None: ...
+
+    def redact(self, text: str) -> str: ...
+
+    def started(self, run: RunSpec, digest: str, handle: Handle, task: UnitTask) -> None: ...
+
+    def finished(self, run: RunSpec, result: UnitResult, progress: SweepProgress) -> None: ...
 
 
 @contextlib.contextmanager

@@ -16,9 +16,9 @@ from typing import Any, Protocol
 import msgspec
 
 from evaluator.core.vocab import EXECUTORS, LAUNCHERS, ExecutorName, Launcher
-from evaluator.study.executors.slurm_settings import SlurmSettings
 from evaluator.study.launch import DEFAULT_COMMAND, DEFAULT_IMAGE
 from evaluator.study.secrets import secret_problem
+from evaluator.study.slurm_settings import SlurmSettings
 
 
 class _Where(Protocol):

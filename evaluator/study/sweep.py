@@ -42,7 +42,7 @@ from evaluator.core.secrets import Redactor
 from evaluator.core.text import utc_now
 from evaluator.core.vocab import ExecutorName, run_state
 from evaluator.runfolder.files import RunLock
-from evaluator.study.drive import follow_all, forward_signals, submit_all
+from evaluator.study.drive import Task, follow_all, forward_signals, submit_all
 from evaluator.study.executors.base import Executor, ExecutorError, Handle
 from evaluator.study.launch import ServerSpec
 from evaluator.study.plan_checks import check_runs
@@ -61,8 +61,6 @@ from evaluator.study.unit import CHILD_DROPS, UnitResult, UnitTask
 
 SWEEP_COPY = "sweep.toml"  # the sweep file as this invocation read it (it holds no key: see sweep_file)
 LOGS = "logs"
-Task = tuple[UnitTask, str, bool]
-"""A run's unit, the digest of its arguments, and whether it finished with them already."""
 
 
 class Sweep:

@@ -45,9 +45,9 @@ from evaluator.study.executors.slurm_queue import (
     read_queue,
     rows_text,
 )
-from evaluator.study.executors.slurm_settings import SlurmSettings, job_parameters, mem_scaled, time_minutes
 from evaluator.study.launch import plan_argv
 from evaluator.study.secrets import SECRET_KEY_PARTS
+from evaluator.study.slurm_settings import SlurmSettings, job_parameters, mem_scaled, time_minutes
 from evaluator.study.state import RunState
 from evaluator.study.unit import CHILD_DROPS, UnitResult, UnitStatus, UnitTask, serve_and_evaluate
 

@@ -78,9 +78,10 @@ def job_parameters(slurm: SlurmSettings, task: UnitTask, sweep_name: str) -> dic
         params["cpus_per_task"] = slurm.cpus_per_gpu * max(1, gpus)
     if slurm.mem_per_gpu is not None:
         params["mem"] = mem_scaled(slurm.mem_per_gpu, max(1, gpus))
-    for key in ("partition", "account", "qos", "constraint"):
-        if getattr(slurm, key):
-            params[key] = getattr(slurm, key)
+    named = {"partition": slurm.partition, "account": slurm.account, "qos": slurm.qos}
+    for key, value in {**named, "constraint": slurm.constraint}.items():
+        if value:
+            params[key] = value
     if slurm.reservation:
         params["additional_parameters"] = {"reservation": slurm.reservation}
     return params
