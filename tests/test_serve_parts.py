@@ -4,7 +4,6 @@ packing (first-fit with backfill, pure), the server guard (real processes), and 
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import socket
@@ -27,6 +26,7 @@ from evaluator.study.launch import (
     port_is_free,
     process_argv,
 )
+from evaluator.study.slurm_settings import SlurmSettings
 from evaluator.study.sweep_file import SweepFileError, load_sweep, option_specs
 from evaluator.study.unit import UnitTask, serve_and_evaluate
 
@@ -204,7 +204,7 @@ def test_a_served_run_sends_its_served_name_and_no_url_of_the_defaults(tmp_path:
     assert a.options["model"] == "mm" and "base_url" not in a.options and a.options["backend"] == "vllm"
     assert b.serve is None and b.options["base_url"] == "http://h/v1"
     assert sweep.serve.gpus == ["0", "1"] and sweep.serve.command == ["vllm", "serve"]
-    assert json.loads(json.dumps(sweep.serve.slurm)) == {}
+    assert sweep.serve.slurm == SlurmSettings()  # no Slurm key: each its one default
 
 
 def test_the_container_runtime_is_the_files_choice(tmp_path: Path, specs: dict) -> None:

@@ -12,13 +12,9 @@ from hypothesis import strategies as st
 from support.cli import run_cli
 from support.datagen import doccount_rows, write_doccount
 
-from evaluator.study.executors.slurm import (
-    job_parameters,
-    mem_scaled,
-    time_minutes,
-    withheld_variables,
-)
+from evaluator.study.executors.slurm import withheld_variables
 from evaluator.study.executors.slurm_queue import JobView, describe, parse_squeue
+from evaluator.study.slurm_settings import SlurmSettings, job_parameters, mem_scaled, time_minutes
 from evaluator.study.unit import UnitTask
 
 
@@ -59,12 +55,12 @@ def task(gpus: int, key: str | None = None) -> UnitTask:
 def test_a_jobs_parameters_ask_for_its_runs_gpus_and_scale_cpus_and_memory() -> None:
     slurm = {"partition": "gpu", "account": "lab", "qos": "high", "time": "08:00:00", "cpus_per_gpu": 8}
     slurm |= {"mem_per_gpu": "64G", "setup": ["module load cuda"], "constraint": "h100", "reservation": "r1"}
-    p = job_parameters(slurm, task(4), "table5")
+    p = job_parameters(SlurmSettings(**slurm), task(4), "table5")
     assert p["gpus_per_node"] == 4 and p["cpus_per_task"] == 32 and p["mem"] == "256G"
     assert p["time"] == 480 and p["signal_delay_s"] == 90 and p["job_name"] == "doccount-table5-r"
     assert (p["partition"], p["account"], p["qos"], p["constraint"]) == ("gpu", "lab", "high", "h100")
     assert p["additional_parameters"] == {"reservation": "r1"} and p["setup"] == ["module load cuda"]
-    endpoint = job_parameters({"time": "1"}, task(0), "s")
+    endpoint = job_parameters(SlurmSettings(time="1"), task(0), "s")
     assert "gpus_per_node" not in endpoint and "partition" not in endpoint
     assert endpoint["signal_delay_s"] == 30  # half a 1-minute limit: never before the job's Python is up
 

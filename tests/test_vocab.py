@@ -19,8 +19,9 @@ from hypothesis import strategies as st
 
 from evaluator.core.exitcode import ExitCode
 from evaluator.core.vocab import QueueWord, RunStateWord, UnitEnd, UnitPhase
+from evaluator.study import drive as drive_mod
 from evaluator.study import sweep as sweep_mod
-from evaluator.study.executors.base import PlanRow
+from evaluator.study.executors.base import PlanRow, Poll
 from evaluator.study.state import SWEEP_STATE, load_state
 from evaluator.study.sweep_file import load_sweep, option_specs
 from evaluator.study.unit import STATES, UnitResult, UnitStatus, UnitTask
@@ -69,10 +70,10 @@ def test_the_unit_maps_every_exit_code_to_a_declared_run_state() -> None:
 class ScriptedHandle:
     """A unit that reports the given statuses, one per poll (None: nothing new), then its end."""
 
-    def __init__(self, statuses: list[UnitStatus], job_id: str | None) -> None:
+    def __init__(self, statuses: list[Poll], job_id: str | None) -> None:
         self.statuses, self.job_id = list(statuses), job_id
 
-    def poll(self) -> UnitStatus | None:
+    def poll(self) -> Poll | None:
         return self.statuses.pop(0) if len(self.statuses) > 1 else self.statuses[0]
 
     def cancel(self) -> None:
@@ -83,8 +84,10 @@ class ScriptedExecutor:
     """Submits nothing anywhere: each run's handle plays its script; every sweep.json seen is kept."""
 
     name = "local"
+    parallel = 1
+    can_detach = False
 
-    def __init__(self, scripts: dict[str, list[UnitStatus]], state_file: Path) -> None:
+    def __init__(self, scripts: dict[str, list[Poll]], state_file: Path) -> None:
         self.scripts, self.state_file, self.seen_states = scripts, state_file, set()
 
     def check(self, tasks: object) -> None:
@@ -100,7 +103,7 @@ class ScriptedExecutor:
         executor = self
 
         class Watching(ScriptedHandle):
-            def poll(self) -> UnitStatus | None:
+            def poll(self) -> Poll | None:
                 if executor.state_file.is_file():
                     runs = json.loads(executor.state_file.read_text("utf-8"))["runs"]
                     executor.seen_states |= {r.get("state", "pending") for r in runs.values()}
@@ -125,11 +128,11 @@ def _sweep(folder: Path):
     return load_sweep(path, specs), specs
 
 
-def _run(scripts: dict[str, list[UnitStatus]], folder: Path) -> tuple[int, set[str], dict]:
+def _run(scripts: dict[str, list[Poll]], folder: Path) -> tuple[int, set[str], dict]:
     sweep, specs = _sweep(folder)
     executor = ScriptedExecutor(scripts, folder / "runs" / "s" / SWEEP_STATE)
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(sweep_mod, "POLL_S", 0.001)  # the loop's pace, not its logic
+        mp.setattr(drive_mod, "POLL_S", 0.001)  # the loop's pace, not its logic
         code = sweep_mod.run_sweep(
             sweep, specs, folder / "runs", [], 1, env={}, out=io.StringIO(), executor=executor
         )
@@ -137,16 +140,22 @@ def _run(scripts: dict[str, list[UnitStatus]], folder: Path) -> tuple[int, set[s
     return code, executor.seen_states, final
 
 
-def _end(state: UnitEnd, code: int | None) -> UnitStatus:
-    return UnitStatus(phase="finished", result=UnitResult(state=state, exit_code=code))
+def _end(state: UnitEnd, code: int | None) -> Poll:
+    return Poll(unit=UnitStatus(phase="finished", result=UnitResult(state=state, exit_code=code)))
+
+
+def _p(word: str) -> Poll:
+    """A queue word as the scheduler's, a unit phase as the unit's own."""
+    if word in get_args(QueueWord):
+        return Poll(queue=word)  # type: ignore[arg-type]
+    return Poll(unit=UnitStatus(phase=word))  # type: ignore[arg-type]
 
 
 def test_a_slurm_jobs_queue_words_are_never_a_run_state(tmp_path: Path) -> None:
     """`submitted` (a job not yet in squeue or sacct) was written to sweep.json as it was."""
     scripts = {
-        "a": [UnitStatus(phase="submitted"), UnitStatus(phase="submitted"), UnitStatus(phase="pending"),
-              UnitStatus(phase="running"), _end("done", 0)],
-        "b": [UnitStatus(phase="running"), UnitStatus(phase="evaluating"), _end("failed", 3)],
+        "a": [_p("submitted"), _p("submitted"), _p("pending"), _p("running"), _end("done", 0)],
+        "b": [_p("running"), _p("evaluating"), _end("failed", 3)],
     }  # fmt: skip
     code, seen, final = _run(scripts, tmp_path)
     assert seen <= set(RUN_STATES), seen
@@ -170,8 +179,8 @@ def test_sweep_json_holds_only_declared_states(
     a: list[str], b: list[str], end_a: tuple[UnitEnd, int | None], end_b: tuple[UnitEnd, int | None]
 ) -> None:
     scripts = {
-        "a": [UnitStatus(phase=p) for p in a] + [_end(*end_a)],  # type: ignore[arg-type]
-        "b": [UnitStatus(phase=p) for p in b] + [_end(*end_b)],  # type: ignore[arg-type]
+        "a": [_p(p) for p in a] + [_end(*end_a)],
+        "b": [_p(p) for p in b] + [_end(*end_b)],
     }
     with tempfile.TemporaryDirectory() as tmp:
         code, seen, final = _run(scripts, Path(tmp))

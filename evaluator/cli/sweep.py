@@ -80,15 +80,17 @@ def _run_file(
     folder or executor setting is a UserError."""
     from evaluator.runfolder.files import RunFolderError
     from evaluator.study.executors.base import ExecutorError
-    from evaluator.study.sweep import run_sweep
+    from evaluator.study.sweep import plan_sweep, run_sweep, sweep_status
     from evaluator.study.sweep_file import SweepFileError, load_sweep, option_specs
 
     specs = option_specs(evaluate_cmd.params)
     try:
         sweep = load_sweep(sweep_file, specs)
-        return run_sweep(
-            sweep, specs, run_root, list(only), parallel, plan=plan, detach=detach, status=status
-        )
+        if status:
+            return sweep_status(sweep, specs, run_root, list(only))
+        if plan:
+            return plan_sweep(sweep, specs, run_root, list(only), parallel)
+        return run_sweep(sweep, specs, run_root, list(only), parallel, detach=detach)
     except (SweepFileError, RunFolderError, ExecutorError) as exc:
         raise UserError(str(exc)) from None
 

@@ -35,8 +35,8 @@ UnitPhase = Literal["queued", "starting", "starting server", "evaluating", "stop
 """Where a unit is (UnitStatus.phase) while it runs."""
 
 QueueWord = Literal["pending", "running", "submitted", "done", "failed"]
-"""A Slurm job's state as the sweep shows it (executors.slurm_queue.describe); only the live three are a
-unit's phase, and `submitted` (not yet in squeue or sacct) is never a run state."""
+"""A Slurm job's state as the sweep shows it (executors.slurm_queue.describe), kept apart from the unit's
+own phase (executors.base.Poll); `submitted` (not yet in squeue or sacct) is never a run state."""
 QUEUE_RUN_STATE: dict[str, RunStateWord] = {
     "pending": "pending",
     "submitted": "pending",

@@ -18,6 +18,7 @@ import msgspec
 from evaluator.core.vocab import EXECUTORS, LAUNCHERS, ExecutorName, Launcher
 from evaluator.study.launch import DEFAULT_COMMAND, DEFAULT_IMAGE
 from evaluator.study.secrets import secret_problem
+from evaluator.study.slurm_settings import SlurmSettings
 
 
 class _Where(Protocol):
@@ -52,7 +53,8 @@ class ServeTable(msgspec.Struct, frozen=True, kw_only=True):
     image: str = DEFAULT_IMAGE
     runtime: str | None = None
     """The container program (docker, podman or a path to one); None: docker when it is on PATH, else podman."""
-    slurm: dict[str, Any] = msgspec.field(default_factory=dict)
+    slurm: SlurmSettings = msgspec.field(default_factory=SlurmSettings)
+    """The Slurm executor's settings (their defaults when executor is local: none may be given then)."""
 
 
 class RunServe(msgspec.Struct, frozen=True, kw_only=True):
@@ -98,7 +100,7 @@ def serve_table(where: _Where, data: dict[str, Any]) -> ServeTable:
         launcher=table.get("launcher", "process"),
         image=table.get("image", DEFAULT_IMAGE),
         runtime=table.get("runtime"),
-        slurm=slurm,
+        slurm=msgspec.convert(slurm, SlurmSettings),  # each value's type is checked above
     )
 
 

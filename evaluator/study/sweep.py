@@ -14,20 +14,22 @@ that finished with the same arguments is not started again (nothing is sent); an
 again, and evaluate itself resumes the folder, adds only what is new and refuses a folder whose settings
 changed: that refusal is the run's state and its message is shown.
 
+Three entry points, none asking which executor it is (the executor carries what differs): `plan_sweep`
+(`--plan`), `sweep_status` (`--status`, the executor's `status()`), `run_sweep` (the drive loop is
+evaluator.study.drive).
+
 Stopping: Ctrl-C or SIGTERM cancels every unit (evaluate children save their rows and exit 130, servers
 are stopped); a sweep killed by SIGKILL leaves nothing running either (evaluation.orphan, study.guard).
 """
 
 from __future__ import annotations
 
-import contextlib
+import os
 import shutil
-import signal
 import subprocess
 import sys
 import threading
-import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -38,14 +40,14 @@ from evaluator.core.exitcode import ExitCode
 from evaluator.core.output import answer, say
 from evaluator.core.secrets import Redactor
 from evaluator.core.text import utc_now
-from evaluator.core.vocab import QUEUE_RUN_STATE, run_state
+from evaluator.core.vocab import ExecutorName, run_state
 from evaluator.runfolder.files import RunLock
+from evaluator.study.drive import Task, follow_all, forward_signals, submit_all
 from evaluator.study.executors.base import Executor, ExecutorError, Handle
-from evaluator.study.executors.slurm_queue import status_lines
 from evaluator.study.launch import ServerSpec
 from evaluator.study.plan_checks import check_runs
 from evaluator.study.plan_text import plan_lines
-from evaluator.study.progress import SweepProgress, end_table
+from evaluator.study.progress import SweepProgress, end_table, status_lines
 from evaluator.study.state import SWEEP_STATE, RunState, args_digest, load_state
 from evaluator.study.sweep_file import (
     OptionSpec,
@@ -55,12 +57,10 @@ from evaluator.study.sweep_file import (
     run_args,
     select_runs,
 )
-from evaluator.study.unit import CHILD_DROPS, UnitStatus, UnitTask
+from evaluator.study.unit import CHILD_DROPS, UnitResult, UnitTask
 
 SWEEP_COPY = "sweep.toml"  # the sweep file as this invocation read it (it holds no key: see sweep_file)
 LOGS = "logs"
-POLL_S = 0.2
-DEFAULT_PARALLEL = 4
 
 
 class Sweep:
@@ -83,6 +83,7 @@ class Sweep:
         self.redactors = [Redactor(self.env.get(k)) for k in self.key_vars]
         self.stopping = False
         self.scoring: list[threading.Thread] = []
+        self.handles: dict[str, Handle] = {}  # the submitted runs not yet ended
 
     def save(self) -> None:
         with self.lock:
@@ -96,7 +97,7 @@ class Sweep:
         return text
 
     # ----------------------------------------------------------------- one run
-    def task(self, run: RunSpec) -> tuple[UnitTask, str, bool]:
+    def task(self, run: RunSpec) -> Task:
         """The run's unit, the digest of its arguments, and whether it finished with them already."""
         folder = self.folder / run.name
         args = run_args(run, self.specs, folder)
@@ -143,15 +144,13 @@ class Sweep:
             self.state.runs[run.name] = st
         self.save()
 
-    def finished(self, run: RunSpec, status: UnitStatus, progress: SweepProgress) -> None:
+    def finished(self, run: RunSpec, result: UnitResult, progress: SweepProgress) -> None:
         """Record a run's end and score its folder (in a thread of its own: the drive loop goes on)."""
-        thread = threading.Thread(target=self._finish, args=(run, status, progress), name=f"score-{run.name}")
+        thread = threading.Thread(target=self._finish, args=(run, result, progress), name=f"score-{run.name}")
         self.scoring.append(thread)
         thread.start()
 
-    def _finish(self, run: RunSpec, status: UnitStatus, progress: SweepProgress) -> None:
-        result = status.result
-        assert result is not None
+    def _finish(self, run: RunSpec, result: UnitResult, progress: SweepProgress) -> None:
         st = self.state.runs[run.name]
         st.exit_code, st.state = result.exit_code, run_state(result.state)
         st.message = self.redact(result.message) if result.message and result.state != "done" else None
@@ -183,19 +182,90 @@ class Sweep:
         self.stopping = True
 
 
-def make_executor(sw: Sweep, runs: list[RunSpec], parallel: int, env: Mapping[str, str]) -> Executor:
-    """The executor [serve] names; the local GPU pool is asked of nvidia-smi only when a run is served."""
-    sweep, serve = sw.sweep, sw.sweep.serve
-    if serve.executor == "local":
-        from evaluator.study.executors.local import LocalExecutor, detect_gpus
+def _local(sw: Sweep, runs: list[RunSpec], parallel: int | None, env: Mapping[str, str]) -> Executor:
+    """This host; its GPU pool is asked of nvidia-smi only when a run is served (and [serve] names none)."""
+    from evaluator.study.executors.local import LocalExecutor, detect_gpus
 
-        served = any(r.serve is not None and r.serve.gpus > 0 for r in runs)
-        gpus = serve.gpus if serve.gpus is not None else (detect_gpus() if served else [])
-        return LocalExecutor(gpus, parallel, env)
-    from evaluator.study.executors.slurm import SlurmExecutor
+    serve = sw.sweep.serve
+    served = any(r.serve is not None and r.serve.gpus > 0 for r in runs)
+    gpus = serve.gpus if serve.gpus is not None else (detect_gpus() if served else [])
+    return LocalExecutor(gpus, parallel or 0, env)  # 0: it sizes --parallel to its pool
+
+
+def _slurm(sw: Sweep, runs: list[RunSpec], parallel: int | None, env: Mapping[str, str]) -> Executor:
+    """One job per run; the job ids sweep.json holds are adopted when still queued or running."""
+    from evaluator.study.executors.slurm import SlurmExecutor  # submitit: only for a Slurm sweep
 
     jobs = {name: st.job_id for name, st in sw.state.runs.items()}
-    return SlurmExecutor(sweep, parallel, env, jobs=jobs, logs=sw.folder / LOGS)
+    serve = sw.sweep.serve
+    return SlurmExecutor(serve.slurm, sw.sweep.name, env, sw.key_vars, jobs=jobs, logs=sw.folder / LOGS)
+
+
+EXECUTOR_FACTORIES: dict[
+    ExecutorName, Callable[[Sweep, list[RunSpec], int | None, Mapping[str, str]], Executor]
+]
+EXECUTOR_FACTORIES = {"local": _local, "slurm": _slurm}
+
+
+def make_executor(sw: Sweep, runs: list[RunSpec], parallel: int | None, env: Mapping[str, str]) -> Executor:
+    """The executor [serve] names, for these runs."""
+    return EXECUTOR_FACTORIES[sw.sweep.serve.executor](sw, runs, parallel, env)
+
+
+def _open(
+    sweep: SweepSpec,
+    specs: Mapping[str, OptionSpec],
+    run_root: Path,
+    only: list[str],
+    env: Mapping[str, str] | None,
+) -> tuple[Sweep, list[RunSpec]]:
+    runs = select_runs(sweep, only)
+    return Sweep(sweep, specs, run_root, os.environ if env is None else env), runs
+
+
+def _checked_tasks(sw: Sweep, executor: Executor, runs: list[RunSpec]) -> dict[str, Task]:
+    """Each run's unit, refused before anything starts when the executor or a server could not run it."""
+    tasks = {r.name: sw.task(r) for r in runs}
+    executor.check([t for t, _, _ in tasks.values()])
+    # the settings a server would refuse or waste, found before any server starts or job is submitted
+    check_runs(sw.sweep, [r for r in runs if not tasks[r.name][2]])
+    return tasks
+
+
+def plan_sweep(
+    sweep: SweepSpec,
+    specs: Mapping[str, OptionSpec],
+    run_root: Path,
+    only: list[str],
+    parallel: int | None,
+    env: Mapping[str, str] | None = None,
+    executor: Executor | None = None,
+) -> int:
+    """`--plan`: what would start where, printed as the command's answer; starts nothing. 0."""
+    sw, runs = _open(sweep, specs, run_root, only, env)
+    executor = executor or make_executor(sw, runs, parallel, sw.env)
+    tasks = _checked_tasks(sw, executor, runs)
+    rows = executor.plan([t for t, _, done in tasks.values() if not done])
+    finished = [r.name for r in runs if tasks[r.name][2]]
+    for line in plan_lines(sweep, rows, finished, executor.plan_header(), executor.parallel):
+        answer(line)  # the plan is the command's answer
+    return ExitCode.OK
+
+
+def sweep_status(
+    sweep: SweepSpec,
+    specs: Mapping[str, OptionSpec],
+    run_root: Path,
+    only: list[str],
+    env: Mapping[str, str] | None = None,
+    out: Any = None,
+    executor: Executor | None = None,
+) -> int:
+    """`--status`: each selected run's state as its executor sees it now, on `out`; submits nothing. 0."""
+    sw, runs = _open(sweep, specs, run_root, only, env)
+    executor = executor or make_executor(sw, [], None, sw.env)  # no run to size a GPU pool for
+    _print_status(sw, executor, runs, out or sys.stderr)
+    return ExitCode.OK
 
 
 def run_sweep(
@@ -206,48 +276,32 @@ def run_sweep(
     parallel: int | None,
     env: Mapping[str, str] | None = None,
     out: Any = None,
-    plan: bool = False,
     executor: Executor | None = None,
     detach: bool = False,
-    status: bool = False,
 ) -> int:
     """Run the selected runs on the executor, write the leaderboard; 0 if every run finished, 3 if some
-    did not, 130 when interrupted. `plan`: print what would start where, start nothing, return 0."""
-    import os
-
-    env = os.environ if env is None else env
+    did not, 130 when interrupted. `detach`: submit, print the status and return 0 (the units go on)."""
     out = out or sys.stderr  # the progress display's stream (a terminal is redrawn in place)
-    if parallel is None:  # local: the executor sizes it to its pool (executors.local)
-        parallel = 0 if sweep.serve.executor == "local" else DEFAULT_PARALLEL
-    runs = select_runs(sweep, only)
-    sw = Sweep(sweep, specs, run_root, env)
-    if detach and sweep.serve.executor != "slurm":
+    sw, runs = _open(sweep, specs, run_root, only, env)
+    executor = executor or make_executor(sw, runs, parallel, sw.env)
+    if detach and not executor.can_detach:
         raise ExecutorError(
             f'--detach needs executor = "slurm" in [serve] of {sweep.path}: a local sweep runs its units itself'
         )
-    if status:
-        _print_status(sw, runs, out)
-        return ExitCode.OK
-    executor = executor or make_executor(sw, runs, parallel, env)
-    tasks = {r.name: sw.task(r) for r in runs}
-    executor.check([t for t, _, _ in tasks.values()])
-    # the settings a server would refuse or waste, found before any server starts or job is submitted
-    check_runs(sweep, [r for r in runs if not tasks[r.name][2]])
-    if plan:
-        _print_plan(sweep, executor, runs, tasks)
-        return ExitCode.OK
-    check_key_variables(sweep, runs, env)
+    tasks = _checked_tasks(sw, executor, runs)
+    check_key_variables(sweep, runs, sw.env)
     (sw.folder / LOGS).mkdir(parents=True, exist_ok=True)
-    with RunLock(sw.folder), _forward_signals(sw):
+    with RunLock(sw.folder), forward_signals(sw):
         sw.state.invocations += 1
         write_atomic(sw.folder / SWEEP_COPY, sweep.raw)
         sw.save()
         progress = SweepProgress([r.name for r in runs], out)
-        interrupted = _drive(sw, executor, runs, tasks, progress, detach)
+        submit_all(sw, executor, runs, tasks, progress)
         if detach:
             progress.close()
-            _print_status(sw, runs, out)
+            _print_status(sw, executor, runs, out)
             return ExitCode.OK
+        interrupted = follow_all(sw, executor, runs, tasks, progress)
         for thread in sw.scoring:
             thread.join()
         progress.close()
@@ -265,104 +319,11 @@ def _exit_code(sw: Sweep, runs: list[RunSpec], interrupted: bool) -> ExitCode:
     return ExitCode.OK if done else ExitCode.INCOMPLETE
 
 
-def _print_plan(
-    sweep: SweepSpec, executor: Executor, runs: list[RunSpec], tasks: dict[str, tuple[UnitTask, str, bool]]
-) -> None:
-    """What would start where (the finished runs named apart), printed as the command's answer."""
-    rows = executor.plan([t for t, _, done in tasks.values() if not done])
-    header = executor.plan_header() if hasattr(executor, "plan_header") else []
-    finished = [r.name for r in runs if tasks[r.name][2]]
-    for line in plan_lines(sweep, rows, finished, header, getattr(executor, "parallel", None)):
-        answer(line)  # the plan is the command's answer
-
-
-def _print_status(sw: Sweep, runs: list[RunSpec], out: Any) -> None:
+def _print_status(sw: Sweep, executor: Executor, runs: list[RunSpec], out: Any) -> None:
     """Each selected run's state, one line each, on the progress stream."""
-    for line in status_lines(sw.sweep, sw.state, runs, sw.folder):
+    rows = executor.status([r.name for r in runs], sw.state.runs, sw.folder)
+    for line in status_lines(sw.sweep.name, executor.name, rows):
         print(line, file=out)
-
-
-@contextlib.contextmanager
-def _forward_signals(sw: Sweep) -> Iterator[None]:
-    """SIGTERM stops the sweep as Ctrl-C does: every unit is told to stop (rows saved, servers stopped)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    old = signal.signal(signal.SIGTERM, lambda *_: sw.stop())
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, old)
-
-
-def _drive(
-    sw: Sweep,
-    executor: Executor,
-    runs: list[RunSpec],
-    tasks: dict[str, tuple],
-    progress: SweepProgress,
-    detach: bool = False,
-) -> bool:
-    """Submit every unfinished run, follow each to its end; True when the sweep was interrupted."""
-    handles: dict[str, Handle] = {}
-    for run in runs:
-        task, _, done = tasks[run.name]
-        if done:
-            progress.update(run.name, "done", "finished earlier with the same settings: nothing sent")
-            continue
-        handles[run.name] = executor.submit(task)
-        if handles[run.name].job_id:
-            st = sw.state.runs.setdefault(run.name, RunState())
-            st.job_id, st.args_sha256 = handles[run.name].job_id, tasks[run.name][1]
-            sw.save()  # a job id is in sweep.json as soon as it exists
-    sw.save()
-    if detach:
-        return False
-    by_name = {r.name: r for r in runs}
-    seen: dict[str, UnitStatus | None] = dict.fromkeys(handles)
-    closed = False
-    try:
-        while handles:
-            if sw.stopping and not closed:
-                closed = True
-                executor.close()
-            for name in list(handles):
-                _follow(sw, by_name[name], tasks[name], handles, seen, progress)
-            if handles:
-                time.sleep(POLL_S)
-    except KeyboardInterrupt:
-        sw.stopping = True
-        executor.close()
-        for name in list(handles):
-            _follow(sw, by_name[name], tasks[name], handles, seen, progress)
-        return True
-    executor.close()
-    return sw.stopping
-
-
-def _follow(
-    sw: Sweep, run: RunSpec, task: tuple, handles: dict[str, Handle], seen: dict, progress: SweepProgress
-) -> None:
-    """One poll of one run: its start recorded, its progress shown, its end recorded and scored."""
-    handle = handles[run.name]
-    status = handle.poll()
-    if status is None or status is seen[run.name]:
-        return
-    first = seen[run.name] is None
-    seen[run.name] = status
-    if status.result is not None and status.result.state == "not-started":
-        del handles[run.name]  # cancelled before it started: its state stays what it was
-        return
-    if first:
-        sw.started(run, task[1], handle, task[0])
-    if status.phase in QUEUE_RUN_STATE:  # a Slurm job's state in the queue, as a run state
-        sw.state.runs[run.name].state = QUEUE_RUN_STATE[status.phase]
-    if status.result is not None:
-        del handles[run.name]
-        sw.finished(run, status, progress)
-        return
-    label = "running" if status.phase == "evaluating" and run.serve is None else status.phase
-    progress.update(run.name, label, sw.redact(status.detail))
 
 
 def _write_board(sw: Sweep) -> Path | None:

@@ -44,7 +44,7 @@ import msgspec
 from evaluator.core.atomic import write_atomic
 from evaluator.core.exitcode import ExitCode
 from evaluator.core.secrets import Redactor
-from evaluator.core.vocab import QueueWord, UnitEnd, UnitPhase
+from evaluator.core.vocab import UnitEnd, UnitPhase
 from evaluator.evaluation.orphan import PARENT_PID_ENV
 from evaluator.runfolder.handoff import (
     HANDOFF_ENV,
@@ -129,8 +129,10 @@ class UnitResult(msgspec.Struct, kw_only=True):
 
 
 class UnitStatus(msgspec.Struct, kw_only=True):
-    phase: UnitPhase | QueueWord
-    """queued, starting server, evaluating, stopping server, finished; a Slurm job's queue word while it waits"""
+    """What the unit itself reports (a scheduler's word for its job is apart: executors.base.Poll)."""
+
+    phase: UnitPhase
+    """queued, starting, starting server, evaluating, stopping server, finished"""
     detail: str = ""
     result: UnitResult | None = None
     """Set once the unit has finished."""

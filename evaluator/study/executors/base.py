@@ -6,10 +6,14 @@ A sweep turns each run into a `UnitTask` (evaluator.study.unit: picklable, no se
     executor.plan(tasks)            # -> list[PlanRow], for `doccount sweep FILE --plan`; starts nothing
     executor.plan_header()          # -> list[str]: the pool or partition, --parallel, the order's assumption
     handle = executor.submit(task)  # -> Handle; the executor decides when it starts (GPUs, --parallel)
-    handle.poll()                   # -> UnitStatus | None: None while queued; .result once finished
+    handle.poll()                   # -> Poll | None: None while queued here; .result once finished
     handle.cancel()                 # stop it (queued: never starts; running: rows kept, server stopped)
     handle.job_id                   # str | None: the scheduler's id (Slurm), recorded in sweep.json
     executor.close()                # cancel what is left and wait for it (Ctrl-C, SIGTERM, the end)
+    executor.status(runs, states, folder)  # -> list[StatusRow], for `--status`; submits nothing
+
+What differs between executors is carried by the executor, never asked of its name: `parallel` (runs at
+once, None when a scheduler decides), `can_detach` (its units go on without the sweep: `--detach`).
 
 `task.gpus` is the number of GPUs the run's server needs (0 for an endpoint run); each executor gives
 the unit that many as CUDA_VISIBLE_DEVICES. Local: `executors.local.LocalExecutor` (threads of the sweep
@@ -18,13 +22,15 @@ process, a GPU pool of this host). Slurm: one job per unit running `serve_and_ev
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Protocol
 
 import msgspec
 
-from evaluator.core.vocab import ExecutorName
-from evaluator.study.unit import UnitStatus, UnitTask
+from evaluator.core.vocab import ExecutorName, QueueWord, RunStateWord, UnitEnd
+from evaluator.study.state import RunState
+from evaluator.study.unit import UnitResult, UnitStatus, UnitTask
 
 
 class ExecutorError(ValueError):
@@ -50,16 +56,54 @@ class PlanRow(msgspec.Struct, frozen=True, kw_only=True):
     note: str = ""
 
 
+class Poll(msgspec.Struct, frozen=True, kw_only=True):
+    """One look at a submitted unit: its job's place in a scheduler's queue kept apart from what the
+    unit itself reports."""
+
+    queue: QueueWord | None = None
+    """The scheduler's word for the unit's job (Slurm); None where there is no queue (local)."""
+    detail: str = ""
+    """What the queue says of the job (its node, elapsed time, rows recorded)."""
+    unit: UnitStatus | None = None
+    """The unit's own status: local, each phase it reports; Slurm, only its end (the job's result)."""
+
+    @property
+    def result(self) -> UnitResult | None:
+        return self.unit.result if self.unit is not None else None
+
+
+class StatusRow(msgspec.Struct, frozen=True, kw_only=True):
+    """One run's line of `--status`."""
+
+    run: str
+    state: RunStateWord | QueueWord | UnitEnd
+    job: str = ""
+    detail: str = ""
+
+
+def recorded_status(run: str, st: RunState | None) -> StatusRow:
+    """A run's status as sweep.json recorded it (a run with no job to ask a scheduler about)."""
+    if st is None:
+        return StatusRow(run=run, state="pending", detail="not started")
+    return StatusRow(run=run, state=st.state, detail=st.message or "")
+
+
 class Handle(Protocol):
     job_id: str | None
 
-    def poll(self) -> UnitStatus | None: ...
+    def poll(self) -> Poll | None: ...
 
     def cancel(self) -> None: ...
 
 
 class Executor(Protocol):
     name: ExecutorName
+    can_detach: bool
+
+    @property
+    def parallel(self) -> int | None:
+        """Runs at once (`--parallel`); None when a scheduler decides."""
+        ...
 
     def check(self, tasks: Sequence[UnitTask]) -> None: ...
 
@@ -72,3 +116,7 @@ class Executor(Protocol):
     def submit(self, task: UnitTask) -> Handle: ...
 
     def close(self) -> None: ...
+
+    def status(self, runs: Sequence[str], states: Mapping[str, RunState], folder: Path) -> list[StatusRow]:
+        """Each run's state now (`folder`: the sweep's); submits and starts nothing."""
+        ...

@@ -13,10 +13,12 @@ from __future__ import annotations
 import subprocess
 import threading
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 
 from evaluator.core.vocab import ExecutorName
-from evaluator.study.executors.base import ExecutorError, PlanRow
+from evaluator.study.executors.base import ExecutorError, PlanRow, Poll, StatusRow, recorded_status
 from evaluator.study.launch import plan_argv
+from evaluator.study.state import RunState
 from evaluator.study.unit import UnitResult, UnitStatus, UnitTask, serve_and_evaluate
 
 Runner = Callable[..., UnitResult]
@@ -88,8 +90,10 @@ class LocalHandle:
         self.gpus: list[str] = []
         self.thread: threading.Thread | None = None
 
-    def poll(self) -> UnitStatus | None:
-        return self.status
+    def poll(self) -> Poll | None:
+        """None while it waits for GPUs or a slot; then what the unit reports (no queue word here)."""
+        status = self.status
+        return Poll(unit=status) if status is not None else None
 
     def cancel(self) -> None:
         self.executor.cancel(self)
@@ -100,6 +104,7 @@ class LocalHandle:
 
 class LocalExecutor:
     name: ExecutorName = "local"
+    can_detach = False  # its units are threads of the sweep: they end with it
 
     def __init__(
         self, gpus: Sequence[str], parallel: int, env: Mapping[str, str], run: Runner = serve_and_evaluate
@@ -172,6 +177,10 @@ class LocalExecutor:
         for h in handles:
             if h.thread is not None:
                 h.thread.join()
+
+    def status(self, runs: Sequence[str], states: Mapping[str, RunState], folder: Path) -> list[StatusRow]:
+        """What sweep.json recorded: a local unit lives only as long as the sweep that ran it."""
+        return [recorded_status(run, states.get(run)) for run in runs]
 
     def _start_what_fits(self) -> None:
         """Under the lock: first-fit over the queue in file order, backfilling what fits."""

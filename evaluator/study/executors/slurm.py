@@ -28,81 +28,30 @@ import re
 import shutil
 import signal
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, cast
 
-from submitit.core.utils import FailedJobError, UncompletedJobError
+from submitit.core.utils import FailedJobError, UncompletedJobError, pickle_load
 from submitit.slurm.slurm import SlurmExecutor as SubmititSlurm
 from submitit.slurm.slurm import SlurmJob
 
 from evaluator.core.vocab import ExecutorName, UnitEnd
-from evaluator.study.executors.base import ExecutorError, PlanRow
+from evaluator.study.executors.base import ExecutorError, PlanRow, Poll, StatusRow, recorded_status
 from evaluator.study.executors.slurm_queue import (
     JobView,
     describe,
-    job_result,
     last_error_line,
     read_queue,
     rows_text,
 )
 from evaluator.study.launch import plan_argv
 from evaluator.study.secrets import SECRET_KEY_PARTS
+from evaluator.study.slurm_settings import SlurmSettings, job_parameters, mem_scaled, time_minutes
+from evaluator.study.state import RunState
 from evaluator.study.unit import CHILD_DROPS, UnitResult, UnitStatus, UnitTask, serve_and_evaluate
 
 REFRESH_S = 2.0  # one squeue (and sacct) call for all jobs at most this often
-TIME_RE = re.compile(r"^(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?$")
-
-
-def time_minutes(value: str) -> int:
-    """Slurm's time limit formats (M, M:S, H:M:S, D-H, D-H:M, D-H:M:S) in whole minutes, rounded up."""
-    m = TIME_RE.match(value.strip())
-    if not m:
-        raise ValueError(value)
-    days, a, b, c = m.groups()
-    if days is None:
-        # M, M:S or H:M:S
-        h, mi, s = (int(a), int(b), int(c)) if c is not None else (0, int(a), int(b or 0))
-    else:
-        h, mi, s = int(a), int(b or 0), int(c or 0)
-    seconds = (int(days or 0) * 24 + h) * 3600 + mi * 60 + s
-    return max(1, -(-seconds // 60))
-
-
-def mem_scaled(mem: Any, n: int) -> str:
-    """`mem_per_gpu` ("64G", 65536 MB as an integer) times `n`, for a job's --mem. Pure."""
-    m = re.match(r"^(\d+)([KMGT]?)B?$", str(mem).strip().upper())
-    if not m:
-        raise ValueError(mem)
-    return f"{int(m.group(1)) * n}{m.group(2) or 'M'}"
-
-
-def job_parameters(slurm: Mapping[str, Any], task: UnitTask, sweep_name: str) -> dict[str, Any]:
-    """submitit's SlurmExecutor parameters for one run's job. Pure."""
-    gpus = task.gpus
-    minutes = time_minutes(slurm.get("time", "01:00:00"))
-    params: dict[str, Any] = {
-        "job_name": f"doccount-{sweep_name}-{task.run}",
-        "time": minutes,
-        # submitit's USR2 comes 90 s before the limit; for a short limit that is at the job's start,
-        # before the job's Python can ignore it: then at most half the limit before it.
-        "signal_delay_s": min(90, minutes * 30),
-        "nodes": 1,
-        "ntasks_per_node": 1,
-        "setup": list(slurm.get("setup", [])),
-    }
-    if gpus:
-        params["gpus_per_node"] = gpus
-    if "cpus_per_gpu" in slurm:
-        params["cpus_per_task"] = slurm["cpus_per_gpu"] * max(1, gpus)
-    if "mem_per_gpu" in slurm:
-        params["mem"] = mem_scaled(slurm["mem_per_gpu"], max(1, gpus))
-    for key in ("partition", "account", "qos", "constraint"):
-        if slurm.get(key):
-            params[key] = slurm[key]
-    if slurm.get("reservation"):
-        params["additional_parameters"] = {"reservation": slurm["reservation"]}
-    return params
 
 
 def withheld_variables(env: Mapping[str, str], key_vars: Sequence[str], own_key: str | None) -> list[str]:
@@ -117,7 +66,12 @@ def withheld_variables(env: Mapping[str, str], key_vars: Sequence[str], own_key:
 
 
 class _KeylessSubmitit(SubmititSlurm):
-    """submitit's executor whose sbatch runs without the withheld variables (their names only on argv)."""
+    """submitit's executor whose sbatch runs without the withheld variables (their names only on argv).
+
+    The one private method of submitit overridden here (`_make_submission_command`, the argv submitit runs
+    sbatch with): submitit has no public way to give sbatch another environment, and changing this
+    process's own environment would race the sweep's other threads. pyproject pins submitit's version;
+    tests/test_sweep_inprocess.py checks the name and signature in the installed submitit."""
 
     withheld: Sequence[str] = ()
 
@@ -143,17 +97,19 @@ class SlurmHandle:
     def __init__(self, job: SlurmJob, task: UnitTask, executor: SlurmExecutor, adopted: bool = False) -> None:
         self.job, self.task, self.executor, self.adopted = job, task, executor, adopted
         self.job_id: str | None = job.job_id
-        self.final: UnitStatus | None = None
+        self.final: Poll | None = None
 
-    def poll(self) -> UnitStatus | None:
+    def poll(self) -> Poll:
+        """The job's queue word while it waits or runs; once it has ended, the unit's result."""
         if self.final is not None:
             return self.final
         view = self.executor.view(self.job.job_id)
         rows = rows_text(run_folder(self.task))
+        word, detail = describe(view, rows)
         if view.live or (view.state == "UNKNOWN" and not self.job.paths.result_pickle.exists()):
-            state, detail = describe(view, rows)
-            return UnitStatus(phase=state, detail=f"job {self.job.job_id}: {detail}")
-        self.final = UnitStatus(phase="finished", result=self.result(view, rows))
+            return Poll(queue=word, detail=f"job {self.job.job_id}: {detail}")
+        unit = UnitStatus(phase="finished", result=self.result(view, rows))
+        self.final = Poll(queue=word, detail=f"job {self.job.job_id}: {detail}", unit=unit)
         return self.final
 
     def result(self, view: JobView, rows: str) -> UnitResult:
@@ -185,23 +141,27 @@ def _last_line(trace: str, job_id: str) -> str:
 
 
 class SlurmExecutor:
-    """Units as Slurm jobs (see the module docstring). `jobs`: each run's job id from sweep.json."""
+    """Units as Slurm jobs (see the module docstring). `key_vars`: the sweep's key variables; `jobs`:
+    each run's job id from sweep.json; `clock`: seconds, for how often the queue is read."""
 
     name: ExecutorName = "slurm"
+    parallel = None  # Slurm decides when each job starts
+    can_detach = True  # jobs go on after the sweep exits; --status reads them later
 
     def __init__(
         self,
-        sweep: Any,
-        parallel: int,
+        settings: SlurmSettings,
+        sweep_name: str,
         env: Mapping[str, str],
+        key_vars: Sequence[str] = (),
         jobs: Mapping[str, str | None] | None = None,
         logs: Path | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.sweep, self.env = sweep, dict(env)
-        self.settings: dict[str, Any] = dict(sweep.serve.slurm)
-        self.key_vars = sorted({r.api_key_env for r in sweep.runs if r.api_key_env})
+        self.settings, self.sweep_name, self.env = settings, sweep_name, dict(env)
+        self.key_vars = sorted(key_vars)
         self.jobs = {k: v for k, v in (jobs or {}).items() if v}
-        self.logs = logs
+        self.logs, self.clock = logs, clock
         self.handles: list[SlurmHandle] = []
         self.views: dict[str, JobView] = {}
         self.refreshed = float("-inf")
@@ -209,20 +169,21 @@ class SlurmExecutor:
 
     # ----------------------------------------------------------------- plan time
     def check(self, tasks: Sequence[UnitTask]) -> None:
-        per_node = self.settings.get("gpus_per_node")
+        s = self.settings
+        per_node = s.gpus_per_node
         try:
-            time_minutes(self.settings.get("time", "01:00:00"))
+            time_minutes(s.time)
         except ValueError:
             raise ExecutorError(
-                f'[serve] time = "{self.settings.get("time")}" is not a Slurm time limit: '
+                f'[serve] time = "{s.time}" is not a Slurm time limit: '
                 'use "HH:MM:SS", "D-HH:MM:SS" or minutes, e.g. "04:00:00"'
             ) from None
-        if "mem_per_gpu" in self.settings:
+        if s.mem_per_gpu is not None:
             try:
-                mem_scaled(self.settings["mem_per_gpu"], 1)
+                mem_scaled(s.mem_per_gpu, 1)
             except ValueError:
                 raise ExecutorError(
-                    f'[serve] mem_per_gpu = "{self.settings["mem_per_gpu"]}" is not a Slurm size: use e.g. "64G"'
+                    f'[serve] mem_per_gpu = "{s.mem_per_gpu}" is not a Slurm size: use e.g. "64G"'
                 ) from None
         for t in tasks:
             if per_node is not None and t.gpus > per_node:
@@ -234,18 +195,16 @@ class SlurmExecutor:
 
     def plan_header(self) -> list[str]:
         s = self.settings
-        node = f", {s['gpus_per_node']} GPUs per node" if "gpus_per_node" in s else ""
+        node = f", {s.gpus_per_node} GPUs per node" if s.gpus_per_node is not None else ""
         return [
-            f"executor slurm; partition {s.get('partition') or '(default)'}, time {s.get('time', '01:00:00')}"
+            f"executor slurm; partition {s.partition or '(default)'}, time {s.time}"
             f"{node}; one job per run, all submitted at once (--parallel does not apply: Slurm decides when "
             "each starts)"
         ]
 
     def plan(self, tasks: Sequence[UnitTask]) -> list[PlanRow]:
         s = self.settings
-        where = (
-            f"Slurm job on partition {s.get('partition') or '(default)'}, time {s.get('time', '01:00:00')}"
-        )
+        where = f"Slurm job on partition {s.partition or '(default)'}, time {s.time}"
         rows = []
         for t in tasks:
             note = f"adopts job {self.jobs[t.run]} if still queued or running" if t.run in self.jobs else ""
@@ -253,6 +212,27 @@ class SlurmExecutor:
             rows.append(PlanRow(run=t.run, where=where if t.server else f"{where}: endpoint run", gpus=[f"{t.gpus} per job"],
                                 note=note, command=command))  # fmt: skip
         return rows
+
+    def status(self, runs: Sequence[str], states: Mapping[str, RunState], folder: Path) -> list[StatusRow]:
+        """Each run's job as squeue or sacct reports it, with the unit's own result once the job wrote
+        one, and the rows its folder holds; a run without a job as sweep.json recorded it."""
+        jobs = {r: states[r].job_id or "" for r in runs if r in states}
+        views = read_queue(j for j in jobs.values() if j) if any(jobs.values()) else {}
+        out = []
+        for run in runs:
+            job = jobs.get(run, "")
+            if not job:
+                out.append(recorded_status(run, states.get(run)))
+                continue
+            view = views.get(job, JobView(job_id=job))
+            word, detail = describe(view, rows_text(folder / run))
+            result = None if view.live else job_result(folder / "logs" / "slurm", job)
+            if result is None:
+                out.append(StatusRow(run=run, state=word, job=job, detail=detail))
+            else:  # what the unit itself said (its server failed, ...)
+                detail += f"; {result.message}" if result.message else ""
+                out.append(StatusRow(run=run, state=result.state, job=job, detail=detail))
+        return out
 
     # ----------------------------------------------------------------- jobs
     def submit(self, task: UnitTask) -> SlurmHandle:
@@ -266,7 +246,7 @@ class SlurmExecutor:
             raise ExecutorError('executor = "slurm" but sbatch is not on PATH: run the sweep on a login node')
         ex = _KeylessSubmitit(folder=folder / "%j")
         ex.withheld = withheld_variables({**os.environ, **self.env}, self.key_vars, task.api_key_env)
-        ex.update_parameters(**job_parameters(self.settings, task, self.sweep.name))
+        ex.update_parameters(**job_parameters(self.settings, task, self.sweep_name))
         job = cast(SlurmJob[Any], ex.submit(run_in_job, task))  # submitit types it as its base Job
         self._link_logs(job, task)
         handle = SlurmHandle(job, task, self)
@@ -303,7 +283,7 @@ class SlurmExecutor:
 
     def view(self, job_id: str, force: bool = False) -> JobView:
         """A job's view from the shared snapshot of the queue, refreshed at most every REFRESH_S."""
-        now = time.monotonic()
+        now = self.clock()
         if force or now - self.refreshed >= REFRESH_S or job_id not in self.views:
             ids = {h.job.job_id for h in self.handles if h.final is None} | {job_id}
             self.views.update(read_queue(ids))
@@ -320,6 +300,18 @@ class SlurmExecutor:
             h.cancel()
         _wait_ended([h.job.job_id for h in live])
         self.refreshed = float("-inf")
+
+
+def job_result(folder: Path, job_id: str) -> UnitResult | None:
+    """What the job's function returned (submitit's result pickle under `folder`/<job id>/), or None."""
+    job: SlurmJob = SlurmJob(folder=folder / "%j", job_id=job_id)
+    if not job.paths.result_pickle.exists():
+        return None
+    try:
+        outcome, value = pickle_load(job.paths.result_pickle)
+    except (OSError, EOFError, ValueError, ImportError, AttributeError):
+        return None
+    return value if outcome == "success" and isinstance(value, UnitResult) else None
 
 
 def _wait_ended(job_ids: list[str], timeout_s: float = 120) -> None:

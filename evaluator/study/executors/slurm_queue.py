@@ -2,9 +2,9 @@
 
 A job still known to slurmctld is read with `squeue` (live: a pending job's reason, a running job's
 node and elapsed time; an ended job stays there for the cluster's MinJobAge); one it has forgotten is
-read from the accounting database with `sacct`, through submitit's watcher (the same call and parsing
-submitit itself uses for `job.state`, with more fields). Rows recorded so far are the run folder's
-responses.partial.jsonl lines.
+read from the accounting database with `sacct` (the call and parsing submitit itself uses for
+`job.state`, with more fields). Rows recorded so far are the run folder's responses.partial.jsonl lines.
+No submitit here: only the Slurm executor (executors.slurm) imports it.
 """
 
 from __future__ import annotations
@@ -12,11 +12,8 @@ from __future__ import annotations
 import subprocess
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
 
 import msgspec
-from submitit.core.utils import pickle_load
-from submitit.slurm.slurm import SlurmInfoWatcher, SlurmJob
 
 from evaluator.core.vocab import QueueWord
 from evaluator.runfolder.files import MANIFEST, PARTIAL
@@ -57,16 +54,6 @@ class JobView(msgspec.Struct, frozen=True, kw_only=True):
         return self.state in LIVE
 
 
-class _Watcher(SlurmInfoWatcher):
-    """submitit's sacct watcher asking for the fields the queue display shows."""
-
-    def _make_command(self) -> list[str] | None:
-        command = super()._make_command()
-        if command is None:
-            return None
-        return ["sacct", "-o", ",".join(SACCT_FIELDS), *command[3:]]
-
-
 def _state_word(state: str) -> str:
     """`CANCELLED by 0` -> CANCELLED (sacct appends who cancelled)."""
     return state.split()[0].upper() if state.strip() else "UNKNOWN"
@@ -92,8 +79,36 @@ def parse_squeue(text: str) -> dict[str, JobView]:
     return out
 
 
+def parse_sacct(text: str) -> dict[str, dict[str, str]]:
+    """`sacct -o FIELDS --parsable2` output (a header line, then `|`-separated rows) as each job's fields
+    by job id; a job's steps (`12.batch`, `12.0`) are left out, as submitit does. Pure."""
+    lines = text.splitlines()
+    if len(lines) < 2:
+        return {}  # no job known (yet)
+    names = lines[0].split("|")
+    out: dict[str, dict[str, str]] = {}
+    for line in lines[1:]:
+        row = {name: value.strip() for name, value in zip(names, line.split("|"), strict=False)}
+        job_id = row.get("JobID", "")
+        if job_id and "." not in job_id:
+            out[job_id] = row
+    return out
+
+
+def _sacct(job_ids: list[str]) -> dict[str, dict[str, str]]:
+    """The jobs' rows from the accounting database; none when sacct fails (its error is not the sweep's)."""
+    command = ["sacct", "-o", ",".join(SACCT_FIELDS), "--parsable2"]
+    for j in job_ids:
+        command += ["-j", j]
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=60, check=True)
+    except (OSError, subprocess.SubprocessError):
+        return {}
+    return parse_sacct(done.stdout)
+
+
 def from_sacct(job_id: str, info: dict[str, str]) -> JobView:
-    """A view from one row of submitit's sacct parsing. Pure."""
+    """A view from one job's sacct fields (parse_sacct). Pure."""
     reason = info.get("Reason", "")
     return JobView(
         job_id=job_id,
@@ -122,12 +137,9 @@ def read_queue(job_ids: Iterable[str]) -> dict[str, JobView]:
     views = parse_squeue(done.stdout) if done.returncode == 0 else {}
     missing = [j for j in ids if j not in views]
     if missing:
-        watcher = _Watcher(delay_s=0)
+        rows = _sacct(missing)
         for j in missing:
-            watcher.register_job(j)
-        watcher.update()
-        for j in missing:
-            views[j] = from_sacct(j, watcher.get_info(j, mode="cache"))
+            views[j] = from_sacct(j, rows.get(j, {}))
     return views
 
 
@@ -173,42 +185,3 @@ def rows_text(run_folder: Path) -> str:
     """Rows recorded so far against the questions of the run (manifest.jsonl), e.g. "12/40"."""
     questions = _lines(run_folder / MANIFEST)
     return f"{_lines(run_folder / PARTIAL)}/{questions}" if questions else str(_lines(run_folder / PARTIAL))
-
-
-def job_result(folder: Path, job_id: str) -> Any:
-    """What the job's function returned (submitit's result pickle under `folder`/<job id>/), or None."""
-    job: SlurmJob = SlurmJob(folder=folder / "%j", job_id=job_id)
-    if not job.paths.result_pickle.exists():
-        return None
-    try:
-        outcome, value = pickle_load(job.paths.result_pickle)
-    except (OSError, EOFError, ValueError, ImportError, AttributeError):
-        return None
-    return value if outcome == "success" else None
-
-
-def status_lines(sweep: Any, state: Any, runs: list[Any], folder: Path) -> list[str]:
-    """`doccount sweep FILE --status`: every selected run's state from sweep.json, Slurm's queue and the
-    run folder (rows recorded so far); submits nothing."""
-    jobs = {r.name: state.runs[r.name].job_id for r in runs if r.name in state.runs}
-    views = read_queue(j for j in jobs.values() if j) if any(jobs.values()) else {}
-    pad = max([len(r.name) for r in runs] + [3])
-    out = [f"sweep {sweep.name}: {len(runs)} run(s), {sweep.serve.executor}", ""]
-    out.append(f"{'run':<{pad}}  {'state':<10} {'job':>7}  detail")
-    for r in runs:
-        st = state.runs.get(r.name)
-        job = jobs.get(r.name) or ""
-        rows = rows_text(folder / r.name)
-        if job:
-            view = views.get(job, JobView(job_id=job))
-            word, detail = describe(view, rows)
-            result = None if view.live else job_result(folder / "logs" / "slurm", job)
-            if result is not None and getattr(
-                result, "state", None
-            ):  # what the unit itself said (its server failed, ...)
-                word = result.state
-                detail += f"; {result.message}" if getattr(result, "message", None) else ""
-        else:
-            word, detail = (st.state, st.message or "") if st else ("pending", "not started")
-        out.append(f"{r.name:<{pad}}  {word:<10} {job:>7}  {detail}")
-    return out
