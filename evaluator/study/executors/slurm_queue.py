@@ -15,6 +15,7 @@ from pathlib import Path
 
 import msgspec
 
+from evaluator.core.output import say
 from evaluator.core.vocab import QueueWord
 from evaluator.runfolder.files import MANIFEST, PARTIAL
 
@@ -102,7 +103,12 @@ def _sacct(job_ids: list[str]) -> dict[str, dict[str, str]]:
         command += ["-j", j]
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=60, check=True)
-    except (OSError, subprocess.SubprocessError):
+    except (OSError, subprocess.SubprocessError) as exc:
+        # said, not raised: the jobs stay UNKNOWN and the next poll asks again
+        detail = (getattr(exc, "stderr", None) or str(exc)).strip().splitlines()
+        say(
+            f"warning: sacct failed ({detail[-1] if detail else type(exc).__name__}); job states unknown for now"
+        )
         return {}
     return parse_sacct(done.stdout)
 
