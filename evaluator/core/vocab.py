@@ -53,3 +53,6 @@ Verdict = Literal["differs", "no detectable difference", "not comparable"]
 DIFFERS: Verdict = "differs"
 NO_DIFFERENCE: Verdict = "no detectable difference"
 NOT_COMPARABLE: Verdict = "not comparable"
+
+ReasoningMode = Literal["on", "off"]
+"""Whether a model reasons before it answers (a run's declared mode, a published result's mode)."""
