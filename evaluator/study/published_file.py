@@ -43,6 +43,6 @@ def published_problem(pub: Published) -> str | None:
     if pub.correct > pub.questions:
         return "needs integers `correct` and `questions` with 0 <= correct <= questions"
     for cls, (correct, questions) in pub.per_class.items():
-        if not 0 < questions or correct > questions:
+        if not questions > 0 or correct > questions:
             return f'`per_class."{cls}"` must be {PAIR}'
     return None

@@ -1,24 +1,20 @@
-"""The sweep file: a TOML study of many `evaluate` runs, read and checked before anything is sent.
-
-A sweep file names each run's model, endpoint and the environment variable that holds its key; every
-other key is an `evaluate` option by its long flag name (`_` for `-`). The option names and their
-checks come from the evaluate command's own click parameters (`option_specs`), so the file accepts
-exactly what `evaluate` accepts, `--batch` included once evaluate has it, and nothing else.
-
-Refused before anything is sent, each naming the file and line: a syntax error, an unknown key, a
-value evaluate would refuse, a value that looks like a secret (the value is never repeated in the
-message), and, for the runs about to start, a key variable that is not set.
+"""The sweep file: a TOML study of many `evaluate` runs, declared as Structs and checked before anything
+is sent. A run names its model, endpoint and key variable; its other keys are evaluate's options by their
+long flag (`_` for `-`), typed from evaluate's own click parameters and checked by them. Refused, naming
+the file and line: bad TOML, an unknown key (with the closest valid one), a value of the wrong type or
+one evaluate refuses, a value that looks like a secret (never repeated), and an unset key variable.
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any
 
 import msgspec
+import tomllib
 from msgspec import Meta
 
 from evaluator.core.values import MAX_PRICE
@@ -26,15 +22,14 @@ from evaluator.study.file_lines import LineIndex
 from evaluator.study.key_hints import unknown_key
 from evaluator.study.published_file import PUBLISHED_TYPE, published_problem
 from evaluator.study.schema_errors import Problem, problem
-from evaluator.study.secrets import secret_problem
+from evaluator.study.secrets import secret_places
 from evaluator.study.serve_file import RunServe, ServeRequest, ServeTable, checked_serve, run_serve
 
 # option_specs and OptionSpec are re-exported: a caller loads a file with them
 from evaluator.study.sweep_options import ALIASES, option_args
 from evaluator.study.sweep_options import OptionSpec as OptionSpec
 from evaluator.study.sweep_options import option_specs as option_specs
-
-import tomllib
+from evaluator.study.sweep_options import run_args as run_args
 
 # evaluate options the sweep decides itself: the folder, the output, and re-sending finished rows
 SWEEP_OWNED = {
@@ -49,24 +44,11 @@ NAME_RE = re.compile(r"^(?!(?:leaderboard|logs|sweep\.json)$)[A-Za-z0-9][A-Za-z0
 ENV_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 TOP_OPTIONS = ("benchmark", "data_files", "dataset", "revision")
 RUN_ONLY = ("name", "api_key_env", "serve", "served_model_name", "published")  # not evaluate options
-Name = Annotated[
-    str,
-    Meta(
-        pattern=NAME_RE.pattern,
-        description="letters, digits, '.', '_' or '-' (it names a folder; not leaderboard, logs, sweep.json)",
-    ),
-]  # noqa: E501
-EnvName = Annotated[
-    str,
-    Meta(
-        pattern=ENV_RE.pattern,
-        description="the name of an environment variable (letters, digits, _) that holds the key, never the key",
-    ),
-]  # noqa: E501
-PriceValue = Annotated[
-    float,
-    Meta(ge=0, le=MAX_PRICE, description=f"a finite number from 0 to {MAX_PRICE:g} (USD per 1M tokens)"),
-]  # noqa: E501
+FOLDER = "letters, digits, '.', '_' or '-' (it names a folder; not leaderboard, logs, sweep.json)"
+Name = Annotated[str, Meta(pattern=NAME_RE.pattern, description=FOLDER)]
+EnvName = Annotated[str, Meta(pattern=ENV_RE.pattern, description="a variable's name (letters, digits, _)")]
+USD = f"a finite number from 0 to {MAX_PRICE:g} (USD per 1M tokens)"
+PriceValue = Annotated[float, Meta(ge=0, le=MAX_PRICE, description=USD)]
 Scalar = str | int | float
 
 
@@ -160,11 +142,8 @@ def load_sweep(path: Path, specs: Mapping[str, OptionSpec]) -> SweepSpec:
         at = re.search(r"at line (\d+)", str(exc))
         raise SweepFileError(f"{path}:{at.group(1) + ':' if at else ''} not valid TOML: {exc}") from None
     fail = _Fail(path, LineIndex(text))
-    for parts, found in _secrets(data, []):
-        raise fail(
-            parts,
-            f'{found}; a sweep file never holds a secret: it names the variable that holds a key (api_key_env = "...")',
-        )  # noqa: E501
+    for parts, found in secret_places(data, [], skip=["pricing"]):  # before a message could show it
+        raise fail(parts, f'{found}; a sweep file names the variable that holds a key (api_key_env = "...")')
     options = _option_types(specs)
     schema = _schema(options)
     try:
@@ -184,8 +163,7 @@ def load_sweep(path: Path, specs: Mapping[str, OptionSpec]) -> SweepSpec:
     serve = checked_serve(
         doc.serve or ServeTable(), data.get("serve", {}), lambda k, m: fail(["serve", k], m)
     )
-    pricing = dict(doc.pricing)
-    return SweepSpec(doc.name, str(path), hashlib.sha256(raw).hexdigest(), runs, pricing, raw, serve)
+    return SweepSpec(doc.name, str(path), hashlib.sha256(raw).hexdigest(), runs, doc.pricing, raw, serve)
 
 
 def _read(path: Path) -> bytes:
@@ -206,19 +184,6 @@ class _Fail:
         return SweepFileError(f"{self.path}:{line}: {message}" if line else f"{self.path}: {message}")
 
 
-def _secrets(data: Any, path: list[Any]) -> Iterator[tuple[list[Any], str]]:
-    """Each key named like a credential and each value that looks like one (pricing holds numbers)."""
-    items = enumerate(data) if isinstance(data, list) else data.items() if isinstance(data, dict) else ()
-    for key, value in items:
-        here, name = [*path, key], key if isinstance(key, str) else str(path[-1])
-        nested = isinstance(value, (dict, list))
-        found = secret_problem(name, None if nested else value, ("api_key_env",) if name == key else (name,))
-        if found:
-            yield here, found
-        if nested and here != ["pricing"]:
-            yield from _secrets(value, here)
-
-
 def _message(p: Problem, data: dict[str, Any]) -> str:
     """The one-line message of a schema error: the table or value, and what it must be."""
     if p.kind == "unknown" and p.key in SWEEP_OWNED and len(p.path) <= 2:
@@ -227,12 +192,9 @@ def _message(p: Problem, data: dict[str, Any]) -> str:
         sub = ".".join(map(str, p.path[2:]))
         return f"{_label(p.path, data)}: {unknown_key(str(p.key), sub, p.valid)}"
     if p.kind == "unknown":
-        at, what = p.path, "a sweep file's top level"
-        if at:
-            what = (
-                f"[{at[0]}]" if len(at) == 1 else f"run #{at[1] + 1}" if at[0] == "runs" else _label(at, data)
-            )  # type: ignore[operator]
-        return unknown_key(str(p.key), what, p.valid)
+        at = [*p.path, 0]  # [] top level, [defaults], [runs, i], [pricing, model]
+        what = {1: "a sweep file's top level", 2: f"[{at[0]}]"}.get(len(at)) or _label(p.path, data)
+        return unknown_key(str(p.key), f"run #{at[1] + 1}" if at[0] == "runs" else what, p.valid)
     if p.kind == "missing":
         return f"{_label(p.path, data)} needs `{p.key}`: {p.must}"
     return f"{_label(p.path[: max(p.depth, 1)], data)} must be {p.must or 'of another type'}"
@@ -269,12 +231,7 @@ def _check_options(
 
 
 def _run(
-    fail: _Fail,
-    i: int,
-    run: Any,
-    table: dict[str, Any],
-    inherited: dict[str, Any],
-    key: tuple[str | None, int | None],
+    fail: _Fail, i: int, run: Any, table: dict, inherited: dict, key: tuple[str | None, int | None]
 ) -> RunSpec:
     """A run's spec: its own options over the inherited ones, its server or endpoint, its key variable."""
     at = lambda k, m: fail(["runs", i, k], m)  # noqa: E731
@@ -290,10 +247,8 @@ def _run(
         options = {"backend": "vllm", **options, "model": serve.served_name}
         options.pop("base_url", None)
     elif "base_url" not in options and options.get("backend") != "vllm":
-        raise fail(
-            ["runs", i],
-            f'run {run.name} needs `base_url = "https://..."`, `serve = {{...}}` or backend = "vllm"',
-        )  # noqa: E501
+        needs = '`base_url = "https://..."`, `serve = {...}` or backend = "vllm"'
+        raise fail(["runs", i], f"run {run.name} needs {needs}")
     line = fail.lines.line_of(("runs",), "name", i)
     published = dict(table["published"]) if run.published else None
     return RunSpec(run.name, run.model, env, options, line, key_line, serve, published)
@@ -308,15 +263,7 @@ def _check_unique(fail: _Fail, runs: list[RunSpec]) -> None:
         seen.add(folded)
 
 
-# ----------------------------------------------------------------------------- to argv
-
-
-def run_args(run: RunSpec, specs: Mapping[str, OptionSpec], folder: Path) -> list[str]:
-    """The whole `evaluate` argument list of a run, its folder given by the sweep."""
-    args: list[str] = []
-    for key, value in run.options.items():
-        args += option_args(specs[ALIASES.get(key, key)], value, key)
-    return args + ["--run-root", str(folder)]
+# ----------------------------------------------------------------------------- the runs to start
 
 
 def select_runs(sweep: SweepSpec, only: Iterable[str]) -> list[RunSpec]:

@@ -4,10 +4,14 @@ how one sweep-file value becomes evaluate arguments (checked by the option's own
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import msgspec
+
+if TYPE_CHECKING:  # sweep_file imports this module
+    from evaluator.study.sweep_file import RunSpec
 
 ALIASES = {"extra_body": "extra_body_json"}  # a TOML table, sent as the JSON of --extra-body-json
 
@@ -67,3 +71,11 @@ def option_args(spec: OptionSpec, value: Any, key: str | None = None) -> list[st
             spec.check(text)
         out += [spec.flag, text]
     return out
+
+
+def run_args(run: RunSpec, specs: Mapping[str, OptionSpec], folder: Path) -> list[str]:
+    """The whole `evaluate` argument list of a run, its folder given by the sweep."""
+    args: list[str] = []
+    for key, value in run.options.items():
+        args += option_args(specs[ALIASES.get(key, key)], value, key)
+    return args + ["--run-root", str(folder)]
