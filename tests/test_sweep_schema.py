@@ -87,20 +87,14 @@ def test_a_wrong_type_anywhere_names_its_line_and_key(tmp_path: Path, specs, ind
     assert f"s.toml:{index + 1}: " in msg and key in msg, msg
 
 
-def _valid_keys(specs) -> set[str]:
-    from evaluator.study.published_file import Published
-    from evaluator.study.serve_file import ServeRequest, ServeTable
-    from evaluator.study.sweep_file import Price
+FILE_KEYS = """name api_key_env serve served_model_name published defaults pricing runs extra_body input output
+cached_input batch_input batch_output correct questions source reasoning per_class note revision gpus args
+executor command launcher image runtime partition account qos constraint reservation time gpus_per_node
+cpus_per_gpu mem_per_gpu setup""".split()
 
-    structs = (Published, ServeRequest, ServeTable, Price)
-    own = {"name", "api_key_env", "serve", "served_model_name", "published", "defaults", "pricing", "runs"}
-    return (
-        own
-        | set(specs)
-        | set(SWEEP_OWNED)
-        | {f for s in structs for f in s.__struct_fields__}
-        | {"extra_body"}
-    )
+
+def _valid_keys(specs) -> set[str]:
+    return {*FILE_KEYS, *specs, *SWEEP_OWNED}
 
 
 NAMES = st.from_regex(r"\A[a-z][a-z_]{2,12}\Z")
