@@ -26,20 +26,11 @@ from evaluator.study.secrets import secret_places
 from evaluator.study.serve_file import RunServe, ServeRequest, ServeTable, checked_serve, run_serve
 
 # option_specs and OptionSpec are re-exported: a caller loads a file with them
-from evaluator.study.sweep_options import ALIASES, option_args
+from evaluator.study.sweep_options import ALIASES, SWEEP_OWNED, option_args, option_types
 from evaluator.study.sweep_options import OptionSpec as OptionSpec
 from evaluator.study.sweep_options import option_specs as option_specs
 from evaluator.study.sweep_options import run_args as run_args
 
-# evaluate options the sweep decides itself: the folder, the output, and re-sending finished rows
-SWEEP_OWNED = {
-    "run_root": "the sweep puts each run in <run-root>/<sweep name>/<run name>",
-    "run_name": "the run's folder is its `name`",
-    "quiet": "the sweep shows one progress line per run",
-    "dry_run": "run `doccount evaluate --dry-run` on the data instead",
-    "overwrite": "a sweep never re-sends finished rows; give the run a new name to start it afresh",
-}
-RESERVED_RUN_NAMES = ("leaderboard", "logs", "sweep.json")
 NAME_RE = re.compile(r"^(?!(?:leaderboard|logs|sweep\.json)$)[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 ENV_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 TOP_OPTIONS = ("benchmark", "data_files", "dataset", "revision")
@@ -49,7 +40,6 @@ Name = Annotated[str, Meta(pattern=NAME_RE.pattern, description=FOLDER)]
 EnvName = Annotated[str, Meta(pattern=ENV_RE.pattern, description="a variable's name (letters, digits, _)")]
 USD = f"a finite number from 0 to {MAX_PRICE:g} (USD per 1M tokens)"
 PriceValue = Annotated[float, Meta(ge=0, le=MAX_PRICE, description=USD)]
-Scalar = str | int | float
 
 
 class SweepFileError(ValueError):
@@ -90,22 +80,6 @@ class SweepSpec(msgspec.Struct, frozen=True):
 # ----------------------------------------------------------------------------- the schema
 
 
-def _option_type(key: str, spec: OptionSpec) -> Any:
-    """An evaluate option's type in the file (its value is then checked by the option's click type)."""
-    if spec.is_flag:
-        return Annotated[bool, Meta(description="true or false")]
-    if key in ALIASES:
-        return Annotated[dict[str, Any] | str, Meta(description="a table")]
-    if spec.multiple:
-        return Annotated[Scalar | list[Scalar], Meta(description="a string or a number (or a list of them)")]
-    return Annotated[Scalar, Meta(description="a string or a number")]
-
-
-def _option_types(specs: Mapping[str, OptionSpec]) -> dict[str, Any]:
-    keys = [*ALIASES, *(k for k in specs if k not in SWEEP_OWNED and k not in ALIASES.values())]
-    return {k: _option_type(k, specs[ALIASES.get(k, k)]) for k in sorted(keys)}
-
-
 def _schema(options: dict[str, Any]) -> Any:
     """The whole file as Structs: a run's and [defaults]' keys besides their own are evaluate's options."""
     kw: Any = {"forbid_unknown_fields": True, "frozen": True, "kw_only": True}
@@ -144,7 +118,7 @@ def load_sweep(path: Path, specs: Mapping[str, OptionSpec]) -> SweepSpec:
     fail = _Fail(path, LineIndex(text))
     for parts, found in secret_places(data, [], skip=["pricing"]):  # before a message could show it
         raise fail(parts, f'{found}; a sweep file names the variable that holds a key (api_key_env = "...")')
-    options = _option_types(specs)
+    options = option_types(specs)
     schema = _schema(options)
     try:
         doc = msgspec.convert(data, schema)
@@ -261,9 +235,6 @@ def _check_unique(fail: _Fail, runs: list[RunSpec]) -> None:
         if folded in seen:
             raise fail(["runs", i, "name"], f"two runs are named {run.name}: run names name folders")
         seen.add(folded)
-
-
-# ----------------------------------------------------------------------------- the runs to start
 
 
 def select_runs(sweep: SweepSpec, only: Iterable[str]) -> list[RunSpec]:

@@ -6,14 +6,24 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import msgspec
+from msgspec import Meta
 
 if TYPE_CHECKING:  # sweep_file imports this module
     from evaluator.study.sweep_file import RunSpec
 
 ALIASES = {"extra_body": "extra_body_json"}  # a TOML table, sent as the JSON of --extra-body-json
+# evaluate options the sweep decides itself: the folder, the output, and re-sending finished rows
+SWEEP_OWNED = {
+    "run_root": "the sweep puts each run in <run-root>/<sweep name>/<run name>",
+    "run_name": "the run's folder is its `name`",
+    "quiet": "the sweep shows one progress line per run",
+    "dry_run": "run `doccount evaluate --dry-run` on the data instead",
+    "overwrite": "a sweep never re-sends finished rows; give the run a new name to start it afresh",
+}
+Scalar = str | int | float
 
 
 class OptionSpec(msgspec.Struct, frozen=True):
@@ -79,3 +89,20 @@ def run_args(run: RunSpec, specs: Mapping[str, OptionSpec], folder: Path) -> lis
     for key, value in run.options.items():
         args += option_args(specs[ALIASES.get(key, key)], value, key)
     return args + ["--run-root", str(folder)]
+
+
+def _option_type(key: str, spec: OptionSpec) -> Any:
+    """An evaluate option's type in the file (its value is then checked by the option's click type)."""
+    if spec.is_flag:
+        return Annotated[bool, Meta(description="true or false")]
+    if key in ALIASES:
+        return Annotated[dict[str, Any] | str, Meta(description="a table")]
+    if spec.multiple:
+        return Annotated[Scalar | list[Scalar], Meta(description="a string or a number (or a list of them)")]
+    return Annotated[Scalar, Meta(description="a string or a number")]
+
+
+def option_types(specs: Mapping[str, OptionSpec]) -> dict[str, Any]:
+    """Each key of a sweep file that is an evaluate option, and its type there."""
+    keys = [*ALIASES, *(k for k in specs if k not in SWEEP_OWNED and k not in ALIASES.values())]
+    return {k: _option_type(k, specs[ALIASES.get(k, k)]) for k in sorted(keys)}
