@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -26,7 +26,7 @@ from evaluator.study.secrets import secret_places
 from evaluator.study.serve_file import RunServe, ServeRequest, ServeTable, checked_serve, run_serve
 
 # option_specs and OptionSpec are re-exported: a caller loads a file with them
-from evaluator.study.sweep_options import ALIASES, SWEEP_OWNED, option_args, option_types
+from evaluator.study.sweep_options import SWEEP_OWNED, option_problems, option_types
 from evaluator.study.sweep_options import OptionSpec as OptionSpec
 from evaluator.study.sweep_options import option_specs as option_specs
 from evaluator.study.sweep_options import run_args as run_args
@@ -107,11 +107,13 @@ def _schema(options: dict[str, Any]) -> Any:
 
 
 def load_sweep(path: Path, specs: Mapping[str, OptionSpec]) -> SweepSpec:
-    """The sweep file read and checked (everything but the key variables: see check_key_variables)."""
-    raw = _read(path)
-    text = raw.decode("utf-8")
+    """The sweep file read and checked (everything but the key variables: run_select.check_key_variables)."""
     try:
-        data = tomllib.loads(text)
+        raw = Path(path).read_bytes()
+    except OSError as exc:
+        raise SweepFileError(f"cannot read the sweep file {path}: {exc.strerror or exc}") from None
+    try:
+        data = tomllib.loads(text := raw.decode("utf-8"))
     except tomllib.TOMLDecodeError as exc:
         at = re.search(r"at line (\d+)", str(exc))
         raise SweepFileError(f"{path}:{at.group(1) + ':' if at else ''} not valid TOML: {exc}") from None
@@ -125,7 +127,13 @@ def load_sweep(path: Path, specs: Mapping[str, OptionSpec]) -> SweepSpec:
     except msgspec.ValidationError as exc:
         p = problem(exc, schema, data)
         raise fail(p.path + [p.key] if p.kind == "unknown" else p.path, _message(p, data)) from None
-    _check_options(fail, data, specs, options)
+    tables = [
+        ([], data),
+        (["defaults"], data.get("defaults", {})),
+        *(([("runs"), i], r) for i, r in enumerate(data["runs"])),
+    ]
+    for parts, message in option_problems(tables, specs, options):  # as evaluate's click types take them
+        raise fail(parts, message)
     defaults = {k: v for k, v in data.get("defaults", {}).items() if k != "api_key_env"}
     inherited = {**{k: data[k] for k in TOP_OPTIONS if k in data}, **defaults}
     key = (
@@ -138,13 +146,6 @@ def load_sweep(path: Path, specs: Mapping[str, OptionSpec]) -> SweepSpec:
         doc.serve or ServeTable(), data.get("serve", {}), lambda k, m: fail(["serve", k], m)
     )
     return SweepSpec(doc.name, str(path), hashlib.sha256(raw).hexdigest(), runs, doc.pricing, raw, serve)
-
-
-def _read(path: Path) -> bytes:
-    try:
-        return Path(path).read_bytes()
-    except OSError as exc:
-        raise SweepFileError(f"cannot read the sweep file {path}: {exc.strerror or exc}") from None
 
 
 class _Fail:
@@ -190,20 +191,6 @@ def _label(path: list[Any], data: dict[str, Any]) -> str:
     return f"[{head}] `{'.'.join(rest)}`" if rest else f"`{head}`"
 
 
-def _check_options(
-    fail: _Fail, data: dict[str, Any], specs: Mapping[str, OptionSpec], options: dict[str, Any]
-) -> None:
-    """Each evaluate option's value as evaluate's own click type takes it."""
-    tables = [([], data), (["defaults"], data.get("defaults", {}))]
-    for at, table in [*tables, *((["runs", i], r) for i, r in enumerate(data["runs"]))]:
-        for key, value in table.items():
-            if key in options:
-                try:
-                    option_args(specs[ALIASES.get(key, key)], value, key)
-                except ValueError as exc:
-                    raise fail([*at, key], f"`{key}`: {exc}") from None
-
-
 def _run(
     fail: _Fail, i: int, run: Any, table: dict, inherited: dict, key: tuple[str | None, int | None]
 ) -> RunSpec:
@@ -235,32 +222,3 @@ def _check_unique(fail: _Fail, runs: list[RunSpec]) -> None:
         if folded in seen:
             raise fail(["runs", i, "name"], f"two runs are named {run.name}: run names name folders")
         seen.add(folded)
-
-
-def select_runs(sweep: SweepSpec, only: Iterable[str]) -> list[RunSpec]:
-    """The runs named by --only (all when none is named), in file order."""
-    wanted = list(only)
-    known = {r.name for r in sweep.runs}
-    unknown = [n for n in wanted if n not in known]
-    if unknown:
-        raise SweepFileError(
-            f"--only names no run of {sweep.path}: {', '.join(unknown)} (runs: {', '.join(sorted(known))})"
-        )
-    return [r for r in sweep.runs if not wanted or r.name in wanted]
-
-
-def check_key_variables(sweep: SweepSpec, runs: Iterable[RunSpec], env: Mapping[str, str]) -> None:
-    """Every run about to start has its key variable set (a run without api_key_env sends no key)."""
-    missing: dict[tuple[str, int | None], list[str]] = {}
-    for r in runs:
-        if r.api_key_env and not env.get(r.api_key_env, "").strip():
-            missing.setdefault((r.api_key_env, r.key_line), []).append(r.name)
-    if missing:  # one line, each unset variable once, with the line that names it and its runs
-        where = "; ".join(
-            f"{', '.join(names)} (line {line}: {var})" for (var, line), names in missing.items()
-        )
-        count = sum(len(names) for names in missing.values())
-        raise SweepFileError(
-            f"{sweep.path}: the key variable of {count} run(s) is not set: {where}; export it "
-            "(read -rsp 'key: ' VAR; export VAR) or leave the run out with --only"
-        )

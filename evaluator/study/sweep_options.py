@@ -4,7 +4,7 @@ how one sweep-file value becomes evaluate arguments (checked by the option's own
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -106,3 +106,16 @@ def option_types(specs: Mapping[str, OptionSpec]) -> dict[str, Any]:
     """Each key of a sweep file that is an evaluate option, and its type there."""
     keys = [*ALIASES, *(k for k in specs if k not in SWEEP_OWNED and k not in ALIASES.values())]
     return {k: _option_type(k, specs[ALIASES.get(k, k)]) for k in sorted(keys)}
+
+
+def option_problems(
+    tables: list[tuple[list[Any], dict[str, Any]]], specs: Mapping[str, OptionSpec], types: Mapping[str, Any]
+) -> Iterator[tuple[list[Any], str]]:
+    """Each option value (by its table's path) that evaluate's own click type refuses, and why."""
+    for at, table in tables:
+        for key, value in table.items():
+            if key in types:
+                try:
+                    option_args(specs[ALIASES.get(key, key)], value, key)
+                except ValueError as exc:
+                    yield [*at, key], f"`{key}`: {exc}"
