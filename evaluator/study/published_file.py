@@ -1,13 +1,7 @@
-"""A run's `published` result in a sweep file, declared: the number the run reproduces.
-
-    published = { correct = 322, questions = 442, source = "DocCount README", reasoning = "on",
-                  per_class = { "Brand Logo" = [104, 163], ... }, note = "..." }
-
-`correct` of `questions` (0 <= correct <= questions), `source` (where the number is from), optional
-`reasoning` (the mode the source ran in: a run that declares the other mode is not comparable with it),
-`per_class` (class -> [correct, questions]) and `note` (e.g. where two sources disagree). The leaderboard
-shows it beside the reproduced accuracy (evaluator.scoring.published); it never reaches a request.
-"""
+"""A run's `published` result in a sweep file, declared: the number the run reproduces, e.g.
+`published = { correct = 322, questions = 442, source = "...", reasoning = "on", per_class = { "Table" =
+[44, 75] }, note = "..." }`. `reasoning` is the mode the source ran in (a run in the other mode is not
+comparable); the leaderboard shows it beside the reproduced accuracy; it never reaches a request."""
 
 from __future__ import annotations
 

@@ -1,10 +1,6 @@
-"""The sweep file's serving parts, declared: the `[serve]` table (how the sweep starts servers) and a
-run's `serve = { revision, gpus, args }` and `served_model_name` (docs/serving.md).
-
-[serve]: `executor`, `gpus` (the local pool; default every GPU nvidia-smi lists), `command` (the server
-program; default ["vllm", "serve"]) or `launcher = "container"` with `image` and `runtime` (docker,
-podman or a path to one, so a string; default docker when it is on PATH, else podman); for slurm also
-the Slurm settings below (their meaning is the Slurm executor's, evaluator/study/executors/slurm.py).
+"""The sweep file's serving parts, declared (docs/serving.md): the `[serve]` table, how the sweep starts
+servers (the Slurm settings' meaning is the Slurm executor's), and a run's `serve = { revision, gpus, args }`
+and `served_model_name`. A container `runtime` may be a path to a program, so it is a string.
 """
 
 from __future__ import annotations
@@ -18,13 +14,13 @@ from msgspec import Meta
 from evaluator.core.vocab import ExecutorName, Launcher
 from evaluator.study.launch import DEFAULT_COMMAND, DEFAULT_IMAGE
 
-Fail = Callable[[str, str], Exception]
-"""An error naming the file and the line of a key (sweep_file's)."""
-
-Text = Annotated[str, Meta(pattern=r"\S", description="a string")]
+Fail = Callable[[str, str], Exception]  # an error naming the file and the line of a key (sweep_file's)
+Text = Annotated[str, Meta(description="a string")]
 AtLeastOne = Annotated[int, Meta(ge=1, description="an integer >= 1")]
-Strings = Annotated[list[str], Meta(description="a list of strings")]
-GpuId = Annotated[int, Meta(ge=0)] | Annotated[str, Meta(pattern=r"\S")]
+GpuIds = Annotated[list[Annotated[int, Meta(ge=0)] | Annotated[str, Meta(pattern=r"\S")]], Meta(description="a list of distinct GPU ids, e.g. [0, 1, 2, 3]")]  # fmt: skip
+Command = Annotated[list[str], Meta(min_length=1, description='a non-empty list of strings, e.g. ["vllm", "serve"]')]  # fmt: skip
+Program = Annotated[str, Meta(pattern=r"\S", description='a container program, e.g. "podman"')]
+MemSize = Annotated[str | AtLeastOne, Meta(description='a Slurm memory size, e.g. "64G"')]
 SLURM_KEYS = ("partition", "account", "qos", "constraint", "reservation", "time", "gpus_per_node",
               "cpus_per_gpu", "mem_per_gpu", "setup")  # fmt: skip
 
@@ -33,17 +29,11 @@ class ServeTable(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
     """[serve]. `gpus` None: every GPU nvidia-smi lists (asked only when a run is served)."""
 
     executor: ExecutorName = "local"
-    gpus: Annotated[list[GpuId], Meta(description="a list of distinct GPU ids, e.g. [0, 1, 2, 3]")] | None = (
-        None
-    )
-    command: Annotated[
-        list[str], Meta(min_length=1, description='a non-empty list of strings, e.g. ["vllm", "serve"]')
-    ] = msgspec.field(default_factory=lambda: list(DEFAULT_COMMAND))  # noqa: E501
+    gpus: GpuIds | None = None
+    command: Command = msgspec.field(default_factory=lambda: list(DEFAULT_COMMAND))
     launcher: Launcher = "process"
     image: Annotated[str, Meta(pattern=r"\S", description="an image name")] = DEFAULT_IMAGE
-    runtime: Annotated[str, Meta(pattern=r"\S", description='a container program, e.g. "podman"')] | None = (
-        None
-    )
+    runtime: Program | None = None
     partition: Text | None = None
     account: Text | None = None
     qos: Text | None = None
@@ -52,10 +42,8 @@ class ServeTable(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
     time: Annotated[str, Meta(description='a Slurm time limit string, e.g. "04:00:00"')] | None = None
     gpus_per_node: AtLeastOne | None = None
     cpus_per_gpu: AtLeastOne | None = None
-    mem_per_gpu: Annotated[str | AtLeastOne, Meta(description='a Slurm memory size, e.g. "64G"')] | None = (
-        None
-    )
-    setup: Annotated[list[str], Meta(description="a list of shell lines")] | None = None  # fmt: skip
+    mem_per_gpu: MemSize | None = None
+    setup: Annotated[list[str], Meta(description="a list of shell lines")] | None = None
 
     @property
     def slurm(self) -> dict[str, Any]:

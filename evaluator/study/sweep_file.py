@@ -77,9 +77,6 @@ class SweepSpec(msgspec.Struct, frozen=True):
     serve: ServeTable = msgspec.field(default_factory=ServeTable)
 
 
-# ----------------------------------------------------------------------------- the schema
-
-
 def _schema(options: dict[str, Any]) -> Any:
     """The whole file as Structs: a run's and [defaults]' keys besides their own are evaluate's options."""
     kw: Any = {"forbid_unknown_fields": True, "frozen": True, "kw_only": True}
@@ -98,12 +95,9 @@ def _schema(options: dict[str, Any]) -> Any:
         ("name", Name), *((k, options[k] | None, None) for k in TOP_OPTIONS),
         ("defaults", Annotated[defaults, Meta(description="a table ([defaults])")] | None, None),
         ("pricing", Annotated[dict[str, Price], Meta(description="a table of USD per 1M tokens by model id")], {}),
-        ("serve", Annotated[ServeTable, Meta(description="a table ([serve])")] | None, None),
+        ("serve", Annotated[ServeTable, Meta(description="a table ([serve])")], msgspec.field(default_factory=ServeTable)),
         ("runs", Annotated[list[run], Meta(min_length=1, description="at least one [[runs]] table")]),  # type: ignore[valid-type]
     ], **kw)  # fmt: skip
-
-
-# ----------------------------------------------------------------------------- reading
 
 
 def load_sweep(path: Path, specs: Mapping[str, OptionSpec]) -> SweepSpec:
@@ -127,24 +121,14 @@ def load_sweep(path: Path, specs: Mapping[str, OptionSpec]) -> SweepSpec:
     except msgspec.ValidationError as exc:
         p = problem(exc, schema, data)
         raise fail(p.path + [p.key] if p.kind == "unknown" else p.path, _message(p, data)) from None
-    tables = [
-        ([], data),
-        (["defaults"], data.get("defaults", {})),
-        *(([("runs"), i], r) for i, r in enumerate(data["runs"])),
-    ]
-    for parts, message in option_problems(tables, specs, options):  # as evaluate's click types take them
+    for parts, message in option_problems(data, specs, options):  # as evaluate's click types take them
         raise fail(parts, message)
     defaults = {k: v for k, v in data.get("defaults", {}).items() if k != "api_key_env"}
     inherited = {**{k: data[k] for k in TOP_OPTIONS if k in data}, **defaults}
-    key = (
-        doc.defaults.api_key_env if doc.defaults else None,
-        fail.lines.line_of(("defaults",), "api_key_env"),
-    )
-    runs = [_run(fail, i, run, data["runs"][i], inherited, key) for i, run in enumerate(doc.runs)]
+    env = doc.defaults.api_key_env if doc.defaults else None
+    runs = [_run(fail, i, run, data["runs"][i], inherited, env) for i, run in enumerate(doc.runs)]
     _check_unique(fail, runs)
-    serve = checked_serve(
-        doc.serve or ServeTable(), data.get("serve", {}), lambda k, m: fail(["serve", k], m)
-    )
+    serve = checked_serve(doc.serve, data.get("serve", {}), lambda k, m: fail(["serve", k], m))
     return SweepSpec(doc.name, str(path), hashlib.sha256(raw).hexdigest(), runs, doc.pricing, raw, serve)
 
 
@@ -191,15 +175,13 @@ def _label(path: list[Any], data: dict[str, Any]) -> str:
     return f"[{head}] `{'.'.join(rest)}`" if rest else f"`{head}`"
 
 
-def _run(
-    fail: _Fail, i: int, run: Any, table: dict, inherited: dict, key: tuple[str | None, int | None]
-) -> RunSpec:
+def _run(fail: _Fail, i: int, run: Any, table: dict, inherited: dict, default_env: str | None) -> RunSpec:
     """A run's spec: its own options over the inherited ones, its server or endpoint, its key variable."""
     at = lambda k, m: fail(["runs", i, k], m)  # noqa: E731
     serve = run_serve(run.name, run.model, run.serve, run.served_model_name, table, at)
     env, key_line = run.api_key_env, fail.lines.line_of(("runs",), "api_key_env", i)
     if env is None and serve is None:  # [defaults]' variable (never a served run's), and its line
-        env, key_line = key
+        env, key_line = default_env, fail.lines.line_of(("defaults",), "api_key_env")
     problem = published_problem(run.published) if run.published else None
     if problem:
         raise at("published", f"run {run.name}: `published` {problem}")

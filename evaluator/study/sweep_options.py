@@ -109,10 +109,11 @@ def option_types(specs: Mapping[str, OptionSpec]) -> dict[str, Any]:
 
 
 def option_problems(
-    tables: list[tuple[list[Any], dict[str, Any]]], specs: Mapping[str, OptionSpec], types: Mapping[str, Any]
+    data: dict[str, Any], specs: Mapping[str, OptionSpec], types: Mapping[str, Any]
 ) -> Iterator[tuple[list[Any], str]]:
-    """Each option value (by its table's path) that evaluate's own click type refuses, and why."""
-    for at, table in tables:
+    """Each option value in a sweep file (by its path) that evaluate's own click type refuses, and why."""
+    runs = [(["runs", i], run) for i, run in enumerate(data.get("runs", []))]
+    for at, table in [([], data), (["defaults"], data.get("defaults", {})), *runs]:
         for key, value in table.items():
             if key in types:
                 try:
