@@ -16,8 +16,11 @@ _STEP = re.compile(r"\.([^.\[]+)|\[(\d+|\.\.\.)\]")
 _FIELD = re.compile(r"^Object (contains unknown|missing required) field `([^`]+)`")
 
 
+Kind = Literal["unknown", "missing", "invalid"]
+
+
 class Problem(msgspec.Struct, frozen=True):
-    kind: Literal["unknown", "missing", "invalid"]
+    kind: Kind
     path: list[Part]
     """To the bad value, or to the table with the unknown or missing key."""
     key: str | None
@@ -37,7 +40,9 @@ def problem(exc: msgspec.ValidationError, root: Any, data: Any) -> Problem:
     for name, index in _STEP.findall(where.rstrip("`")[1:]):
         steps.append(name or (index if index == "..." else int(index)))
     field = _FIELD.match(text)
-    kind = "invalid" if field is None else ("unknown" if field.group(1) == "contains unknown" else "missing")
+    kind: Kind = (
+        "invalid" if field is None else "unknown" if field.group(1) == "contains unknown" else "missing"
+    )
     key = field.group(2) if field else None
     path, tp, must, depth = _walk(root, data, steps)
     if kind == "missing":
@@ -66,7 +71,7 @@ def _walk(tp: Any, data: Any, steps: list[Part]) -> tuple[list[Part], Any, str, 
             tp = args[0] if get_origin(tp) is list else args[min(step, len(args) - 1)]
         else:
             tp = get_type_hints(tp, include_extras=True).get(step, Any) if _is_struct(tp) else Any
-        data = data[step] if isinstance(data, (dict, list)) and _has(data, step) else None
+        data = data[step] if isinstance(data, (dict, list)) and _has(data, step) else None  # type: ignore[index]
         path.append(step)
     if get_origin(tp) is Literal:
         must, depth = " or ".join(f'"{v}"' for v in get_args(tp)), len(path)

@@ -14,15 +14,26 @@ from msgspec import Meta
 from evaluator.core.vocab import ExecutorName, Launcher
 from evaluator.study.launch import DEFAULT_COMMAND, DEFAULT_IMAGE
 
+NO_KEY = "never a key of yours; remove `api_key_env`"
 Fail = Callable[[str, str], Exception]  # an error naming the file and the line of a key (sweep_file's)
 Text = Annotated[str, Meta(description="a string")]
 AtLeastOne = Annotated[int, Meta(ge=1, description="an integer >= 1")]
-GpuIds = Annotated[list[Annotated[int, Meta(ge=0)] | Annotated[str, Meta(pattern=r"\S")]], Meta(description="a list of distinct GPU ids, e.g. [0, 1, 2, 3]")]  # fmt: skip
+GpuIds = Annotated[list["GpuId"], Meta(description="a list of distinct GPU ids, e.g. [0, 1, 2, 3]")]
 Command = Annotated[list[str], Meta(min_length=1, description='a non-empty list of strings, e.g. ["vllm", "serve"]')]  # fmt: skip
 Program = Annotated[str, Meta(pattern=r"\S", description='a container program, e.g. "podman"')]
 MemSize = Annotated[str | AtLeastOne, Meta(description='a Slurm memory size, e.g. "64G"')]
-SLURM_KEYS = ("partition", "account", "qos", "constraint", "reservation", "time", "gpus_per_node",
-              "cpus_per_gpu", "mem_per_gpu", "setup")  # fmt: skip
+
+
+class GpuId(str):
+    """A GPU's id as CUDA_VISIBLE_DEVICES takes it; the file writes an index >= 0 or a non-empty string."""
+
+
+def gpu_id(tp: type, value: Any) -> Any:  # msgspec's dec_hook
+    if tp is not GpuId:
+        raise NotImplementedError
+    if (type(value) is int and value >= 0) or (type(value) is str and value.strip()):
+        return GpuId(value)
+    raise ValueError("not a GPU id")
 
 
 class ServeTable(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -51,6 +62,9 @@ class ServeTable(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
         return {k: getattr(self, k) for k in SLURM_KEYS if getattr(self, k) is not None}
 
 
+SLURM_KEYS = ServeTable.__struct_fields__[ServeTable.__struct_fields__.index("partition") :]
+
+
 class ServeRequest(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """A run's `serve = { revision, gpus, args }`."""
 
@@ -66,9 +80,8 @@ class RunServe(ServeRequest, frozen=True, kw_only=True):
 
 
 def checked_serve(table: ServeTable, given: Collection[str], fail: Fail) -> ServeTable:
-    """What a schema cannot say about [serve]; the GPU ids as strings."""
-    gpus = None if table.gpus is None else [str(g) for g in table.gpus]
-    if gpus is not None and len(set(gpus)) < len(gpus):
+    """What a schema cannot say about [serve]."""
+    if table.gpus is not None and len(set(table.gpus)) < len(table.gpus):
         raise fail("gpus", "[serve] `gpus` must be a list of distinct GPU ids, e.g. [0, 1, 2, 3]")
     if table.slurm and table.executor != "slurm":
         key = next(k for k in given if k in SLURM_KEYS)
@@ -78,7 +91,7 @@ def checked_serve(table: ServeTable, given: Collection[str], fail: Fail) -> Serv
     for key in ("image", "runtime"):
         if key in given and table.launcher != "container":
             raise fail(key, f'[serve] `{key}` needs launcher = "container"')
-    return msgspec.structs.replace(table, gpus=gpus)
+    return table
 
 
 def run_serve(
@@ -92,9 +105,5 @@ def run_serve(
     if "base_url" in given:
         raise fail("base_url", f"run {name} has `serve` and `base_url`: a served run's URL is its server's")
     if "api_key_env" in given:  # its requests carry its own server's token (study.unit)
-        raise fail(
-            "api_key_env",
-            f"run {name}: a served run sends its own server's fresh token, never a key of yours; "
-            "remove `api_key_env`",
-        )
+        raise fail("api_key_env", f"run {name}: a served run sends its own server's fresh token, {NO_KEY}")
     return RunServe(served_name=served or model, **msgspec.structs.asdict(serve))

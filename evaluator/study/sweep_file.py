@@ -23,7 +23,7 @@ from evaluator.study.key_hints import unknown_key
 from evaluator.study.published_file import PUBLISHED_TYPE, published_problem
 from evaluator.study.schema_errors import Problem, problem
 from evaluator.study.secrets import secret_places
-from evaluator.study.serve_file import RunServe, ServeRequest, ServeTable, checked_serve, run_serve
+from evaluator.study.serve_file import RunServe, ServeRequest, ServeTable, checked_serve, gpu_id, run_serve
 
 # option_specs and OptionSpec are re-exported: a caller loads a file with them
 from evaluator.study.sweep_options import SWEEP_OWNED, option_problems, option_types
@@ -117,17 +117,19 @@ def load_sweep(path: Path, specs: Mapping[str, OptionSpec]) -> SweepSpec:
     options = option_types(specs)
     schema = _schema(options)
     try:
-        doc = msgspec.convert(data, schema)
+        doc = msgspec.convert(data, schema, dec_hook=gpu_id)
     except msgspec.ValidationError as exc:
         p = problem(exc, schema, data)
-        raise fail(p.path + [p.key] if p.kind == "unknown" else p.path, _message(p, data)) from None
+        raise fail([*p.path, str(p.key)] if p.kind == "unknown" else p.path, _message(p, data)) from None
     for parts, message in option_problems(data, specs, options):  # as evaluate's click types take them
         raise fail(parts, message)
     defaults = {k: v for k, v in data.get("defaults", {}).items() if k != "api_key_env"}
     inherited = {**{k: data[k] for k in TOP_OPTIONS if k in data}, **defaults}
     env = doc.defaults.api_key_env if doc.defaults else None
     runs = [_run(fail, i, run, data["runs"][i], inherited, env) for i, run in enumerate(doc.runs)]
-    _check_unique(fail, runs)
+    folded = [r.name.lower() for r in runs]  # one folder on a case-insensitive file system
+    if (dup := next((i for i, n in enumerate(folded) if n in folded[:i]), 0)) > 0:
+        raise fail(["runs", dup, "name"], f"two runs are named {runs[dup].name}: run names name folders")
     serve = checked_serve(doc.serve, data.get("serve", {}), lambda k, m: fail(["serve", k], m))
     return SweepSpec(doc.name, str(path), hashlib.sha256(raw).hexdigest(), runs, doc.pricing, raw, serve)
 
@@ -153,7 +155,7 @@ def _message(p: Problem, data: dict[str, Any]) -> str:
     if p.kind == "unknown":
         at = [*p.path, 0]  # [] top level, [defaults], [runs, i], [pricing, model]
         what = {1: "a sweep file's top level", 2: f"[{at[0]}]"}.get(len(at)) or _label(p.path, data)
-        return unknown_key(str(p.key), f"run #{at[1] + 1}" if at[0] == "runs" else what, p.valid)
+        return unknown_key(str(p.key), f"run #{int(at[1]) + 1}" if at[0] == "runs" else what, p.valid)
     if p.kind == "missing":
         return f"{_label(p.path, data)} needs `{p.key}`: {p.must}"
     return f"{_label(p.path[: max(p.depth, 1)], data)} must be {p.must or 'of another type'}"
@@ -195,12 +197,3 @@ def _run(fail: _Fail, i: int, run: Any, table: dict, inherited: dict, default_en
     line = fail.lines.line_of(("runs",), "name", i)
     published = dict(table["published"]) if run.published else None
     return RunSpec(run.name, run.model, env, options, line, key_line, serve, published)
-
-
-def _check_unique(fail: _Fail, runs: list[RunSpec]) -> None:
-    seen: set[str] = set()
-    for i, run in enumerate(runs):
-        folded = run.name.lower()  # one folder on a case-insensitive file system
-        if folded in seen:
-            raise fail(["runs", i, "name"], f"two runs are named {run.name}: run names name folders")
-        seen.add(folded)

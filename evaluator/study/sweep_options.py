@@ -112,8 +112,8 @@ def option_problems(
     data: dict[str, Any], specs: Mapping[str, OptionSpec], types: Mapping[str, Any]
 ) -> Iterator[tuple[list[Any], str]]:
     """Each option value in a sweep file (by its path) that evaluate's own click type refuses, and why."""
-    runs = [(["runs", i], run) for i, run in enumerate(data.get("runs", []))]
-    for at, table in [([], data), (["defaults"], data.get("defaults", {})), *runs]:
+    tables: list[tuple[list[Any], dict[str, Any]]] = [([], data), (["defaults"], data.get("defaults", {}))]
+    for at, table in tables + [(["runs", i], run) for i, run in enumerate(data.get("runs", []))]:
         for key, value in table.items():
             if key in types:
                 try:
