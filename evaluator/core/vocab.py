@@ -10,11 +10,9 @@ from typing import Literal, get_args
 
 ExecutorName = Literal["local", "slurm"]
 """Where a sweep's units run ([serve] executor)."""
-EXECUTORS: tuple[ExecutorName, ...] = get_args(ExecutorName)
 
 Launcher = Literal["process", "container"]
 """How a served run's server is started ([serve] launcher)."""
-LAUNCHERS: tuple[Launcher, ...] = get_args(Launcher)
 
 RunStateWord = Literal["pending", "running", "done", "failed", "error", "refused", "stopped", "interrupted"]
 """A run's state in sweep.json. A Slurm job's queue word is mapped onto these (QUEUE_RUN_STATE)."""

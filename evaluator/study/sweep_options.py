@@ -6,13 +6,18 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any, Protocol
 
 import msgspec
 from msgspec import Meta
 
-if TYPE_CHECKING:  # sweep_file imports this module
-    from evaluator.study.sweep_file import RunSpec
+
+class HasOptions(Protocol):
+    """A run's evaluate options by sweep-file key (sweep_file.RunSpec)."""
+
+    @property
+    def options(self) -> Mapping[str, Any]: ...
+
 
 ALIASES = {"extra_body": "extra_body_json"}  # a TOML table, sent as the JSON of --extra-body-json
 # evaluate options the sweep decides itself: the folder, the output, and re-sending finished rows
@@ -83,7 +88,7 @@ def option_args(spec: OptionSpec, value: Any, key: str | None = None) -> list[st
     return out
 
 
-def run_args(run: RunSpec, specs: Mapping[str, OptionSpec], folder: Path) -> list[str]:
+def run_args(run: HasOptions, specs: Mapping[str, OptionSpec], folder: Path) -> list[str]:
     """The whole `evaluate` argument list of a run, its folder given by the sweep."""
     args: list[str] = []
     for key, value in run.options.items():
