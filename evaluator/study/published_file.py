@@ -8,28 +8,26 @@ from __future__ import annotations
 from typing import Annotated
 
 import msgspec
+from msgspec import Meta
 
 from evaluator.core.vocab import ReasoningMode
 
-Count = Annotated[int, msgspec.Meta(ge=0)]
-Text = Annotated[str, msgspec.Meta(max_length=2000, description="a short text")]
+Count = Annotated[int, Meta(ge=0)]
+Text = Annotated[str, Meta(max_length=2000, description="a short text")]
 PAIR = "[correct, questions] with 0 <= correct <= questions"
+PER_CLASS = f'a table: {{ "<class>" = {PAIR}, ... }}'
 
 
 class Published(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    correct: Annotated[Count, msgspec.Meta(description="an integer from 0 to `questions`")]
-    questions: Annotated[int, msgspec.Meta(ge=1, description="an integer >= 1")]
+    correct: Annotated[Count, Meta(description="an integer from 0 to `questions`")]
+    questions: Annotated[int, Meta(ge=1, description="an integer >= 1")]
     source: Text = ""
     reasoning: ReasoningMode | None = None
-    per_class: Annotated[
-        dict[str, tuple[Count, Count]], msgspec.Meta(description=f'a table: {{ "<class>" = {PAIR}, ... }}')
-    ] = {}
+    per_class: Annotated[dict[str, tuple[Count, Count]], Meta(description=PER_CLASS)] = {}
     note: Text = ""
 
 
-PUBLISHED_TYPE = Annotated[
-    Published, msgspec.Meta(description='a table: { correct = 322, questions = 442, source = "..." }')
-]
+PUBLISHED_TYPE = Annotated[Published, Meta(description="a table: { correct = 3, questions = 4, ... }")]
 
 
 def published_problem(pub: Published) -> str | None:

@@ -25,7 +25,7 @@ MemSize = Annotated[str | AtLeastOne, Meta(description='a Slurm memory size, e.g
 
 
 class GpuId(str):
-    """A GPU's id as CUDA_VISIBLE_DEVICES takes it; the file writes an index >= 0 or a non-empty string."""
+    """A GPU's id as the file writes it, an index >= 0 or a non-empty string (checked_serve: a plain str)."""
 
 
 def gpu_id(tp: type, value: Any) -> Any:  # msgspec's dec_hook
@@ -80,8 +80,9 @@ class RunServe(ServeRequest, frozen=True, kw_only=True):
 
 
 def checked_serve(table: ServeTable, given: Collection[str], fail: Fail) -> ServeTable:
-    """What a schema cannot say about [serve]."""
-    if table.gpus is not None and len(set(table.gpus)) < len(table.gpus):
+    """What a schema cannot say about [serve]; the GPU ids as plain strs (encodable wherever they go)."""
+    gpus = None if table.gpus is None else [str(g) for g in table.gpus]
+    if gpus is not None and len(set(gpus)) < len(gpus):
         raise fail("gpus", "[serve] `gpus` must be a list of distinct GPU ids, e.g. [0, 1, 2, 3]")
     if table.slurm and table.executor != "slurm":
         key = next(k for k in given if k in SLURM_KEYS)
@@ -91,7 +92,7 @@ def checked_serve(table: ServeTable, given: Collection[str], fail: Fail) -> Serv
     for key in ("image", "runtime"):
         if key in given and table.launcher != "container":
             raise fail(key, f'[serve] `{key}` needs launcher = "container"')
-    return table
+    return msgspec.structs.replace(table, gpus=gpus)
 
 
 def run_serve(
