@@ -87,10 +87,46 @@ def test_a_wrong_type_anywhere_names_its_line_and_key(tmp_path: Path, specs, ind
     assert f"s.toml:{index + 1}: " in msg and key in msg, msg
 
 
-FILE_KEYS = """name api_key_env serve served_model_name published defaults pricing runs extra_body input output
-cached_input batch_input batch_output correct questions source reasoning per_class note revision gpus args
-executor command launcher image runtime partition account qos constraint reservation time gpus_per_node
-cpus_per_gpu mem_per_gpu setup""".split()
+FILE_KEYS = [
+    "name",
+    "api_key_env",
+    "serve",
+    "served_model_name",
+    "published",
+    "defaults",
+    "pricing",
+    "runs",
+    "extra_body",
+    "input",
+    "output",
+    "cached_input",
+    "batch_input",
+    "batch_output",
+    "correct",
+    "questions",
+    "source",
+    "reasoning",
+    "per_class",
+    "note",
+    "revision",
+    "gpus",
+    "args",
+    "executor",
+    "command",
+    "launcher",
+    "image",
+    "runtime",
+    "partition",
+    "account",
+    "qos",
+    "constraint",
+    "reservation",
+    "time",
+    "gpus_per_node",
+    "cpus_per_gpu",
+    "mem_per_gpu",
+    "setup",
+]
 
 
 def _valid_keys(specs) -> set[str]:
@@ -140,6 +176,12 @@ def test_a_nested_mistake_names_the_table_key_and_the_fix(tmp_path: Path, specs)
     assert f's.toml:{at["[pricing"]}: [pricing."m-a"] needs `input`: a finite number' in msg, msg
     msg = refused(tmp_path, specs, GOOD.replace("gpus = [0, 1]", 'gpus = [0, "  "]'))
     assert f"s.toml:{at['gpus = [']}: [serve] `gpus` must be a list of distinct GPU ids" in msg, msg
+
+
+@pytest.mark.parametrize("runs", ["runs = [1]", "runs = [[1]]", 'runs = "a"', "runs = []"])
+def test_runs_that_are_not_tables_are_one_line(tmp_path: Path, specs, runs: str) -> None:
+    msg = refused(tmp_path, specs, f'name = "t"\n{runs}\n')
+    assert "s.toml:2: " in msg and "runs" in msg, msg
 
 
 def test_a_wrong_type_through_the_command_line_is_one_line_exit_2(tmp_path: Path) -> None:

@@ -167,7 +167,8 @@ def _label(path: list[Any], data: dict[str, Any]) -> str:
         return "the sweep file"
     head, rest = path[0], [str(r) for r in path[1:]]
     if head == "runs" and rest:
-        name = (data["runs"][path[1]] or {}).get("name")
+        entry = data["runs"][path[1]]  # a run that is not a table has no name
+        name = entry.get("name") if isinstance(entry, dict) else None
         run = f"run {name if isinstance(name, str) and NAME_RE.match(name) else f'#{path[1] + 1}'}"
         if rest[1:2] == ["serve"] and rest[2:]:
             return f"{run}: serve.{'.'.join(rest[2:])}"
@@ -184,9 +185,9 @@ def _run(fail: _Fail, i: int, run: Any, table: dict, inherited: dict, default_en
     env, key_line = run.api_key_env, fail.lines.line_of(("runs",), "api_key_env", i)
     if env is None and serve is None:  # [defaults]' variable (never a served run's), and its line
         env, key_line = default_env, fail.lines.line_of(("defaults",), "api_key_env")
-    problem = published_problem(run.published) if run.published else None
-    if problem:
-        raise at("published", f"run {run.name}: `published` {problem}")
+    wrong = published_problem(run.published) if run.published else None
+    if wrong:
+        raise at("published", f"run {run.name}: `published` {wrong}")
     options = {**inherited, **{k: v for k, v in table.items() if k not in RUN_ONLY}}
     if serve is not None:  # its server's URL is added when it is ready; requests name the served model
         options = {"backend": "vllm", **options, "model": serve.served_name}
