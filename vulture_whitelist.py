@@ -34,6 +34,13 @@ _.driver_version  # runfolder/serving.py Gpu
 _.cached_input  # study/sweep_file.py Price (read as a dict by scoring.leaderboard)
 _.batch_input  # study/sweep_file.py Price
 _.batch_output  # study/sweep_file.py Price
+_.account  # study/serve_file.py ServeTable's Slurm settings (read by name: ServeTable.slurm)
+_.qos
+_.constraint
+_.reservation
+_.gpus_per_node
+_.cpus_per_gpu
+_.mem_per_gpu
 
 # The Jinja2 templates read these by name (report/templates/*.html).
 _.is_filter  # report/pieces.py Select

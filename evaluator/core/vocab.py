@@ -10,11 +10,9 @@ from typing import Literal, get_args
 
 ExecutorName = Literal["local", "slurm"]
 """Where a sweep's units run ([serve] executor)."""
-EXECUTORS: tuple[ExecutorName, ...] = get_args(ExecutorName)
 
 Launcher = Literal["process", "container"]
 """How a served run's server is started ([serve] launcher)."""
-LAUNCHERS: tuple[Launcher, ...] = get_args(Launcher)
 
 RunStateWord = Literal["pending", "running", "done", "failed", "error", "refused", "stopped", "interrupted"]
 """A run's state in sweep.json. A Slurm job's queue word is mapped onto these (QUEUE_RUN_STATE)."""
@@ -53,3 +51,6 @@ Verdict = Literal["differs", "no detectable difference", "not comparable"]
 DIFFERS: Verdict = "differs"
 NO_DIFFERENCE: Verdict = "no detectable difference"
 NOT_COMPARABLE: Verdict = "not comparable"
+
+ReasoningMode = Literal["on", "off"]
+"""Whether a model reasons before it answers (a run's declared mode, a published result's mode)."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Sequence
 
 
 class LineIndex:
@@ -40,6 +41,17 @@ class LineIndex:
                 if sub:
                     return sub
             return start or None
+        return None
+
+    def line_of_path(self, path: Sequence[str | int]) -> int | None:
+        """The line of a value by its path (runs, 1, serve, gpus): the deepest table header on the path
+        that the file writes, then the key after it ([[runs]] #2, then its `serve = ...` line)."""
+        for cut in range(len(path), -1, -1):
+            head, key = path[:cut], (path[cut] if cut < len(path) else None)
+            table = tuple(p for p in head if isinstance(p, str))
+            index = next((p for p in reversed(head) if isinstance(p, int)), 0)
+            if not isinstance(key, int) and (table, index) in {(t, i) for t, i, _ in self.sections}:
+                return self.line_of(table, key, index)
         return None
 
     def _subtable(self, prefix: tuple[str, ...]) -> int | None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
+from collections.abc import Iterator
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
@@ -95,3 +96,17 @@ def secret_problem(key: str, value: Any, allow_key_names: tuple[str, ...] = ()) 
             if problem:
                 return problem
     return None
+
+
+def secret_places(data: Any, path: list[Any], skip: list[Any]) -> Iterator[tuple[list[Any], str]]:
+    """Where a parsed file holds a credential (its path, the problem), tables and lists walked; `api_key_env`
+    names a variable, so only its value is checked; paths in `skip` are not walked."""
+    items = enumerate(data) if isinstance(data, list) else data.items() if isinstance(data, dict) else ()
+    for key, value in items:
+        here, name = [*path, key], key if isinstance(key, str) else str(path[-1])
+        nested = isinstance(value, (dict, list))  # a list item is checked under its list's key
+        found = secret_problem(name, None if nested else value, ("api_key_env",) if name == key else (name,))
+        if found:
+            yield here, found
+        if nested and here != skip:
+            yield from secret_places(value, here, skip)

@@ -48,14 +48,13 @@ from evaluator.study.launch import ServerSpec
 from evaluator.study.plan_checks import check_runs
 from evaluator.study.plan_text import plan_lines
 from evaluator.study.progress import SweepProgress, end_table, status_lines
+from evaluator.study.run_select import check_key_variables, select_runs
 from evaluator.study.state import SWEEP_STATE, RunState, args_digest, load_state
 from evaluator.study.sweep_file import (
     OptionSpec,
     RunSpec,
     SweepSpec,
-    check_key_variables,
     run_args,
-    select_runs,
 )
 from evaluator.study.unit import CHILD_DROPS, UnitResult, UnitTask
 
