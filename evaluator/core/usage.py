@@ -52,24 +52,22 @@ def retry_errors_of(row: dict[str, Any]) -> list[dict[str, Any]]:
     return errors
 
 
-def extra_usage_stats(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """Summary entries for reasoning/cached tokens and failed attempts' tokens; empty when none is reported.
+def extra_usage_stats(answers: list[Usage | None], failed: list[Usage]) -> dict[str, Any]:
+    """Summary entries for reasoning/cached tokens (over the answers' usage) and failed attempts' tokens
+    (over the usage their retry errors report); empty when none is reported.
 
     (Left out rather than zero so that the summary of a run without them keeps its bytes.)
     """
     out: dict[str, Any] = {}
     for key in ("reasoning_tokens", "cached_tokens"):
-        values = [
-            u[key] for r in rows if isinstance(u := r.get("usage"), dict) and _count(u.get(key)) is not None
-        ]
+        values = [v for u in answers if u is not None and (v := _count(getattr(u, key))) is not None]
         if values:
             out[key] = {"n": len(values), "sum": sum(values)}
-    failed = [e["usage"] for r in rows for e in retry_errors_of(r) if isinstance(e.get("usage"), dict)]
     if failed:
         out["failed_attempts"] = {
             "attempts_with_usage": len(failed),
             "total_tokens": sum(total_of(u) for u in failed),
-            "completion_tokens": sum(_count(u.get("completion_tokens")) or 0 for u in failed),
+            "completion_tokens": sum(_count(u.completion_tokens) or 0 for u in failed),
         }
     return out
 

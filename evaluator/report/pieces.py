@@ -12,6 +12,7 @@ from typing import Any
 import msgspec
 
 from evaluator.core.boundary import clip
+from evaluator.core.records import Usage
 from evaluator.core.values import is_int, is_num, object_at
 from evaluator.data.benchmarks.base import Benchmark
 from evaluator.report.base import (
@@ -291,8 +292,8 @@ def status_bits(row: ScoredRow) -> list[tuple[str, str]]:
 
 def usage_view(row: ScoredRow) -> dict[str, Any]:
     """Latency and tokens (prompt / completion / total, '–' where the server sent none)."""
-    u = row.usage or {}
-    counts = [u.get("prompt_tokens"), u.get("completion_tokens"), u.get("total_tokens")]
+    u = row.usage or Usage()
+    counts = [u.prompt_tokens, u.completion_tokens, u.total_tokens]
     tokens = [str(x) if x is not None else "–" for x in counts] if any(is_num(x) for x in counts) else []
     return {"latency": row.latency_s, "tokens": tokens, "completion": counts[1]}
 

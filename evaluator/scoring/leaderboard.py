@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from evaluator.core.usage import retry_errors_of
+from evaluator.core.records import Usage
 from evaluator.core.values import is_price
 from evaluator.scoring import (
     MergedRun,
@@ -191,21 +191,14 @@ def outcomes_of(responses: list[ScoredRow]) -> dict[str, int]:
     }
 
 
-def spent_usages(row: dict[str, Any]) -> list[dict[str, Any]]:
+def spent_usages(row: ScoredRow) -> list[Usage]:
     """Every usage a record reports spending: its answer, each failed attempt, each earlier (parse-retried)
     attempt with its own failed attempts. A request_error row's own usage is its last failed attempt's,
     which its retry_errors already hold."""
-    out = [
-        u
-        for e in row.get("retry_errors") or []
-        if isinstance(e, dict) and isinstance(u := e.get("usage"), dict)
-    ]
-    if row.get("status") == "ok" and isinstance(row.get("usage"), dict):
-        out.append(row["usage"])
-    for a in row.get("earlier_attempts") or []:
-        if isinstance(a, dict):
-            out += spent_usages({**a, "status": "ok", "earlier_attempts": None})
-    return out
+    out = [e.usage for e in row.failed_attempts if e.usage is not None]
+    if row.status == "ok" and row.usage is not None:
+        out.append(row.usage)
+    return out + [a.usage for a in row.earlier_attempts]
 
 
 def tokens_of(responses: list[ScoredRow]) -> dict[str, int]:
@@ -213,16 +206,12 @@ def tokens_of(responses: list[ScoredRow]) -> dict[str, int]:
     totals = dict.fromkeys(TOKEN_KINDS, 0)
     failed = 0
     for row in responses:
-        for usage in spent_usages(row.line):
+        for usage in spent_usages(row):
             for kind in TOKEN_KINDS:
-                v = usage.get(kind)
+                v = getattr(usage, kind)
                 if isinstance(v, int) and not isinstance(v, bool):
                     totals[kind] += v
-        failed += sum(
-            _int(u.get("total_tokens"))
-            for e in retry_errors_of(row.line)
-            if isinstance(u := e.get("usage"), dict)
-        )
+        failed += sum(_int(e.usage.total_tokens) for e in row.failed_attempts if e.usage is not None)
     return {
         "prompt": totals["prompt_tokens"],
         "completion": totals["completion_tokens"],

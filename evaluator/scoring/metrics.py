@@ -163,19 +163,16 @@ def usage_stats(rows: list[ScoredRow]) -> dict[str, Any]:
         u = r.usage
         if u is not None:
             for key in keys:
-                v = u.get(key)
+                v = getattr(u, key)
                 if is_num(v):
                     vals[key].append(v)
     for key in keys:
         out[key] = describe(vals[key], with_sum=True)
     earlier = [a for r in rows for a in r.earlier_attempts]
-    earlier_tokens = [
-        u["total_tokens"]
-        for a in earlier
-        if isinstance(u := a.get("usage"), dict) and is_num(u.get("total_tokens"))
-    ]
+    earlier_tokens = [t for a in earlier if is_num(t := a.usage.total_tokens)]
     out["earlier_attempts"] = {"responses": len(earlier), "total_tokens": sum(earlier_tokens)}
-    out.update(extra_usage_stats([r.line for r in rows]))
+    failed = [e.usage for r in rows for e in r.failed_attempts if e.usage is not None]
+    out.update(extra_usage_stats([r.usage for r in rows], failed))
     return out
 
 
@@ -186,7 +183,9 @@ def reasoning_block(declared: str | None, rows: list[ScoredRow]) -> dict[str, An
     return observed(
         declared,
         (
-            shows_reasoning(r.reasoning_text, (r.usage or {}).get("reasoning_tokens"), r.response_text)
+            shows_reasoning(
+                r.reasoning_text, r.usage.reasoning_tokens if r.usage is not None else None, r.response_text
+            )
             for r in answered
         ),
     )
