@@ -31,8 +31,9 @@ class ScoredRow(msgspec.Struct, kw_only=True):
 
     sample_id: str
     """The question's id."""
-    repeat: Annotated[int, msgspec.Meta(ge=0)] | None
-    """The repeat index 0..K-1 with --repeats K > 1; None without (or not a non-negative int)."""
+    repeat: Annotated[int, msgspec.Meta(ge=0)] | None = None
+    """The repeat index 0..K-1 with --repeats K > 1; None without (a record leaves it out), or when it is
+    not a non-negative int."""
     status: Annotated[str, LABEL]
     """The record's status: ok, request_error, data_error; `missing` when no record counted."""
     outcome: str = "missing"
