@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from evaluator.core.jsonl import JSONObject
 from evaluator.core.records import ResponseRecord, Usage
 
 
@@ -43,7 +44,7 @@ def record_tokens(record: ResponseRecord) -> int:
     return spent
 
 
-def retry_errors_of(row: dict[str, Any]) -> list[dict[str, Any]]:
+def retry_errors_of(row: JSONObject) -> list[JSONObject]:
     """A record's retry_errors, its earlier (parse-retried) attempts' included."""
     errors = [e for e in row.get("retry_errors") or [] if isinstance(e, dict)]
     for a in row.get("earlier_attempts") or []:

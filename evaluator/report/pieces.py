@@ -12,6 +12,7 @@ from typing import Any
 import msgspec
 
 from evaluator.core.boundary import clip
+from evaluator.core.jsonl import JSONObject
 from evaluator.core.records import Usage
 from evaluator.core.values import is_int, is_num, object_at
 from evaluator.data.benchmarks.base import Benchmark
@@ -210,7 +211,7 @@ def plots(run_root: Path) -> tuple[list[tuple[str, str]], list[str]]:
 
 
 def group_filters(
-    benchmark: Benchmark, summary: dict[str, Any], rows_groups: list[dict[str, Any]]
+    benchmark: Benchmark, summary: dict[str, Any], rows_groups: list[JSONObject]
 ) -> list[Select]:
     out = []
     sgroups = object_at(summary, "groups")
@@ -232,7 +233,7 @@ def status_select(attr: str, label: str, rows: list[ScoredRow]) -> Select:
     return Select(attr, label, [("", "all")] + options)
 
 
-def group_text(benchmark: Benchmark, groups: dict[str, Any]) -> str:
+def group_text(benchmark: Benchmark, groups: JSONObject) -> str:
     if list(benchmark.group_fields) == ["target_class"]:
         return _text(groups.get("target_class"))
     return " · ".join(f"{name}: {', '.join(group_values(groups, name))}" for name in benchmark.group_fields)
@@ -244,7 +245,7 @@ def group_header(benchmark: Benchmark) -> str:
     )
 
 
-def group_attrs(benchmark: Benchmark, groups: dict[str, Any]) -> list[tuple[str, str]]:
+def group_attrs(benchmark: Benchmark, groups: JSONObject) -> list[tuple[str, str]]:
     return [
         (f"data-f-g-{attr_name(name)}", members(group_values(groups, name)))
         for name in benchmark.group_fields

@@ -15,6 +15,7 @@ import msgspec
 
 import evaluator
 from evaluator.core.boundary import json_text, parse_json, safe_string
+from evaluator.core.jsonl import JSONObject
 from evaluator.core.secrets import Redactor
 from evaluator.request.endpoint import server_root, split_query
 from evaluator.runfolder.runconfig import Launch, RunConfigError
@@ -74,7 +75,7 @@ def git_commit() -> str | None:
     return f"{out}-dirty" if dirty else out
 
 
-def environment_info() -> dict[str, Any]:
+def environment_info() -> JSONObject:
     packages: dict[str, str | None] = {}
     for name in KEY_PACKAGES:
         try:
@@ -91,13 +92,13 @@ def environment_info() -> dict[str, Any]:
     }
 
 
-def server_info(base_url: str, api_key: str | None, timeout_s: float = 10.0) -> dict[str, Any]:
+def server_info(base_url: str, api_key: str | None, timeout_s: float = 10.0) -> JSONObject:
     """What the endpoint says about itself (/v1/models, and vLLM's /version), through the boundary: the
     API key removed from the raw text and from every string of it (a server may echo the Authorization
     header), model ids kept as strings, the version as JSON. Failures are recorded."""
     keys = Redactor(api_key)
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-    info: dict[str, Any] = {}
+    info: JSONObject = {}
     base, query = split_query(base_url)
     with httpx.Client(timeout=timeout_s, headers=headers) as http:
         for key, url in (("models", f"{base}/models"), ("version", f"{server_root(base_url)}/version")):
