@@ -26,12 +26,13 @@ from evaluator.scoring.base import (
     ordered_values,
     wilson_ci,
 )
+from evaluator.scoring.board import AccuracyBlock
 from evaluator.scoring.repeat_scoring import apply_repeats, run_repeats
 from evaluator.scoring.row import ScoredRow
 from evaluator.scoring.stats import CONFIDENCE, PERCENTILES, describe
 
 
-def accuracy_block(rows: list[ScoredRow]) -> dict[str, Any]:
+def accuracy_block(rows: list[ScoredRow]) -> AccuracyBlock:
     n = len(rows)
     correct = sum(1 for r in rows if r.correct)
     return {
