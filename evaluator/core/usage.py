@@ -9,7 +9,7 @@ A failed attempt's usage (an empty reply, an error body that carries usage) is k
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypedDict
 
 from evaluator.core.jsonl import JSONObject
 from evaluator.core.records import ResponseRecord, Usage
@@ -53,13 +53,32 @@ def retry_errors_of(row: JSONObject) -> list[JSONObject]:
     return errors
 
 
-def extra_usage_stats(answers: list[Usage | None], failed: list[Usage]) -> dict[str, Any]:
+class TokenSum(TypedDict):
+    n: int
+    sum: int
+
+
+class FailedUsage(TypedDict):
+    attempts_with_usage: int
+    total_tokens: int
+    completion_tokens: int
+
+
+class UsageExtras(TypedDict, total=False):
+    """summary.json usage entries that are there only when reported (extra_usage_stats)."""
+
+    reasoning_tokens: TokenSum
+    cached_tokens: TokenSum
+    failed_attempts: FailedUsage
+
+
+def extra_usage_stats(answers: list[Usage | None], failed: list[Usage]) -> UsageExtras:
     """Summary entries for reasoning/cached tokens (over the answers' usage) and failed attempts' tokens
     (over the usage their retry errors report); empty when none is reported.
 
     (Left out rather than zero so that the summary of a run without them keeps its bytes.)
     """
-    out: dict[str, Any] = {}
+    out: UsageExtras = {}
     for key in ("reasoning_tokens", "cached_tokens"):
         values = [v for u in answers if u is not None and (v := _count(getattr(u, key))) is not None]
         if values:

@@ -36,7 +36,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from email.utils import parsedate_to_datetime
-from typing import Any
+from typing import Any, TypedDict
 
 from evaluator.core.boundary import clip
 from evaluator.core.jsonl import JSONObject
@@ -262,7 +262,15 @@ def classify(status: int, headers: Mapping[str, str], body: Any, now: datetime |
     return Verdict("client_error", False, wait)
 
 
-def rate_limit_stats(rows: list[JSONObject]) -> JSONObject:
+class RateLimitStats(TypedDict, total=False):
+    """summary.json `rate_limits` (empty when there were no refusals)."""
+
+    refusals: int
+    rows: int
+    waited_s: float
+
+
+def rate_limit_stats(rows: list[JSONObject]) -> RateLimitStats:
     """The run's rate-limit refusals as its records hold them (retry_errors marked `paced`, earlier attempts' too): how many, on
     how many rows, and the waits. Empty when there were none, so that such a summary keeps its bytes."""
     waits = [[e.get("wait_s") for e in retry_errors_of(row) if e.get("paced")] for row in rows]
@@ -273,7 +281,7 @@ def rate_limit_stats(rows: list[JSONObject]) -> JSONObject:
     return {"refusals": refusals, "rows": sum(1 for w in waits if w), "waited_s": round(waited, 3)}
 
 
-def rate_limit_markdown(stats: dict[str, Any]) -> list[str]:
+def rate_limit_markdown(stats: RateLimitStats) -> list[str]:
     """The summary.md line for rate_limit_stats (none when there were no refusals)."""
     if not stats:
         return []

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from evaluator.core.usage import extra_usage_stats
 from evaluator.core.values import is_int, is_num
 from evaluator.data.benchmarks.base import Benchmark
-from evaluator.data.reasoning import observed, shows_reasoning
+from evaluator.data.reasoning import ReasoningObserved, observed, shows_reasoning
 from evaluator.data.think import inline_think_count, inline_think_warnings
 from evaluator.request.ratelimit import rate_limit_stats
 from evaluator.runfolder.batches import run_batch_summary
@@ -94,7 +94,32 @@ def group_breakdown(benchmark: Benchmark, rows: list[ScoredRow]) -> dict[str, An
     return out
 
 
-def error_anatomy(rows: list[ScoredRow]) -> dict[str, Any]:
+class ErrorAnatomy(TypedDict):
+    """summary.json `error_anatomy`: over the answers parsed against a known ground truth."""
+
+    parsed: int
+    exact: int
+    exact_rate: float | None
+    mean_absolute_error: float | None
+    median_absolute_error: float | int | None
+    mean_signed_error: float | None
+    over_count: int
+    over_count_rate: float | None
+    under_count: int
+    under_count_rate: float | None
+    off_by_one: int
+    off_by_one_rate: float | None
+
+
+class FallbackDiagnostic(AccuracyBlock):
+    """summary.json `diagnostic.last_integer_fallback`."""
+
+    label: str
+    correct_only_with_fallback: int
+    correct_only_with_primary_parser: int
+
+
+def error_anatomy(rows: list[ScoredRow]) -> ErrorAnatomy:
     """Over questions with a parsed answer and a known ground truth."""
     errs = [
         r.parsed_answer - r.ground_truth
@@ -177,7 +202,7 @@ def usage_stats(rows: list[ScoredRow]) -> dict[str, Any]:
     return out
 
 
-def reasoning_block(declared: str | None, rows: list[ScoredRow]) -> dict[str, Any]:
+def reasoning_block(declared: str | None, rows: list[ScoredRow]) -> ReasoningObserved:
     """summary.json `reasoning`: the declared mode and how many answered responses showed reasoning
     (evaluator.data.reasoning: a reasoning text, reported reasoning tokens or a think block)."""
     answered = [r for r in rows if r.outcome in ("ok", "parse_failure")]
@@ -192,7 +217,7 @@ def reasoning_block(declared: str | None, rows: list[ScoredRow]) -> dict[str, An
     )
 
 
-def fallback_diagnostic(benchmark: Benchmark, rows: list[ScoredRow]) -> dict[str, Any]:
+def fallback_diagnostic(benchmark: Benchmark, rows: list[ScoredRow]) -> FallbackDiagnostic:
     """Last-integer fallback over the visible text of every response: a diagnostic, never the score."""
     correct = rescued = lost = 0
     for r in rows:
