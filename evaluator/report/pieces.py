@@ -7,7 +7,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import msgspec
 
@@ -53,6 +53,42 @@ class Controls:
     search_label: str
 
 
+class Thumb(TypedDict):
+    """A question's image cell: the key into the page's images, or why there is none."""
+
+    key: str | None
+    sid: str
+    caption: str
+    reason: str
+
+
+class TextView(TypedDict):
+    """A text as shown: clipped (head and tail), with how much was left out of how long a whole."""
+
+    text: str
+    omitted: int
+    length: int
+
+
+class UsageView(TypedDict):
+    latency: int | float | None
+    tokens: list[str]
+    completion: int | None
+
+
+class Side(TypedDict):
+    """One response as its cells show it (side())."""
+
+    answer: int | None
+    fallback: int | None
+    error: int | None
+    status: list[tuple[str, str]]
+    response: TextView | None
+    reasoning: TextView | None
+    usage: UsageView
+    repeat: Any
+
+
 @dataclass
 class QuestionRow:
     """One table row: a question (with its K responses under --repeats, or the two runs' responses)."""
@@ -63,15 +99,15 @@ class QuestionRow:
     shown: str
     right: bool
     attrs: list[tuple[str, str]]
-    thumb: dict[str, Any]
+    thumb: Thumb
     group_text: str
     question: str | None
     truth: Any
-    sides: list[dict[str, Any]] = field(default_factory=list)
+    sides: list[Side] = field(default_factory=list)
     stacked: bool = False
     repeats_note: str = ""
-    a: dict[str, Any] | None = None
-    b: dict[str, Any] | None = None
+    a: Side | None = None
+    b: Side | None = None
     verdict: str = ""
     verdict_label: str = ""
 
@@ -252,12 +288,12 @@ def group_attrs(benchmark: Benchmark, groups: JSONObject) -> list[tuple[str, str
     ]
 
 
-def thumb(page: PageData, sid: str, caption: str) -> dict[str, Any]:
+def thumb(page: PageData, sid: str, caption: str) -> Thumb:
     reason = "no image" if page.images_requested else "images off"
     return {"key": page.image_key.get(sid), "sid": sid, "caption": caption, "reason": reason}
 
 
-def text_view(text: Any) -> dict[str, Any] | None:
+def text_view(text: Any) -> TextView | None:
     """A response or reasoning text as shown: a very long one keeps its head and tail."""
     if not isinstance(text, str) or not text:
         return None
@@ -291,7 +327,7 @@ def status_bits(row: ScoredRow) -> list[tuple[str, str]]:
     return bits
 
 
-def usage_view(row: ScoredRow) -> dict[str, Any]:
+def usage_view(row: ScoredRow) -> UsageView:
     """Latency and tokens (prompt / completion / total, '–' where the server sent none)."""
     u = row.usage or Usage()
     counts = [u.prompt_tokens, u.completion_tokens, u.total_tokens]
@@ -299,7 +335,7 @@ def usage_view(row: ScoredRow) -> dict[str, Any]:
     return {"latency": row.latency_s, "tokens": tokens, "completion": counts[1]}
 
 
-def side(row: ScoredRow, benchmark: Benchmark, repeat: Any = None) -> dict[str, Any]:
+def side(row: ScoredRow, benchmark: Benchmark, repeat: Any = None) -> Side:
     """One response as its cells show it: answer, fallback, error, status, texts, usage."""
     return {
         "answer": answer_of(row),
