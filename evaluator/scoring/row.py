@@ -3,9 +3,10 @@ read it; and the question row that groups a question's repeats for comparisons.
 
 A row is made once, where the records are read (evaluator.scoring.merge, `read_scored_rows`), from the
 record that counted (or the scorer's `missing` row). Its typed fields are what every metric, page and
-check reads; usage, retry errors and earlier attempts are the record's own Structs (evaluator.core.records). `line` is that record as responses.jsonl holds it (the record's own fields, unknown ones
-kept, plus `correct`, `outcome` and the group fields): the one thing written, so a record keeps its bytes
-whatever it carried. A field of the wrong JSON type (a hand-edited or crafted file) reads as None (or
+check reads; usage, retry errors and earlier attempts are the record's own Structs (evaluator.core.records).
+`line` is that record as responses.jsonl holds it (the record's own fields, unknown ones kept, plus
+`correct`, `outcome` and the group fields): the one thing written, so a record keeps its bytes whatever it
+carried. A field of the wrong JSON type (a hand-edited or crafted file) reads as None (or
 empty), never as a value of another type; labels (status, parse_status, finish_reason) keep their text.
 That fallback is derived from the fields ScoredRow declares (evaluator.core.lenient), not listed here.
 """
@@ -117,7 +118,7 @@ def scored_row(line: JSONObject, outcome: str, correct: bool) -> ScoredRow:
 
     A line whose every field has its declared type (what the evaluator writes) is converted by msgspec
     (C speed: a 100k-row run); any other goes field by field, a field of the wrong type read as None.
-    Both give the same row (tests/test_scored_row.py)."""
+    Both give the same row (tests/test_scored_row.py, tests/test_record_schema.py)."""
     try:
         row = msgspec.convert(line, ScoredRow)
     except msgspec.ValidationError:
