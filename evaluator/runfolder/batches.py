@@ -180,7 +180,7 @@ def offline_batch_id(input_name: str) -> str:
     return f"file:{input_name}"
 
 
-def batch_summary(ledger: Ledger, rows: list[JSONObject]) -> JSONObject | None:
+def batch_summary(ledger: Ledger, rows: list[JSONObject]) -> dict[str, Any] | None:
     """The summary's `batch` section: how the run used batches (None for a run without any)."""
     if not ledger.batches:
         return None
@@ -218,7 +218,7 @@ def batch_line(batch: dict[str, Any]) -> str:
     return line + "."
 
 
-def run_batch_summary(root: Path, rows: list[JSONObject]) -> JSONObject | None:
+def run_batch_summary(root: Path, rows: list[JSONObject]) -> dict[str, Any] | None:
     """batch_summary of a run folder's ledger (None without one, or when it cannot be read: the score is
     never refused for it)."""
     try:

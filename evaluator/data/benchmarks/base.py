@@ -46,7 +46,7 @@ class ManifestEntry:
     # a changed prompt, question or class definition changes it. None in folders made before it existed.
     messages_sha256: str | None = None
 
-    def to_dict(self) -> JSONObject:
+    def to_dict(self) -> dict[str, Any]:
         d = {
             "sample_id": self.sample_id,
             "image_sha256": self.image_sha256,
