@@ -49,3 +49,49 @@ _.verdict_label  # report/pieces.py compare-page question row
 
 # A child process runs it by name (scoring/plot_worker.py _CHILD).
 _.child_main
+
+# TypedDict keys of summary.json, leaderboard.json and compare.json (scoring/board.py, scoring/metrics.py,
+# core/usage.py, data/reasoning.py, request/ratelimit.py, report/leaderboard_page.py): written to JSON or
+# read by the templates by name, and read in Python as string keys (e["accuracy"]), which vulture does not see.
+_.accuracy
+_.accuracy_a
+_.accuracy_b
+_.attempts_with_usage
+_.batch_default
+_.ci95
+_.class_size_mismatches
+_.class_sizes_match
+_.classes_differ
+_.comparable
+_.complete
+_.correct_only_with_fallback
+_.correct_only_with_primary_parser
+_.cost_usd
+_.difference
+_.difference_ci95
+_.exact_rate
+_.leaderboard
+_.mcnemar_exact_p
+_.mean_absolute_error
+_.mean_signed_error
+_.median_absolute_error
+_.observed_share
+_.off_by_one
+_.off_by_one_rate
+_.over_count
+_.over_count_rate
+_.p_holm
+_.p_test
+_.p_value
+_.provider
+_.ptext
+_.question_set_sha256
+_.reasoning_note
+_.reproduced_accuracy
+_.reproduced_correct
+_.reproduced_questions
+_.reproduced_reasoning
+_.size_matches
+_.under_count
+_.under_count_rate
+_.waited_s

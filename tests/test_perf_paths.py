@@ -267,17 +267,18 @@ def _plain_select(
 
 
 def _plain_usage(rows: list[dict]) -> dict:
+    # a count is an int (the record's Usage Struct): one of another type (5.0, hand-edited) reads as None
     out: dict[str, Any] = {}
     for key in ("prompt_tokens", "completion_tokens", "total_tokens"):
         vals = [
-            u[key] for r in rows if isinstance(u := r.get("usage"), dict) and core_values.is_num(u.get(key))
+            u[key] for r in rows if isinstance(u := r.get("usage"), dict) and core_values.is_int(u.get(key))
         ]
         out[key] = describe(vals, with_sum=True)
     earlier = [a for r in rows for a in (r.get("earlier_attempts") or []) if isinstance(a, dict)]
     tokens = [
         u["total_tokens"]
         for a in earlier
-        if isinstance(u := a.get("usage"), dict) and core_values.is_num(u.get("total_tokens"))
+        if isinstance(u := a.get("usage"), dict) and core_values.is_int(u.get("total_tokens"))
     ]
     out["earlier_attempts"] = {"responses": len(earlier), "total_tokens": sum(tokens)}
     return out

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote, quote_plus
 
+from evaluator.core.jsonl import JSONObject
 from evaluator.core.unescape import decoded_views
 
 REDACTED = "[REDACTED]"
@@ -291,7 +292,7 @@ def _text_of(content: Any, keys: KeyFilter) -> str | None:
     raise ShapeError(f"message content has type {_type(content)}")
 
 
-def _message(payload: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+def _message(payload: Any) -> tuple[JSONObject, JSONObject]:
     """(choices[0], its message), or ShapeError."""
     if not isinstance(payload, dict):
         raise ShapeError(f"response is JSON {_type(payload)}, not an object")

@@ -26,6 +26,11 @@ from typing import Any
 
 import msgspec
 
+JSONObject = dict[str, Any]
+"""A JSON object whose keys are not known in advance, as read or to be written: a record line as a file
+holds it (checked where it is read), subgroup fields, a request's extra body fields, what a server reported.
+Values with a known shape have their own types (Structs, TypedDicts)."""
+
 _DECODER = msgspec.json.Decoder()
 _ENCODER = msgspec.json.Encoder(order="sorted")
 # RecursionError: nesting deeper than either decoder goes (json.loads refuses it too: a bad line).

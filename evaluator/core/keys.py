@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable
-from typing import Any
+
+from evaluator.core.jsonl import JSONObject
 
 SEED_MODULUS = 2**31  # derived seeds are 0 .. 2**31 - 1 (see the module docstring)
 
@@ -27,7 +28,7 @@ def derive_seed(base: int, sample_id: str, repeat: int = 0) -> int:
     return int.from_bytes(digest[:8], "big") % SEED_MODULUS
 
 
-def record_repeat(record: dict[str, Any]) -> int | None:
+def record_repeat(record: JSONObject) -> int | None:
     """The record's repeat index (0 when absent); None when it is there but not a non-negative int."""
     r = record.get("repeat", 0)
     if r is None:
@@ -37,7 +38,7 @@ def record_repeat(record: dict[str, Any]) -> int | None:
     return r
 
 
-def record_key(record: dict[str, Any]) -> Key:
+def record_key(record: JSONObject) -> Key:
     return (record["sample_id"], record_repeat(record) or 0)
 
 

@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 import msgspec
 
-from evaluator.core.jsonl import utf8_json
+from evaluator.core.jsonl import JSONObject, utf8_json
 
 RECORD_SCHEMA_VERSION = 1
 
@@ -54,7 +54,7 @@ class Sampling(msgspec.Struct, omit_defaults=True):
     temperature: float | None
     top_p: float | None
     max_tokens: int | None
-    extra_body: dict[str, Any] = msgspec.field(default_factory=lambda: {})
+    extra_body: JSONObject = msgspec.field(default_factory=lambda: {})
     """Extra request fields (--extra-body-json)."""
     max_tokens_field: str = DEFAULT_MAX_TOKENS_FIELD
     """The name the output limit is sent under (MAX_TOKENS_FIELDS); left out at its default."""
@@ -114,7 +114,7 @@ class ResponseRecord(msgspec.Struct, omit_defaults=True):
     """The question's id (DocCount: the row's sample_id; CountQA: image and question index)."""
     benchmark: str
     """Benchmark name (`doccount`, `countqa`)."""
-    groups: dict[str, Any]
+    groups: JSONObject
     """Subgroup fields, e.g. {"target_class": "Table"}; also lifted to the top level of the line."""
     ground_truth: int | None
     """The true count, as the data gave it."""
@@ -175,9 +175,9 @@ class ResponseRecord(msgspec.Struct, omit_defaults=True):
     """What the server sent that broke the protocol (core.boundary): field names and JSON types only; left
     out at its default."""
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         """The record as JSON-ready data; group fields are also lifted to the top level."""
-        d: dict[str, Any] = msgspec.to_builtins(self)
+        d: JSONObject = msgspec.to_builtins(self)
         for k, v in self.groups.items():
             d.setdefault(k, v)
         return d

@@ -9,8 +9,9 @@ A failed attempt's usage (an empty reply, an error body that carries usage) is k
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypedDict
 
+from evaluator.core.jsonl import JSONObject
 from evaluator.core.records import ResponseRecord, Usage
 
 
@@ -43,7 +44,7 @@ def record_tokens(record: ResponseRecord) -> int:
     return spent
 
 
-def retry_errors_of(row: dict[str, Any]) -> list[dict[str, Any]]:
+def retry_errors_of(row: JSONObject) -> list[JSONObject]:
     """A record's retry_errors, its earlier (parse-retried) attempts' included."""
     errors = [e for e in row.get("retry_errors") or [] if isinstance(e, dict)]
     for a in row.get("earlier_attempts") or []:
@@ -52,24 +53,41 @@ def retry_errors_of(row: dict[str, Any]) -> list[dict[str, Any]]:
     return errors
 
 
-def extra_usage_stats(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """Summary entries for reasoning/cached tokens and failed attempts' tokens; empty when none is reported.
+class TokenSum(TypedDict):
+    n: int
+    sum: int
+
+
+class FailedUsage(TypedDict):
+    attempts_with_usage: int
+    total_tokens: int
+    completion_tokens: int
+
+
+class UsageExtras(TypedDict, total=False):
+    """summary.json usage entries that are there only when reported (extra_usage_stats)."""
+
+    reasoning_tokens: TokenSum
+    cached_tokens: TokenSum
+    failed_attempts: FailedUsage
+
+
+def extra_usage_stats(answers: list[Usage | None], failed: list[Usage]) -> UsageExtras:
+    """Summary entries for reasoning/cached tokens (over the answers' usage) and failed attempts' tokens
+    (over the usage their retry errors report); empty when none is reported.
 
     (Left out rather than zero so that the summary of a run without them keeps its bytes.)
     """
-    out: dict[str, Any] = {}
+    out: UsageExtras = {}
     for key in ("reasoning_tokens", "cached_tokens"):
-        values = [
-            u[key] for r in rows if isinstance(u := r.get("usage"), dict) and _count(u.get(key)) is not None
-        ]
+        values = [v for u in answers if u is not None and (v := _count(getattr(u, key))) is not None]
         if values:
             out[key] = {"n": len(values), "sum": sum(values)}
-    failed = [e["usage"] for r in rows for e in retry_errors_of(r) if isinstance(e.get("usage"), dict)]
     if failed:
         out["failed_attempts"] = {
             "attempts_with_usage": len(failed),
             "total_tokens": sum(total_of(u) for u in failed),
-            "completion_tokens": sum(_count(u.get("completion_tokens")) or 0 for u in failed),
+            "completion_tokens": sum(_count(u.completion_tokens) or 0 for u in failed),
         }
     return out
 

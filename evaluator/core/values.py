@@ -6,6 +6,8 @@ import math
 from collections.abc import Mapping
 from typing import Any, TypeGuard
 
+from evaluator.core.jsonl import JSONObject
+
 
 def is_int(v: Any) -> TypeGuard[int]:
     return isinstance(v, int) and not isinstance(v, bool)
@@ -15,7 +17,7 @@ def is_num(v: Any) -> TypeGuard[int | float]:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
-def object_at(d: Mapping[str, Any], key: str) -> dict[str, Any]:
+def object_at(d: Mapping[str, Any], key: str) -> JSONObject:
     """d[key] when it is a JSON object, else an empty one (a summary or config read back may hold anything)."""
     v = d.get(key)
     return v if isinstance(v, dict) else {}

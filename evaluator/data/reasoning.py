@@ -15,7 +15,7 @@ invocation decide whether the run goes on; if all of them contradict the mode, t
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, TypedDict
 
 from evaluator.core.records import ResponseRecord
 from evaluator.data.think import has_inline_think
@@ -62,7 +62,16 @@ def record_signals(record: ResponseRecord) -> tuple[bool, bool, bool]:
     return signals(record.reasoning_text, record.usage.reasoning_tokens, record.response_text)
 
 
-def observed(declared: str | None, shown: Iterable[bool]) -> dict[str, Any]:
+class ReasoningObserved(TypedDict):
+    """summary.json `reasoning`."""
+
+    declared: str | None
+    with_reasoning: int
+    answered: int
+    observed_share: float | None
+
+
+def observed(declared: str | None, shown: Iterable[bool]) -> ReasoningObserved:
     """summary.json `reasoning`: the declared mode (None: not declared) and, of the answered responses
     (`shown`: whether each showed reasoning), how many did; observed_share is None when none was answered."""
     flags = list(shown)

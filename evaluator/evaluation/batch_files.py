@@ -26,7 +26,7 @@ from typing import Any
 
 import msgspec
 
-from evaluator.core.jsonl import decode_line, split_lines
+from evaluator.core.jsonl import JSONObject, decode_line, split_lines
 from evaluator.core.keys import Key, derive_seed
 from evaluator.core.records import ResponseAttempt, ResponseRecord, RetryError
 from evaluator.core.secrets import Redactor
@@ -102,7 +102,7 @@ class BatchContext:
             self.spent += record_tokens(rec)
 
 
-def recorded_batches(records: Iterable[dict[str, Any]]) -> dict[Key, set[str]]:
+def recorded_batches(records: Iterable[JSONObject]) -> dict[Key, set[str]]:
     """The batch ids each row already has a record from (so a re-collect after a crash writes no twin)."""
     out: dict[Key, set[str]] = {}
     for rec in records:

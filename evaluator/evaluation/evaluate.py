@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from evaluator.core.exitcode import ExitCode
+from evaluator.core.jsonl import JSONObject
 from evaluator.core.output import say
 from evaluator.core.secrets import ShortKeyError, api_key_from_env
 from evaluator.core.text import examples, utc_now
@@ -89,7 +90,7 @@ def default_run_name(benchmark: str, model: str) -> str:
     return f"{benchmark}__" + re.sub(r"[^A-Za-z0-9._-]+", "_", model).strip("_")
 
 
-def parse_extra_body(extra_body_json: str | None) -> dict[str, Any]:
+def parse_extra_body(extra_body_json: str | None) -> JSONObject:
     if not extra_body_json:
         return {}
     try:
@@ -230,7 +231,7 @@ def endpoint_access(opts: EvaluateOptions) -> tuple[list[str], str | None]:
     return urls, api_key
 
 
-def ask_servers(opts: EvaluateOptions) -> Future[dict[str, Any]]:
+def ask_servers(opts: EvaluateOptions) -> Future[JSONObject]:
     """What each endpoint says about itself (provenance.server_info), asked in a thread: its round trips
     overlap the HTTP client's import, about a second."""
     urls, api_key = endpoint_access(opts)
@@ -240,7 +241,7 @@ def ask_servers(opts: EvaluateOptions) -> Future[dict[str, Any]]:
     return asked
 
 
-def eval_settings(opts: EvaluateOptions, bench: Benchmark, extra: dict[str, Any], shape_preset: Any) -> Any:
+def eval_settings(opts: EvaluateOptions, bench: Benchmark, extra: JSONObject, shape_preset: Any) -> Any:
     """The runner's EvalSettings from the options: endpoints, API key (env MODEL_API_KEY), sampling."""
     urls, api_key = endpoint_access(opts)
     sampling = resolve_sampling(
@@ -284,7 +285,7 @@ def fresh_run_config(
     source: DataSource,
     manifest: list[ManifestEntry],
     selection: list[ManifestEntry],
-    servers: dict[str, Any],
+    servers: JSONObject,
 ) -> RunConfig:
     """This invocation's RunConfig: the settings, the data, prompt hashes, environment, servers, now."""
     from evaluator.evaluation.runner import settings_summary
@@ -292,7 +293,7 @@ def fresh_run_config(
     summary = settings_summary(settings)
     if shape_preset:
         summary["preset"] = shape_preset.record()
-    first: dict[str, Any] = next(iter(servers.values()), {})
+    first: JSONObject = next(iter(servers.values()), {})
     serving, launch, containers = served_provenance(first, settings.model)  # a sweep's contract, or Make's
     return build_run_config(
         summary,

@@ -3,11 +3,11 @@ wrong one does answer. The only network calls here are the checks (GET <base>/mo
 
 from __future__ import annotations
 
-from typing import Any
 from urllib.parse import urlsplit
 
 import httpx2 as httpx  # the HTTP library openai >= 3 is built on
 
+from evaluator.core.jsonl import JSONObject
 from evaluator.request.endpoint import base_url_candidates, split_query
 
 # server_info's record of a probe that never reached a server (nothing listening, no such host, a
@@ -21,7 +21,7 @@ def host_port(url: str) -> str:
     return f"{parts.hostname}:{port}"
 
 
-def unreachable(servers: dict[str, dict[str, Any]]) -> list[str]:
+def unreachable(servers: dict[str, JSONObject]) -> list[str]:
     """The base URLs where neither of server_info's probes reached a server. Pure."""
     out = []
     for url, info in servers.items():

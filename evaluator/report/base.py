@@ -8,6 +8,7 @@ from datetime import datetime, timezone
 from importlib import resources
 from typing import Any
 
+from evaluator.core.jsonl import JSONObject
 from evaluator.core.output import say
 from evaluator.data.benchmarks.base import Benchmark
 from evaluator.scoring import group_keys, group_value_key
@@ -107,7 +108,7 @@ def group_key(value: Any) -> str:
     return group_value_key(value).replace("|", "¦")
 
 
-def group_values(groups: dict[str, Any], name: str) -> list[str]:
+def group_values(groups: JSONObject, name: str) -> list[str]:
     return [k.replace("|", "¦") for k in group_keys(groups, name)]
 
 

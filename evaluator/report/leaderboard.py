@@ -13,28 +13,28 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any
 
 from evaluator.core.atomic import write_atomic
-from evaluator.core.jsonl import utf8_json
+from evaluator.core.jsonl import JSONObject, utf8_json
 from evaluator.report.leaderboard_markdown import leaderboard_markdown
 from evaluator.report.leaderboard_page import render_page
 from evaluator.scoring import ScoreError, merge_run
-from evaluator.scoring.leaderboard import BoardRun, build_leaderboard
+from evaluator.scoring.board import Board
+from evaluator.scoring.leaderboard import BoardRun, build_board
 
 SWEEP_STATE = "sweep.json"
 BOARD_DIR = "leaderboard"
 RUN_CONFIG = "run_config.json"
 
 
-def find_runs(dirs: list[Path]) -> tuple[list[tuple[str, Path]], dict[str, Any]]:
+def find_runs(dirs: list[Path]) -> tuple[list[tuple[str, Path]], JSONObject]:
     """(name, folder) of every run under the given folders, and the sweep state of a single sweep folder.
 
     A folder with run_config.json is a run; otherwise each of its sub-folders that has one is (a sweep
     folder). Names are folder names, made unique with the parent's name when two collide.
     """
     found: list[Path] = []
-    state: dict[str, Any] = {}
+    state: JSONObject = {}
     for d in dirs:
         if (d / RUN_CONFIG).is_file():
             found.append(d)
@@ -54,7 +54,7 @@ def find_runs(dirs: list[Path]) -> tuple[list[tuple[str, Path]], dict[str, Any]]
     return labelled, state
 
 
-def read_sweep_state(path: Path) -> dict[str, Any]:
+def read_sweep_state(path: Path) -> JSONObject:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
@@ -62,7 +62,7 @@ def read_sweep_state(path: Path) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
-def board_runs(found: list[tuple[str, Path]], state: dict[str, Any], out_dir: Path) -> list[BoardRun]:
+def board_runs(found: list[tuple[str, Path]], state: JSONObject, out_dir: Path) -> list[BoardRun]:
     runs = []
     states = state.get("runs") if isinstance(state.get("runs"), dict) else {}
     for name, folder in found:
@@ -89,7 +89,7 @@ def write_leaderboard(dirs: list[Path], out_dir: Path | None = None, title: str 
             raise ScoreError("pass --output DIR when the folders are not one sweep folder")
         out_dir = dirs[0] / BOARD_DIR
     out_dir.mkdir(parents=True, exist_ok=True)
-    board = build_leaderboard(board_runs(found, state, out_dir.resolve()), state.get("pricing") or {})
+    board = build_board(board_runs(found, state, out_dir.resolve()), state.get("pricing") or {})
     board["title"] = title or state.get("sweep") or dirs[0].resolve().name
     if state.get("sha256"):
         board["sweep"] = {"name": state.get("sweep"), "file": state.get("file"), "sha256": state["sha256"]}
@@ -99,5 +99,5 @@ def write_leaderboard(dirs: list[Path], out_dir: Path | None = None, title: str 
     return out_dir
 
 
-def leaderboard_json(board: dict[str, Any]) -> bytes:
+def leaderboard_json(board: Board) -> bytes:
     return utf8_json(board, indent=2) + b"\n"

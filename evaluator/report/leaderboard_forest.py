@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from evaluator.scoring.board import Board, PublishedBlock
 from evaluator.scoring.stats import wilson_interval
 
 WIDTH, LABEL_W, RIGHT_PAD, ROW_H, TOP, BOTTOM = 1000, 300, 30, 26, 34, 34
@@ -19,7 +20,7 @@ def short_label(label: str) -> str:
     return label if len(label) <= LABEL_CHARS else label[: LABEL_CHARS - 1].rstrip() + "…"
 
 
-def _span(board: dict[str, Any]) -> tuple[float, float]:
+def _span(board: Board) -> tuple[float, float]:
     """The axis: every interval and point, widened to whole 10-point steps (5 when narrow)."""
     values = []
     for e in board["runs"]:
@@ -35,11 +36,11 @@ def _span(board: dict[str, Any]) -> tuple[float, float]:
     return (lo, hi) if hi > lo else (max(0.0, lo - step), min(1.0, hi + step))
 
 
-def _published_interval(pub: dict[str, Any]) -> tuple[float, float] | None:
+def _published_interval(pub: PublishedBlock) -> tuple[float, float] | None:
     return wilson_interval(pub["correct"], pub["questions"]) if pub.get("questions") else None
 
 
-def forest(board: dict[str, Any]) -> dict[str, Any]:
+def forest(board: Board) -> dict[str, Any]:
     lo, hi = _span(board)
     plot_w = WIDTH - LABEL_W - RIGHT_PAD
 
@@ -53,18 +54,20 @@ def forest(board: dict[str, Any]) -> dict[str, Any]:
         y = TOP + i * ROW_H + ROW_H / 2
         label = f"{e['rank']}. {e['name']}"
         row: dict[str, Any] = {"y": y, "label": label, "short": short_label(label), "x": None, "pub": None}
-        if e["accuracy"] is not None:
-            ci = e["ci95"] or (e["accuracy"], e["accuracy"])
-            row.update(x=x(e["accuracy"]), lo=x(ci[0]), hi=x(ci[1]))
-            row["title"] = f"{e['name']}: {100 * e['accuracy']:.1f}% [{100 * ci[0]:.1f}, {100 * ci[1]:.1f}]"
+        acc = e["accuracy"]
+        if acc is not None:
+            ci = e["ci95"] or (acc, acc)
+            row.update(x=x(acc), lo=x(ci[0]), hi=x(ci[1]))
+            row["title"] = f"{e['name']}: {100 * acc:.1f}% [{100 * ci[0]:.1f}, {100 * ci[1]:.1f}]"
         pub = e.get("published")
-        if pub and pub.get("accuracy") is not None:
-            pci = _published_interval(pub) or (pub["accuracy"], pub["accuracy"])
+        pub_acc = pub.get("accuracy") if pub else None
+        if pub and pub_acc is not None:
+            pci = _published_interval(pub) or (pub_acc, pub_acc)
             row["pub"] = {
-                "x": x(pub["accuracy"]),
+                "x": x(pub_acc),
                 "lo": x(pci[0]),
                 "hi": x(pci[1]),
-                "title": f"published ({pub.get('source') or 'no source'}): {100 * pub['accuracy']:.1f}% "
+                "title": f"published ({pub.get('source') or 'no source'}): {100 * pub_acc:.1f}% "
                 f"[{100 * pci[0]:.1f}, {100 * pci[1]:.1f}]",
             }
         rows.append(row)

@@ -7,10 +7,12 @@ break, no link and no HTML; the report links are core.escape.safe_href paths.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from evaluator.core.escape import md_text, safe_href
+from evaluator.core.jsonl import JSONObject
 from evaluator.core.vocab import NOT_COMPARABLE
+from evaluator.scoring.board import Board, BoardColumn, BoardEntry, BoardPair, PublishedBlock
 
 
 def pct(x: Any) -> str:
@@ -25,7 +27,7 @@ def usd(x: Any) -> str:
     return "" if x is None else f"{x:.4f}" if x < 1 else f"{x:.2f}"
 
 
-def cost_cell(e: dict[str, Any]) -> str:
+def cost_cell(e: BoardEntry) -> str:
     """The cost, marked for a batch run with the rate it was costed at (a default said as such)."""
     if not e.get("batch"):
         return usd(e["cost_usd"])
@@ -34,29 +36,30 @@ def cost_cell(e: dict[str, Any]) -> str:
     return f"{usd(e['cost_usd'])} ({rate})" if e["cost_usd"] is not None else "batch"
 
 
-def latency(e: dict[str, Any]) -> str:
+def latency(e: BoardEntry) -> str:
     """Median / p95 seconds per response."""
-    lat = e.get("latency_s") or {}
-    if lat.get("median") is None:
+    lat = e.get("latency_s")
+    median, p95 = (lat["median"], lat["p95"]) if lat else (None, None)
+    if median is None or p95 is None:  # describe() gives both or neither
         return ""
-    return f"{_seconds(lat['median'])} / {_seconds(lat['p95'])}"
+    return f"{_seconds(median)} / {_seconds(p95)}"
 
 
 def _seconds(x: float) -> str:
     return f"{x:.2f}" if x < 10 else f"{x:.1f}" if x < 100 else f"{x:.0f}"
 
 
-def column_label(board: dict[str, Any], col: dict[str, str]) -> str:
+def column_label(board: Board, col: BoardColumn) -> str:
     fields = {c["field"] for c in board["columns"]}
     return col["value"] if len(fields) == 1 else f"{col['field']}={col['value']}"
 
 
-def extra_metric_names(board: dict[str, Any]) -> list[str]:
+def extra_metric_names(board: Board) -> list[str]:
     """The benchmark's other metrics (CountQA: relaxed accuracy), a column each."""
     return sorted({k for e in board["runs"] for k in e.get("extra_metrics") or {}})
 
 
-def board_headers(board: dict[str, Any]) -> list[str]:
+def board_headers(board: Board) -> list[str]:
     repeats = any("repeats" in e for e in board["runs"])
     head = ["Rank", "Run", "Model", "Provider", "Correct", "Accuracy % [95% CI]"]
     head += [f"{k.replace('_', ' ').capitalize()} %" for k in extra_metric_names(board)]
@@ -72,7 +75,7 @@ def board_headers(board: dict[str, Any]) -> list[str]:
     return head + ["Cost USD", "Latency s median / p95", "Complete", "Report"]
 
 
-def run_cells(board: dict[str, Any], e: dict[str, Any], link: bool = True) -> list[str]:
+def run_cells(board: Board, e: BoardEntry, link: bool = True) -> list[str]:
     """One run's cells in the order of board_headers (plain text; the report as a Markdown link)."""
     repeats = any("repeats" in x for x in board["runs"])
     o, t = e["outcomes"], e["tokens"]
@@ -100,7 +103,7 @@ def run_cells(board: dict[str, Any], e: dict[str, Any], link: bool = True) -> li
     return cells
 
 
-def pair_cells(p: dict[str, Any]) -> list[str]:
+def pair_cells(p: BoardPair) -> list[str]:
     if not p["comparable"]:
         return [md_text(p["a"]), md_text(p["b"]), "", md_text(f"not comparable: {p['reason']}"), "", ""]
     lo, hi = p["difference_ci95"] or (None, None)
@@ -120,7 +123,9 @@ PAIR_HEADERS = ["A", "B", "Questions", "A - B, points [95% CI]", "p (McNemar; â€
 SIGN_FLIP_MARK = {"sign_flip": " â€ "}  # runs with repeats: the sign-flip test on per-question means
 
 
-def leaderboard_markdown(board: dict[str, Any]) -> str:
+def leaderboard_markdown(board: Board | JSONObject) -> str:
+    """leaderboard.md of a board built here, or of a leaderboard.json read back (as render_page)."""
+    board = cast(Board, board)
     m = board["methods"]
     out = [
         f"# Leaderboard: {md_text(board['title'])} ({md_text(board['benchmark'])}, {len(board['runs'])} runs)",
@@ -170,7 +175,7 @@ PUBLISHED_HEADERS = [
 ]
 
 
-def verdict_detail(block: dict[str, Any]) -> str:
+def verdict_detail(block: PublishedBlock) -> str:
     """What goes beside the verdict: the smallest difference the test detects here, or why no test."""
     if block.get("verdict") in (NOT_COMPARABLE, None):
         return block.get("not_comparable") or "no test"
@@ -178,7 +183,7 @@ def verdict_detail(block: dict[str, Any]) -> str:
     return "" if md is None else f"smallest detectable: {md:.1f} points"
 
 
-def verdict_text(block: dict[str, Any]) -> str:
+def verdict_text(block: PublishedBlock) -> str:
     """The verdict with its detail: "differs (smallest detectable: 9.0 points)", "not comparable: why"."""
     word, detail = block.get("verdict") or NOT_COMPARABLE, verdict_detail(block)
     if word == NOT_COMPARABLE:
@@ -186,7 +191,7 @@ def verdict_text(block: dict[str, Any]) -> str:
     return f"{word} ({detail})" if detail else word
 
 
-def published_mark(e: dict[str, Any]) -> tuple[str, str]:
+def published_mark(e: BoardEntry) -> tuple[str, str]:
     """The run's row, beside its accuracy: the published accuracy with the verdict, and the classes
     that differ from the published ones (p_holm < 0.05), which a collapsed section alone would hide."""
     pub = e.get("published")
@@ -202,7 +207,7 @@ def published_mark(e: dict[str, Any]) -> tuple[str, str]:
     )
 
 
-def _difference(block: dict[str, Any]) -> str:
+def _difference(block: PublishedBlock) -> str:
     d, c = block.get("difference"), block.get("difference_ci95")
     if d is None:
         return ""
@@ -213,7 +218,7 @@ def _p(x: Any) -> str:
     return "" if x is None else f"{x:.3g}"
 
 
-def _published_line(name: str, source: str, b: dict[str, Any]) -> list[str]:
+def _published_line(name: str, source: str, b: PublishedBlock) -> list[str]:
     return [
         name,
         md_text(source),
@@ -226,7 +231,7 @@ def _published_line(name: str, source: str, b: dict[str, Any]) -> list[str]:
     ]
 
 
-def published_markdown(board: dict[str, Any]) -> list[str]:
+def published_markdown(board: Board) -> list[str]:
     """Published beside reproduced, per run (and per class where the sweep file gives class counts)."""
     runs = [e for e in board["runs"] if e.get("published")]
     if not runs:

@@ -10,11 +10,12 @@ network request); the only links are to each run's own report, relative to the p
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypedDict, cast
 
 from markupsafe import Markup
 
 from evaluator.core.escape import safe_href
+from evaluator.core.jsonl import JSONObject
 from evaluator.core.vocab import NOT_COMPARABLE
 from evaluator.report.base import asset
 from evaluator.report.leaderboard_forest import forest
@@ -29,9 +30,44 @@ from evaluator.report.leaderboard_markdown import (
     verdict_detail,
 )
 from evaluator.report.templates import render
+from evaluator.scoring.board import Board, BoardEntry, BoardPair, PublishedBlock
 
-Cell = dict[str, Any]  # text, sub, title, href; value: the number that can be "best" (bold)
-Column = tuple[str, str, Callable[[dict[str, Any]], Cell]]  # header, css class, cell(entry)
+
+class Cell(TypedDict, total=False):
+    """One table cell: text, sub, title, href; value: the number that can be "best" (bold); cls and best
+    are set by board_rows."""
+
+    text: Any
+    value: float | None
+    sub: str
+    title: str
+    href: str
+    note: str
+    flag: str
+    cls: str
+    best: bool
+
+
+class BoardRow(TypedDict):
+    name: str
+    complete: bool
+    cells: list[Cell]
+
+
+class MatrixCell(TypedDict, total=False):
+    """One pair in the matrix of pairs."""
+
+    comparable: bool
+    reason: str
+    a: str
+    b: str
+    diff: str
+    ci: str
+    ptext: str
+    sig: bool
+
+
+Column = tuple[str, str, Callable[[BoardEntry], Cell]]  # header, css class, cell(entry)
 
 
 def cell(
@@ -54,7 +90,10 @@ def cell(
     }
 
 
-def render_page(board: dict[str, Any], stamp: tuple[str, str] | None = None) -> str:
+def render_page(board: Board | JSONObject, stamp: tuple[str, str] | None = None) -> str:
+    """index.html of a board built here, or of a leaderboard.json read back (the archive check renders the
+    archived one again: a board this code wrote, so of the same shape)."""
+    board = cast(Board, board)
     title = f"Leaderboard: {board['title']}"
     main, full = main_columns(board), columns(board)
     return render(
@@ -74,7 +113,7 @@ def render_page(board: dict[str, Any], stamp: tuple[str, str] | None = None) -> 
     )
 
 
-def main_columns(board: dict[str, Any]) -> list[Column]:
+def main_columns(board: Board) -> list[Column]:
     """What a reader compares, narrow enough for 1280 pixels: the rest is in columns()."""
     cols: list[Column] = [
         ("Rank", "txt", lambda e: cell(e["rank"])),
@@ -94,10 +133,10 @@ def main_columns(board: dict[str, Any]) -> list[Column]:
     return cols
 
 
-def _reasoning_cell(e: dict[str, Any]) -> Cell:
+def _reasoning_cell(e: BoardEntry) -> Cell:
     """The declared mode and the share of answered responses that showed reasoning (no "best": not a score)."""
-    r = e.get("reasoning") or {}
-    declared, share = r.get("declared"), r.get("observed_share")
+    r = e.get("reasoning")
+    declared, share = (r["declared"], r["observed_share"]) if r else (None, None)
     seen = "no answers" if share is None else f"{100 * share:.0f}% seen"
     title = f"declared {declared or 'nothing'}; " + (
         "no answered responses"
@@ -107,17 +146,17 @@ def _reasoning_cell(e: dict[str, Any]) -> Cell:
     return cell(declared or "–", sub=seen, title=title)
 
 
-def _run_cell(e: dict[str, Any]) -> Cell:
+def _run_cell(e: BoardEntry) -> Cell:
     href = safe_href(e["report"]) if e["report"] else ""
     return cell(e["name"], href=href, sub=f"{e['model']} · {e['provider']}")
 
 
-def _accuracy_cell(e: dict[str, Any]) -> Cell:
+def _accuracy_cell(e: BoardEntry) -> Cell:
     note, flag = published_mark(e)
     return cell(pct(e["accuracy"]), e["accuracy"], sub=ci(e["ci95"]), note=note, flag=flag)
 
 
-def columns(board: dict[str, Any]) -> list[Column]:
+def columns(board: Board) -> list[Column]:
     """Every column (the "all columns" table, as leaderboard.md has them)."""
     cols: list[Column] = [
         ("Rank", "txt", lambda e: cell(e["rank"])),
@@ -154,11 +193,11 @@ def columns(board: dict[str, Any]) -> list[Column]:
     return cols
 
 
-def _complete_cell(e: dict[str, Any]) -> Cell:
+def _complete_cell(e: BoardEntry) -> Cell:
     return cell("yes" if e["complete"] else f"no ({e['state']})" if e.get("state") else "no")
 
 
-def _repeats_cell(e: dict[str, Any]) -> Cell:
+def _repeats_cell(e: BoardEntry) -> Cell:
     r = e.get("repeats")
     if not r:
         return cell("")
@@ -166,30 +205,30 @@ def _repeats_cell(e: dict[str, Any]) -> Cell:
     return cell(f"{pct(r['mean'])}{sd} (K={r['k']})")
 
 
-def _outcome_cell(key: str) -> Callable[[dict[str, Any]], Cell]:
-    def one(e: dict[str, Any]) -> Cell:
+def _outcome_cell(key: str) -> Callable[[BoardEntry], Cell]:
+    def one(e: BoardEntry) -> Cell:
         return cell(e["outcomes"][key])
 
     return one
 
 
-def _extra_cell(key: str) -> Callable[[dict[str, Any]], Cell]:
-    def one(e: dict[str, Any]) -> Cell:
+def _extra_cell(key: str) -> Callable[[BoardEntry], Cell]:
+    def one(e: BoardEntry) -> Cell:
         value = (e.get("extra_metrics") or {}).get(key)
         return cell(pct(value), value)
 
     return one
 
 
-def _group_cell(field: str, value: str) -> Callable[[dict[str, Any]], Cell]:
-    def one(e: dict[str, Any]) -> Cell:
+def _group_cell(field: str, value: str) -> Callable[[BoardEntry], Cell]:
+    def one(e: BoardEntry) -> Cell:
         block = e["per_group"][field][value]
         return cell(pct(block["accuracy"]), block["accuracy"], title=ci(block["ci95"]))
 
     return one
 
 
-def _tokens_cell(e: dict[str, Any]) -> Cell:
+def _tokens_cell(e: BoardEntry) -> Cell:
     t = e["tokens"]
     full = f"prompt {t['prompt']:,}, completion {t['completion']:,}, reasoning {t['reasoning']:,}"
     full += f", cached {t['cached']:,}, of failed attempts {t['failed_attempts']:,}"
@@ -200,11 +239,11 @@ def _short(n: int) -> str:
     return f"{n:,}" if n < 10_000 else f"{n / 1000:.1f}k" if n < 1_000_000 else f"{n / 1e6:.2f}M"
 
 
-def board_rows(board: dict[str, Any], cols: list[Column]) -> list[dict[str, Any]]:
+def board_rows(board: Board, cols: list[Column]) -> list[BoardRow]:
     """Each run's cells, the best value of each accuracy column marked (bold, as in the paper's Table 5)."""
-    cells = [[{**one(e), "cls": cls} for _, cls, one in cols] for e in board["runs"]]
+    cells: list[list[Cell]] = [[{**one(e), "cls": cls} for _, cls, one in cols] for e in board["runs"]]
     for j in range(len(cols)):
-        values = [row[j]["value"] for row in cells if row[j]["value"] is not None]
+        values = [v for row in cells if (v := row[j]["value"]) is not None]
         best = max(values) if len(values) > 1 else None
         for row in cells:
             row[j]["best"] = best is not None and row[j]["value"] == best
@@ -222,7 +261,7 @@ def _interval(c: Any) -> str:
     return "" if not c else f"[{100 * c[0]:+.1f}, {100 * c[1]:+.1f}]"
 
 
-def _verdict(block: dict[str, Any]) -> dict[str, str]:
+def _verdict(block: PublishedBlock) -> dict[str, str]:
     """The verdict's word (a CSS class from it), and beside it the detectable difference or the reason."""
     word = block.get("verdict") or NOT_COMPARABLE
     return {"verdict": word, "verdict_class": word.replace(" ", "-"), "verdict_note": verdict_detail(block)}
@@ -232,7 +271,7 @@ def _p(x: Any) -> str:
     return "" if x is None else f"{x:.3g}"
 
 
-def published_rows(board: dict[str, Any]) -> list[dict[str, Any]]:
+def published_rows(board: Board) -> list[dict[str, Any]]:
     """The runs that carry a published result: both side by side, the difference, p, the verdict."""
     out = []
     for e in board["runs"]:
@@ -272,7 +311,7 @@ def published_rows(board: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
-def matrix(board: dict[str, Any]) -> list[tuple[str, list[dict[str, Any] | None]]]:
+def matrix(board: Board) -> list[tuple[str, list[MatrixCell | None]]]:
     """Rows and columns in rank order; the upper triangle holds each pair (row = A, the better run)."""
     names = [e["name"] for e in board["runs"]]
     pairs = {(p["a"], p["b"]): p for p in board["pairwise"]}
@@ -282,9 +321,11 @@ def matrix(board: dict[str, Any]) -> list[tuple[str, list[dict[str, Any] | None]
     ]
 
 
-def _matrix_cell(p: dict[str, Any] | None) -> dict[str, Any] | None:
-    if p is None or not p["comparable"]:
-        return p and {"comparable": False, "reason": p["reason"]}
+def _matrix_cell(p: BoardPair | None) -> MatrixCell | None:
+    if p is None:
+        return None
+    if not p["comparable"]:
+        return {"comparable": False, "reason": p["reason"]}
     lo, hi = p["difference_ci95"] or (0.0, 0.0)
     holm = p["p_holm"]
     test = " (sign-flip)" if p.get("p_test") == "sign_flip" else ""

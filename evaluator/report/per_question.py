@@ -17,6 +17,7 @@ from typing import Any
 
 from evaluator.core.atomic import write_atomic
 from evaluator.core.escape import csv_cell
+from evaluator.core.records import Usage
 from evaluator.data.benchmarks.base import Benchmark
 from evaluator.report.base import SCORES_DIR
 from evaluator.report.pieces import repeats_of
@@ -44,14 +45,14 @@ def per_question_header(benchmark: Benchmark, repeats: bool) -> list[str]:
 
 
 def per_question_line(row: ScoredRow, benchmark: Benchmark, question: str | None, repeats: bool) -> list[Any]:
-    usage = row.usage or {}
+    usage = row.usage or Usage()
     state = row.outcome
     line: list[Any] = [row.sample_id, *([row.repeat] if repeats else [])]
     line += [row.groups.get(name) for name in benchmark.group_fields]
     line += [question, row.ground_truth, row.parsed_answer if state == "ok" else None]
     line += [row.parse_status if state in ("ok", "parse_failure") else None, state]
     line += [row.correct, row.latency_s]
-    return [_cell(v) for v in line + [usage.get(k) for k in TOKEN_KEYS]]
+    return [_cell(v) for v in line + [getattr(usage, k) for k in TOKEN_KEYS]]
 
 
 def per_question_csv(merged: MergedRun, questions: dict[str, str]) -> str:

@@ -7,11 +7,13 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import msgspec
 
 from evaluator.core.boundary import clip
+from evaluator.core.jsonl import JSONObject
+from evaluator.core.records import Usage
 from evaluator.core.values import is_int, is_num, object_at
 from evaluator.data.benchmarks.base import Benchmark
 from evaluator.report.base import (
@@ -51,6 +53,42 @@ class Controls:
     search_label: str
 
 
+class Thumb(TypedDict):
+    """A question's image cell: the key into the page's images, or why there is none."""
+
+    key: str | None
+    sid: str
+    caption: str
+    reason: str
+
+
+class TextView(TypedDict):
+    """A text as shown: clipped (head and tail), with how much was left out of how long a whole."""
+
+    text: str
+    omitted: int
+    length: int
+
+
+class UsageView(TypedDict):
+    latency: int | float | None
+    tokens: list[str]
+    completion: int | None
+
+
+class Side(TypedDict):
+    """One response as its cells show it (side())."""
+
+    answer: int | None
+    fallback: int | None
+    error: int | None
+    status: list[tuple[str, str]]
+    response: TextView | None
+    reasoning: TextView | None
+    usage: UsageView
+    repeat: Any
+
+
 @dataclass
 class QuestionRow:
     """One table row: a question (with its K responses under --repeats, or the two runs' responses)."""
@@ -61,15 +99,15 @@ class QuestionRow:
     shown: str
     right: bool
     attrs: list[tuple[str, str]]
-    thumb: dict[str, Any]
+    thumb: Thumb
     group_text: str
     question: str | None
     truth: Any
-    sides: list[dict[str, Any]] = field(default_factory=list)
+    sides: list[Side] = field(default_factory=list)
     stacked: bool = False
     repeats_note: str = ""
-    a: dict[str, Any] | None = None
-    b: dict[str, Any] | None = None
+    a: Side | None = None
+    b: Side | None = None
     verdict: str = ""
     verdict_label: str = ""
 
@@ -209,7 +247,7 @@ def plots(run_root: Path) -> tuple[list[tuple[str, str]], list[str]]:
 
 
 def group_filters(
-    benchmark: Benchmark, summary: dict[str, Any], rows_groups: list[dict[str, Any]]
+    benchmark: Benchmark, summary: dict[str, Any], rows_groups: list[JSONObject]
 ) -> list[Select]:
     out = []
     sgroups = object_at(summary, "groups")
@@ -231,7 +269,7 @@ def status_select(attr: str, label: str, rows: list[ScoredRow]) -> Select:
     return Select(attr, label, [("", "all")] + options)
 
 
-def group_text(benchmark: Benchmark, groups: dict[str, Any]) -> str:
+def group_text(benchmark: Benchmark, groups: JSONObject) -> str:
     if list(benchmark.group_fields) == ["target_class"]:
         return _text(groups.get("target_class"))
     return " · ".join(f"{name}: {', '.join(group_values(groups, name))}" for name in benchmark.group_fields)
@@ -243,19 +281,19 @@ def group_header(benchmark: Benchmark) -> str:
     )
 
 
-def group_attrs(benchmark: Benchmark, groups: dict[str, Any]) -> list[tuple[str, str]]:
+def group_attrs(benchmark: Benchmark, groups: JSONObject) -> list[tuple[str, str]]:
     return [
         (f"data-f-g-{attr_name(name)}", members(group_values(groups, name)))
         for name in benchmark.group_fields
     ]
 
 
-def thumb(page: PageData, sid: str, caption: str) -> dict[str, Any]:
+def thumb(page: PageData, sid: str, caption: str) -> Thumb:
     reason = "no image" if page.images_requested else "images off"
     return {"key": page.image_key.get(sid), "sid": sid, "caption": caption, "reason": reason}
 
 
-def text_view(text: Any) -> dict[str, Any] | None:
+def text_view(text: Any) -> TextView | None:
     """A response or reasoning text as shown: a very long one keeps its head and tail."""
     if not isinstance(text, str) or not text:
         return None
@@ -289,15 +327,15 @@ def status_bits(row: ScoredRow) -> list[tuple[str, str]]:
     return bits
 
 
-def usage_view(row: ScoredRow) -> dict[str, Any]:
+def usage_view(row: ScoredRow) -> UsageView:
     """Latency and tokens (prompt / completion / total, '–' where the server sent none)."""
-    u = row.usage or {}
-    counts = [u.get("prompt_tokens"), u.get("completion_tokens"), u.get("total_tokens")]
+    u = row.usage or Usage()
+    counts = [u.prompt_tokens, u.completion_tokens, u.total_tokens]
     tokens = [str(x) if x is not None else "–" for x in counts] if any(is_num(x) for x in counts) else []
     return {"latency": row.latency_s, "tokens": tokens, "completion": counts[1]}
 
 
-def side(row: ScoredRow, benchmark: Benchmark, repeat: Any = None) -> dict[str, Any]:
+def side(row: ScoredRow, benchmark: Benchmark, repeat: Any = None) -> Side:
     """One response as its cells show it: answer, fallback, error, status, texts, usage."""
     return {
         "answer": answer_of(row),

@@ -6,6 +6,7 @@ import base64
 import json
 from typing import Any
 
+from evaluator.core.jsonl import JSONObject
 from evaluator.core.records import Sampling
 from evaluator.data.benchmarks.base import Benchmark, Sample, sniff_image_mime
 
@@ -19,7 +20,7 @@ class RequestBuildError(ValueError):
     pass
 
 
-def validate_extra_body(extra: Any) -> dict[str, Any]:
+def validate_extra_body(extra: Any) -> JSONObject:
     if not isinstance(extra, dict):
         raise RequestBuildError(
             f"--extra-body-json must be a JSON object, got {type(extra).__name__}; e.g. '{{\"top_k\": 20}}'"
@@ -42,8 +43,8 @@ def image_data_url(image: bytes) -> str:
 
 def _body(
     benchmark: Benchmark, sample: Sample, model: str, sampling: Sampling, url: str, seed: int | None = None
-) -> dict[str, Any]:
-    body: dict[str, Any] = {"model": model, "messages": benchmark.messages(sample, url)}
+) -> JSONObject:
+    body: JSONObject = {"model": model, "messages": benchmark.messages(sample, url)}
     body.update(sampling_fields(sampling))
     body.update(sampling.extra_body)
     if seed is not None:  # --seed: one integer per question and repeat (evaluator.core.keys.derive_seed)
@@ -51,7 +52,7 @@ def _body(
     return body
 
 
-def sampling_fields(sampling: Sampling) -> dict[str, Any]:
+def sampling_fields(sampling: Sampling) -> JSONObject:
     """The sampling part of a request body: a None value is left out, the output limit goes by its chosen name."""
     fields = {
         "temperature": sampling.temperature,
@@ -63,13 +64,13 @@ def sampling_fields(sampling: Sampling) -> dict[str, Any]:
 
 def build_body(
     benchmark: Benchmark, sample: Sample, model: str, sampling: Sampling, seed: int | None = None
-) -> dict[str, Any]:
+) -> JSONObject:
     if sample.image is None:
         raise RequestBuildError("sample has no image bytes")
     return _body(benchmark, sample, model, sampling, image_data_url(sample.image), seed)
 
 
-def canonical_json(body: dict[str, Any]) -> bytes:
+def canonical_json(body: JSONObject) -> bytes:
     return json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
 
 

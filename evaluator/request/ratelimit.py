@@ -36,9 +36,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from email.utils import parsedate_to_datetime
-from typing import Any
+from typing import Any, TypedDict
 
 from evaluator.core.boundary import clip
+from evaluator.core.jsonl import JSONObject
 from evaluator.core.usage import retry_errors_of
 from evaluator.request.retry import retryable_status
 
@@ -165,7 +166,7 @@ class Verdict:
         return self.retryable and self.kind in ("rate_limit", "payment") and self.wait_s is not None
 
 
-def error_object(body: Any) -> dict[str, Any]:
+def error_object(body: Any) -> JSONObject:
     """The `error` object of an OpenAI-, Gemini- or OpenRouter-style error body ({} if none)."""
     if isinstance(body, list) and body and isinstance(body[0], dict):
         body = body[0]  # Gemini's compatibility layer: [{"error": {...}}]
@@ -175,12 +176,12 @@ def error_object(body: Any) -> dict[str, Any]:
     return err if isinstance(err, dict) else {}
 
 
-def _details(err: dict[str, Any]) -> list[dict[str, Any]]:
+def _details(err: JSONObject) -> list[JSONObject]:
     details = err.get("details")
     return [d for d in details if isinstance(d, dict)] if isinstance(details, list) else []
 
 
-def body_wait_s(err: dict[str, Any]) -> float | None:
+def body_wait_s(err: JSONObject) -> float | None:
     """Gemini's RetryInfo.retryDelay, or an OpenAI-style "Please try again in 20s" in the message."""
     for d in _details(err):
         if str(d.get("@type", "")).endswith("google.rpc.RetryInfo"):
@@ -199,7 +200,7 @@ def header_wait_s(headers: Mapping[str, str], now: datetime) -> float | None:
     return parse_when(headers.get("retry-after"), now)
 
 
-def _daily_quota(err: dict[str, Any]) -> str | None:
+def _daily_quota(err: JSONObject) -> str | None:
     for d in _details(err):
         for v in d.get("violations") or []:
             if isinstance(v, dict) and "perday" in str(v.get("quotaId", "")).lower():
@@ -207,7 +208,7 @@ def _daily_quota(err: dict[str, Any]) -> str | None:
     return None
 
 
-def _quota_stop(err: dict[str, Any], wait_s: float | None) -> str | None:
+def _quota_stop(err: JSONObject, wait_s: float | None) -> str | None:
     """The reason a 429 is a spent quota (waiting will not help), or None."""
     code, etype = str(err.get("code", "")), str(err.get("type", ""))
     message = clip(str(err.get("message", "")), 300)
@@ -261,7 +262,15 @@ def classify(status: int, headers: Mapping[str, str], body: Any, now: datetime |
     return Verdict("client_error", False, wait)
 
 
-def rate_limit_stats(rows: list[dict[str, Any]]) -> dict[str, Any]:
+class RateLimitStats(TypedDict, total=False):
+    """summary.json `rate_limits` (empty when there were no refusals)."""
+
+    refusals: int
+    rows: int
+    waited_s: float
+
+
+def rate_limit_stats(rows: list[JSONObject]) -> RateLimitStats:
     """The run's rate-limit refusals as its records hold them (retry_errors marked `paced`, earlier attempts' too): how many, on
     how many rows, and the waits. Empty when there were none, so that such a summary keeps its bytes."""
     waits = [[e.get("wait_s") for e in retry_errors_of(row) if e.get("paced")] for row in rows]
@@ -272,7 +281,7 @@ def rate_limit_stats(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return {"refusals": refusals, "rows": sum(1 for w in waits if w), "waited_s": round(waited, 3)}
 
 
-def rate_limit_markdown(stats: dict[str, Any]) -> list[str]:
+def rate_limit_markdown(stats: RateLimitStats) -> list[str]:
     """The summary.md line for rate_limit_stats (none when there were no refusals)."""
     if not stats:
         return []

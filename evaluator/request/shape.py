@@ -15,6 +15,7 @@ from typing import Any
 
 import click
 
+from evaluator.core.jsonl import JSONObject
 from evaluator.core.records import MAX_TOKENS_FIELDS, Sampling
 
 NONE = "none"  # the value that leaves a field out of every request
@@ -102,7 +103,7 @@ def load_preset(name: str) -> Preset:
 
 def resolve_sampling(
     default: Sampling,
-    extra_body: dict[str, Any],
+    extra_body: JSONObject,
     *,
     temperature: Any = None,
     top_p: Any = None,

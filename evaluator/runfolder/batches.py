@@ -23,6 +23,7 @@ from typing import Any
 import msgspec
 
 from evaluator.core.atomic import write_atomic
+from evaluator.core.jsonl import JSONObject
 from evaluator.core.records import ResponseAttempt, RetryError
 from evaluator.request.batch_ids import usable_batch_id
 
@@ -179,7 +180,7 @@ def offline_batch_id(input_name: str) -> str:
     return f"file:{input_name}"
 
 
-def batch_summary(ledger: Ledger, rows: list[dict[str, Any]]) -> dict[str, Any] | None:
+def batch_summary(ledger: Ledger, rows: list[JSONObject]) -> dict[str, Any] | None:
     """The summary's `batch` section: how the run used batches (None for a run without any)."""
     if not ledger.batches:
         return None
@@ -217,7 +218,7 @@ def batch_line(batch: dict[str, Any]) -> str:
     return line + "."
 
 
-def run_batch_summary(root: Path, rows: list[dict[str, Any]]) -> dict[str, Any] | None:
+def run_batch_summary(root: Path, rows: list[JSONObject]) -> dict[str, Any] | None:
     """batch_summary of a run folder's ledger (None without one, or when it cannot be read: the score is
     never refused for it)."""
     try:

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from evaluator.core.atomic import write_atomic
-from evaluator.core.jsonl import NotJSON, decode_line, decode_strict_lines, split_lines, utf8_json
+from evaluator.core.jsonl import JSONObject, NotJSON, decode_line, decode_strict_lines, split_lines, utf8_json
 from evaluator.core.keys import Key
 from evaluator.core.records import ResponseRecord
 from evaluator.data.benchmarks.base import ManifestEntry
@@ -109,7 +109,7 @@ class RunLock:
 
 @dataclass
 class ReadReport:
-    records: list[dict[str, Any]] = field(default_factory=list)
+    records: list[JSONObject] = field(default_factory=list)
     bad_lines: list[int] = field(default_factory=list)  # 1-based line numbers that were not JSON objects
     torn_tail: bool = False  # the last line had no newline and did not parse (a crash mid-write)
     lenient: set[int] = field(default_factory=set)  # indices into records read by json.loads (see jsonl)

@@ -14,6 +14,7 @@ import httpx2 as httpx  # the HTTP library openai >= 3 is built on
 
 import evaluator
 from evaluator.core.boundary import json_text, parse_json, safe_string
+from evaluator.core.jsonl import JSONObject
 from evaluator.core.secrets import Redactor
 from evaluator.request.endpoint import server_root, split_query
 from evaluator.runfolder.handoff import read_contract
@@ -74,7 +75,7 @@ def git_commit() -> str | None:
     return f"{out}-dirty" if dirty else out
 
 
-def environment_info(containers: Mapping[str, str] | None = None) -> dict[str, Any]:
+def environment_info(containers: Mapping[str, str] | None = None) -> JSONObject:
     """The evaluator, Python, key packages, and the container variables (`containers`: ones a launch
     contract gives, over the environment's)."""
     given = {**os.environ, **(containers or {})}
@@ -94,13 +95,13 @@ def environment_info(containers: Mapping[str, str] | None = None) -> dict[str, A
     }
 
 
-def server_info(base_url: str, api_key: str | None, timeout_s: float = 10.0) -> dict[str, Any]:
+def server_info(base_url: str, api_key: str | None, timeout_s: float = 10.0) -> JSONObject:
     """What the endpoint says about itself (/v1/models, and vLLM's /version), through the boundary: the
     API key removed from the raw text and from every string of it (a server may echo the Authorization
     header), model ids kept as strings, the version as JSON. Failures are recorded."""
     keys = Redactor(api_key)
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-    info: dict[str, Any] = {}
+    info: JSONObject = {}
     base, query = split_query(base_url)
     with httpx.Client(timeout=timeout_s, headers=headers) as http:
         for key, url in (("models", f"{base}/models"), ("version", f"{server_root(base_url)}/version")):

@@ -17,6 +17,7 @@ from typing import Any, Literal
 
 import msgspec
 
+from evaluator.core.jsonl import JSONObject
 from evaluator.core.vocab import Launcher
 from evaluator.runfolder.serving import Serving
 
@@ -96,13 +97,13 @@ class RunConfig(msgspec.Struct, kw_only=True, omit_defaults=False):
     prompts: dict[str, str] = msgspec.field(default_factory=dict)
     """SHA-256 of each prompt file the benchmark reads."""
 
-    environment: dict[str, Any] = msgspec.field(default_factory=dict)
+    environment: JSONObject = msgspec.field(default_factory=dict)
     """Evaluator version, git commit, Python, platform, key packages, container ids."""
 
-    server: dict[str, Any] = msgspec.field(default_factory=dict)
+    server: JSONObject = msgspec.field(default_factory=dict)
     """What the (first) endpoint said about itself (/v1/models, /version), the API key redacted."""
 
-    servers: dict[str, Any] | None = None
+    servers: JSONObject | None = None
     """The same per endpoint, when there are several."""
 
     created_at: str | None = None
@@ -128,11 +129,11 @@ class RunConfig(msgspec.Struct, kw_only=True, omit_defaults=False):
     """The declared reasoning mode (--reasoning `on` or `off`), or None: not declared (and left out, as
     before the option existed). One per folder: a re-run declaring another is refused."""
 
-    extra: dict[str, Any] = msgspec.field(default_factory=dict)
+    extra: JSONObject = msgspec.field(default_factory=dict)
     """Top-level keys this version does not know (written back unchanged, kept at the top level)."""
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> RunConfig:
+    def from_dict(cls, d: JSONObject) -> RunConfig:
         """Read run_config.json's object; unknown keys are kept in `extra`, wrong types refused."""
         known = set(cls.__struct_fields__) - {"extra"}
         body = {k: v for k, v in d.items() if k in known}
@@ -142,7 +143,7 @@ class RunConfig(msgspec.Struct, kw_only=True, omit_defaults=False):
         except msgspec.ValidationError as exc:
             raise RunConfigError(f"run_config.json does not hold a valid run configuration ({exc})") from None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         """The object written to run_config.json (unknown keys back at the top level)."""
         d = msgspec.to_builtins(self)
         extra = d.pop("extra")
@@ -161,8 +162,8 @@ def build_run_config(
     settings: dict[str, Any],
     data: dict[str, Any],
     prompts: dict[str, str],
-    environment: dict[str, Any],
-    servers: dict[str, dict[str, Any]],
+    environment: JSONObject,
+    servers: dict[str, JSONObject],
     now: str,
     serving: Serving | None = None,
     launch: Launch | None = None,

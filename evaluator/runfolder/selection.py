@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from evaluator.core.jsonl import JSONObject
 from evaluator.core.keys import Key, record_repeat
 from evaluator.core.keys import record_key as repeat_key
 
@@ -29,12 +30,12 @@ COLUMNS: dict[str, str] = {
 }
 
 
-def record_key(rec: dict[str, Any]) -> Key:
+def record_key(rec: JSONObject) -> Key:
     """The question (and repeat, with --repeats) a valid record answers: evaluator.core.keys.record_key."""
     return repeat_key(rec)
 
 
-def record_problem(rec: dict[str, Any]) -> str | None:
+def record_problem(rec: JSONObject) -> str | None:
     """Why a record is not a valid response record, or None."""
     sid = rec.get("sample_id")
     if not isinstance(sid, str) or not sid:
@@ -49,18 +50,18 @@ def record_problem(rec: dict[str, Any]) -> str | None:
     return None
 
 
-def is_done(rec: dict[str, Any]) -> bool:
+def is_done(rec: JSONObject) -> bool:
     """Finished for resumption: an ok response with a parsed answer."""
     return rec.get("status") == "ok" and rec.get("parsed_answer") is not None
 
 
 def latest_valid(
-    records: Iterable[dict[str, Any]],
-) -> tuple[dict[Key, dict[str, Any]], list[dict[str, Any]], list[str]]:
+    records: Iterable[JSONObject],
+) -> tuple[dict[Key, JSONObject], list[JSONObject], list[str]]:
     """The latest valid record per question (first-seen order), every valid record, and the invalid
     ones described as "record N (problem)" (N counts from 1 in `records`)."""
-    latest: dict[Key, dict[str, Any]] = {}
-    valid: list[dict[str, Any]] = []
+    latest: dict[Key, JSONObject] = {}
+    valid: list[JSONObject] = []
     malformed: list[str] = []
     for i, rec in enumerate(records):
         problem = record_problem(rec)
@@ -72,7 +73,7 @@ def latest_valid(
     return latest, valid, malformed
 
 
-def done_keys(records: Iterable[dict[str, Any]]) -> set[Key]:
+def done_keys(records: Iterable[JSONObject]) -> set[Key]:
     """The questions whose latest valid record is done."""
     latest, _, _ = latest_valid(records)
     return {key for key, rec in latest.items() if is_done(rec)}

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from evaluator.core.jsonl import JSONObject
 from evaluator.core.values import is_num
 from evaluator.core.vocab import OUTCOMES as OUTCOMES
 from evaluator.core.vocab import Outcome
@@ -74,7 +75,7 @@ def group_value_key(value: Any) -> str:
     return str(value)
 
 
-def group_keys(groups: dict[str, Any], name: str) -> list[str]:
+def group_keys(groups: JSONObject, name: str) -> list[str]:
     """The subgroup keys one question belongs to for one field (a list field: each of its values)."""
     value = groups.get(name)
     if isinstance(value, list):
@@ -97,7 +98,7 @@ def bucket_of(truth: int | None, buckets: list[tuple[str, int, int | None]]) -> 
     return "unknown"
 
 
-def outcome_of(row: dict[str, Any]) -> Outcome:
+def outcome_of(row: JSONObject) -> Outcome:
     status = row.get("status")
     if status == "ok":
         return "ok" if row.get("parsed_answer") is not None else "parse_failure"

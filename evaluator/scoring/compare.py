@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from evaluator.core.jsonl import utf8_json
 from evaluator.scoring import (
@@ -23,6 +23,7 @@ from evaluator.scoring import (
     ordered_values,
     outcome_counts,
 )
+from evaluator.scoring.board import AccuracyBlock, CompareData, CompareEntry, PairedComparison
 from evaluator.scoring.repeat_scoring import compare_block, paired_mean_table, run_repeats
 from evaluator.scoring.row import ScoredQuestion, question_rows, responses_of
 from evaluator.scoring.stats import (
@@ -43,7 +44,7 @@ class CompareError(ScoreError):
 
 @dataclass
 class CompareResult:
-    data: dict[str, Any]
+    data: CompareData
     markdown: str
     warnings: list[str] = field(default_factory=list)
 
@@ -51,12 +52,13 @@ class CompareResult:
 Key = tuple[str, str | None]
 
 
-def competition_ranks(ranked: list[dict[str, Any]], score: str) -> None:
-    """Set each entry's `rank` in standard competition ranking ("1, 1, 3"): entries sorted best first
-    with an equal `score` share the better rank, the next one skips the places they take."""
-    for place, e in enumerate(ranked, start=1):
-        tied = place > 1 and e[score] == ranked[place - 2][score]
-        e["rank"] = ranked[place - 2]["rank"] if tied else place
+def competition_ranks(scores: Sequence[object]) -> list[int]:
+    """Standard competition ranking ("1, 1, 3") of scores sorted best first: an equal score shares the
+    better rank, the next one skips the places they take."""
+    ranks: list[int] = []
+    for place, score in enumerate(scores, start=1):
+        ranks.append(ranks[-1] if place > 1 and score == scores[place - 2] else place)
+    return ranks
 
 
 def _key(q: ScoredQuestion) -> Key:
@@ -80,7 +82,7 @@ def paired_table(a: Sequence[float], b: Sequence[float]) -> dict[str, int]:
 
 def paired_comparison(
     label_a: str, a: Sequence[float], label_b: str, b: Sequence[float], resamples: int, seed: int
-) -> dict[str, Any]:
+) -> PairedComparison:
     n = len(a)
     binary = all(isinstance(x, bool) for x in (*a, *b))  # else per-question means (--repeats)
     table = paired_table(a, b) if binary else paired_mean_table(a, b)
@@ -159,10 +161,12 @@ def compare_runs(
         _leaderboard_entry(lab, run, rows, k, columns, warnings)
         for lab, run, rows, k in zip(labels, runs, rows_by_run, ks, strict=True)
     ]
-    ranked = sorted(entries, key=lambda e: (-e["accuracy"], e["run"]))
-    competition_ranks(ranked, "accuracy")
+    # compared runs share at least one question, so each has an accuracy
+    ranked = sorted(entries, key=lambda e: (-cast(float, e["accuracy"]), e["run"]))
+    for e, rank in zip(ranked, competition_ranks([e["accuracy"] for e in ranked]), strict=True):
+        e["rank"] = rank
     pairs = _pairs(labels, rows_by_run, ranked, resamples, seed)
-    data = {
+    data: CompareData = {
         "schema_version": COMPARE_SCHEMA_VERSION,
         "benchmark": runs[0].benchmark.name,
         "questions": len(common),
@@ -231,14 +235,14 @@ def _leaderboard_entry(
     k: int,
     columns: list[tuple[str, str]],
     warnings: list[str],
-) -> dict[str, Any]:
+) -> CompareEntry:
     """One run's leaderboard row over the compared questions (a warning when some have no record)."""
-    groups: dict[str, dict[str, Any]] = {}
+    groups: dict[str, dict[str, AccuracyBlock]] = {}
     for name, value in columns:
         sub = [q for q in rows if value in group_keys(q.groups, name)]
         groups.setdefault(name, {})[value] = compare_block(sub, k, accuracy_block)
     responses = responses_of(rows)  # with repeats, every response to the compared questions
-    entry = {
+    entry: CompareEntry = {
         "run": lab,
         "model": run.run_config.model,
         **compare_block(rows, k, accuracy_block),
@@ -261,10 +265,10 @@ def _leaderboard_entry(
 def _pairs(
     labels: list[str],
     rows_by_run: list[list[ScoredQuestion]],
-    ranked: list[dict[str, Any]],
+    ranked: list[CompareEntry],
     resamples: int,
     seed: int,
-) -> list[dict[str, Any]]:
+) -> list[PairedComparison]:
     """The paired comparisons: the two runs, or the leader against each other run."""
     correct = {lab: [q.correct for q in rows] for lab, rows in zip(labels, rows_by_run, strict=True)}
     if len(labels) == 2:
@@ -275,7 +279,7 @@ def _pairs(
     return [paired_comparison(a, correct[a], b, correct[b], resamples, seed) for a, b in pair_list]
 
 
-def _methods(resamples: int, seed: int, ks: list[int]) -> dict[str, Any]:
+def _methods(resamples: int, seed: int, ks: list[int]) -> dict[str, str | int | float]:
     return {
         "accuracy_interval": "wilson",
         "confidence": CONFIDENCE,
@@ -295,14 +299,15 @@ def _methods(resamples: int, seed: int, ks: list[int]) -> dict[str, Any]:
     }
 
 
-def _cell(block: dict[str, Any]) -> str:
+def _cell(block: AccuracyBlock) -> str:
     if not block["questions"]:
         return "n/a"
-    lo, hi = block["ci95"]
-    return f"{100 * block['accuracy']:.2f} [{100 * lo:.1f}, {100 * hi:.1f}]"
+    # a block over at least one question has an accuracy and an interval
+    lo, hi = cast(Sequence[float], block["ci95"])
+    return f"{100 * cast(float, block['accuracy']):.2f} [{100 * lo:.1f}, {100 * hi:.1f}]"
 
 
-def render_compare_markdown(data: dict[str, Any], columns: list[tuple[str, str]]) -> str:
+def render_compare_markdown(data: CompareData, columns: list[tuple[str, str]]) -> str:
     board = data["leaderboard"]
     extra = sorted({k for e in board for k in e["extra_metrics"]})
     fields = {name for name, _ in columns}
@@ -339,7 +344,7 @@ def render_compare_markdown(data: dict[str, Any], columns: list[tuple[str, str]]
         ]
         for p in data["pairs"]:
             t = p["table"]
-            lo, hi = p["difference_ci95"]
+            lo, hi = cast(Sequence[float], p["difference_ci95"])  # every pair shares a question
             out.append(
                 f"| {p['a']} | {p['b']} | {t['both_correct']} | {t['only_a']} | {t['only_b']} | {t['neither']} "
                 f"| {100 * p['difference']:+.2f} [{100 * lo:+.1f}, {100 * hi:+.1f}] | "
@@ -364,5 +369,5 @@ def render_compare_markdown(data: dict[str, Any], columns: list[tuple[str, str]]
     return "\n".join(out)
 
 
-def compare_json(data: dict[str, Any]) -> bytes:
+def compare_json(data: CompareData) -> bytes:
     return utf8_json(data, indent=2, sort_keys=True) + b"\n"

@@ -14,10 +14,11 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict, cast
 from urllib.parse import urlsplit
 
-from evaluator.core.usage import retry_errors_of
+from evaluator.core.jsonl import JSONObject
+from evaluator.core.records import Usage
 from evaluator.core.values import is_price
 from evaluator.scoring import (
     MergedRun,
@@ -26,6 +27,18 @@ from evaluator.scoring import (
     extra_metrics_of,
     group_keys,
     outcome_counts,
+)
+from evaluator.scoring.board import (
+    AccuracyBlock,
+    Board,
+    BoardEntry,
+    BoardPair,
+    Latency,
+    Outcomes,
+    Price,
+    ReasoningSeen,
+    RepeatSpread,
+    Tokens,
 )
 from evaluator.scoring.compare import competition_ranks, group_columns, paired_comparison
 from evaluator.scoring.metrics import reasoning_block
@@ -42,6 +55,13 @@ from evaluator.scoring.stats import (
 )
 
 LEADERBOARD_SCHEMA_VERSION = 1
+
+
+class PairP(TypedDict):
+    p_value: float | None
+    p_test: str
+
+
 # The providers that offer an OpenAI-format Batch API (OpenAI, Azure OpenAI, Groq, Together, Mistral, ...)
 # bill it at half their online price: the default of a pricing table's batch_input / batch_output.
 BATCH_DISCOUNT = 0.5
@@ -65,7 +85,18 @@ def build_leaderboard(
     pricing: Mapping[str, Mapping[str, float]] | None = None,
     resamples: int = BOOTSTRAP_RESAMPLES,
     seed: int = BOOTSTRAP_SEED,
-) -> dict[str, Any]:
+) -> JSONObject:
+    """leaderboard.json's content as JSON-ready data, the form the archive check compares with a
+    leaderboard.json read back (evaluator.archive.sweep); build_board gives it typed."""
+    return cast(JSONObject, build_board(runs, pricing, resamples, seed))
+
+
+def build_board(
+    runs: Sequence[BoardRun],
+    pricing: Mapping[str, Mapping[str, float]] | None = None,
+    resamples: int = BOOTSTRAP_RESAMPLES,
+    seed: int = BOOTSTRAP_SEED,
+) -> Board:
     """leaderboard.json's content: runs in rank order, then every pair of them."""
     if not runs:
         raise ScoreError("a leaderboard needs at least one run folder")
@@ -81,7 +112,9 @@ def build_leaderboard(
         for r in runs
     ]
     entries.sort(key=lambda e: (-(e["accuracy"] if e["accuracy"] is not None else -1.0), e["name"]))
-    competition_ranks(entries, "accuracy")  # identical results share a rank: 1, 1, 3
+    # identical results share a rank: 1, 1, 3
+    for e, rank in zip(entries, competition_ranks([e["accuracy"] for e in entries]), strict=True):
+        e["rank"] = rank
     return {
         "schema_version": LEADERBOARD_SCHEMA_VERSION,
         "benchmark": runs[0].merged.benchmark.name,
@@ -97,12 +130,12 @@ def run_entry(
     qrows: list[ScoredQuestion],
     columns: list[tuple[str, str]],
     price: Mapping[str, float] | None,
-) -> dict[str, Any]:
+) -> BoardEntry:
     """One run's row over its own question set."""
     m = run.merged
     k = run_repeats(m.run_config)
     responses = responses_of(qrows)
-    per_group: dict[str, dict[str, Any]] = {}
+    per_group: dict[str, dict[str, AccuracyBlock]] = {}
     for name, value in columns:
         sub = [q for q in qrows if value in group_keys(q.groups, name)]
         per_group.setdefault(name, {})[value] = compare_block(sub, k, accuracy_block)
@@ -110,7 +143,7 @@ def run_entry(
     tokens = tokens_of(responses)
     batch = is_batch_run(m.run_config.request_policy)
     run_price = price_for(price, batch)
-    entry = {
+    entry: BoardEntry = {
         "name": run.name,
         "model": m.run_config.model,
         "provider": provider_host(m.run_config.endpoints or [m.run_config.endpoint or ""]),
@@ -139,20 +172,20 @@ def run_entry(
     return entry
 
 
-def reasoning_of(declared: str | None, responses: list[ScoredRow]) -> dict[str, Any]:
+def reasoning_of(declared: str | None, responses: list[ScoredRow]) -> ReasoningSeen:
     """The declared mode and the share of answered responses that showed reasoning (summary.json's)."""
     block = reasoning_block(declared, responses)
     return {"declared": block["declared"], "observed_share": block["observed_share"]}
 
 
-def _denominator(entry: dict[str, Any]) -> int:
+def _denominator(entry: BoardEntry) -> int:
     return entry.get("responses", entry["questions"])
 
 
-def latency_of(responses: list[ScoredRow]) -> dict[str, Any]:
+def latency_of(responses: list[ScoredRow]) -> Latency:
     """Median and 95th percentile of the seconds per response, over every response with a latency."""
     d = describe([r.latency_s for r in responses if r.latency_s is not None])
-    return {"median": d["p50"], "p95": d["p95"], "responses": d["n"]}
+    return {"median": d["p50"], "p95": d["p95"], "responses": int(d["n"] or 0)}
 
 
 def provider_host(urls: Sequence[str]) -> str:
@@ -167,7 +200,7 @@ def provider_host(urls: Sequence[str]) -> str:
     return ", ".join(hosts)
 
 
-def repeats_of(summary: dict[str, Any]) -> dict[str, Any]:
+def repeats_of(summary: Mapping[str, Any]) -> RepeatSpread:
     r = summary.get("repeats") or {}
     return {
         "k": r.get("k"),
@@ -177,7 +210,7 @@ def repeats_of(summary: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def outcomes_of(responses: list[ScoredRow]) -> dict[str, int]:
+def outcomes_of(responses: list[ScoredRow]) -> Outcomes:
     """Outcome counts with parse failures split: cut off at the output limit, or a format failure."""
     counts = outcome_counts(responses)
     cut = sum(1 for r in responses if r.outcome == "parse_failure" and r.finish_reason == "length")
@@ -191,38 +224,27 @@ def outcomes_of(responses: list[ScoredRow]) -> dict[str, int]:
     }
 
 
-def spent_usages(row: dict[str, Any]) -> list[dict[str, Any]]:
+def spent_usages(row: ScoredRow) -> list[Usage]:
     """Every usage a record reports spending: its answer, each failed attempt, each earlier (parse-retried)
     attempt with its own failed attempts. A request_error row's own usage is its last failed attempt's,
     which its retry_errors already hold."""
-    out = [
-        u
-        for e in row.get("retry_errors") or []
-        if isinstance(e, dict) and isinstance(u := e.get("usage"), dict)
-    ]
-    if row.get("status") == "ok" and isinstance(row.get("usage"), dict):
-        out.append(row["usage"])
-    for a in row.get("earlier_attempts") or []:
-        if isinstance(a, dict):
-            out += spent_usages({**a, "status": "ok", "earlier_attempts": None})
-    return out
+    out = [e.usage for e in row.failed_attempts if e.usage is not None]
+    if row.status == "ok" and row.usage is not None:
+        out.append(row.usage)
+    return out + [a.usage for a in row.earlier_attempts]
 
 
-def tokens_of(responses: list[ScoredRow]) -> dict[str, int]:
+def tokens_of(responses: list[ScoredRow]) -> Tokens:
     """Token totals over every attempt the records report (failed ones included)."""
     totals = dict.fromkeys(TOKEN_KINDS, 0)
     failed = 0
     for row in responses:
-        for usage in spent_usages(row.line):
+        for usage in spent_usages(row):
             for kind in TOKEN_KINDS:
-                v = usage.get(kind)
+                v = getattr(usage, kind)
                 if isinstance(v, int) and not isinstance(v, bool):
                     totals[kind] += v
-        failed += sum(
-            _int(u.get("total_tokens"))
-            for e in retry_errors_of(row.line)
-            if isinstance(u := e.get("usage"), dict)
-        )
+        failed += sum(_int(e.usage.total_tokens) for e in row.failed_attempts if e.usage is not None)
     return {
         "prompt": totals["prompt_tokens"],
         "completion": totals["completion_tokens"],
@@ -243,7 +265,7 @@ def is_batch_run(request_policy: Mapping[str, Any]) -> bool:
     return isinstance(batch, Mapping) and batch.get("mode") == "batch_api"
 
 
-def price_for(price: Any, batch: bool) -> dict[str, Any] | None:
+def price_for(price: Any, batch: bool) -> Price | None:
     """The prices a run is costed at: the table's entry if every number in it is a price (a hand-edited
     sweep.json can hold anything: infinities, strings; then None, no cost), and for a batch run its batch
     prices, each defaulting to BATCH_DISCOUNT of the online one (`batch_default` says whether it did)."""
@@ -251,9 +273,9 @@ def price_for(price: Any, batch: bool) -> dict[str, Any] | None:
         return None
     if any(price.get(k) is not None and not is_price(price.get(k)) for k in PRICE_FIELDS):
         return None
-    out = {k: float(price[k]) for k in PRICE_FIELDS if price.get(k) is not None}
+    out = cast(Price, {k: float(price[k]) for k in PRICE_FIELDS if price.get(k) is not None})
     if not batch:  # an online run is costed at the online prices only
-        return {k: v for k, v in out.items() if not k.startswith("batch_")}
+        return cast(Price, {k: v for k, v in out.items() if not k.startswith("batch_")})
     if batch:
         out["batch_default"] = "batch_input" not in out or "batch_output" not in out
         out.setdefault("batch_input", out["input"] * BATCH_DISCOUNT)
@@ -261,7 +283,7 @@ def price_for(price: Any, batch: bool) -> dict[str, Any] | None:
     return out
 
 
-def cost_of(tokens: dict[str, int], price: Mapping[str, float] | None) -> float | None:
+def cost_of(tokens: Tokens, price: Price | None) -> float | None:
     """USD: uncached prompt tokens at `input`, cached ones at `cached_input` (else `input`), completion
     tokens (reasoning included, as providers bill it) at `output`; prices per 1M tokens. None: no price."""
     if not price:
@@ -287,8 +309,8 @@ def question_set_digest(qrows: list[ScoredQuestion]) -> str:
 
 
 def pairwise(
-    entries: list[dict[str, Any]], qrows: dict[str, list[ScoredQuestion]], resamples: int, seed: int
-) -> list[dict[str, Any]]:
+    entries: list[BoardEntry], qrows: dict[str, list[ScoredQuestion]], resamples: int, seed: int
+) -> list[BoardPair]:
     """Every pair in rank order (the better-ranked run is A); Holm-adjusted p-values across the pairs."""
     pairs = []
     for i, a in enumerate(entries):
@@ -301,13 +323,13 @@ def pairwise(
 
 
 def pair_of(
-    a: dict[str, Any],
-    b: dict[str, Any],
+    a: BoardEntry,
+    b: BoardEntry,
     rows_a: list[ScoredQuestion],
     rows_b: list[ScoredQuestion],
     resamples: int,
     seed: int,
-) -> dict[str, Any]:
+) -> BoardPair:
     if a["question_set_sha256"] != b["question_set_sha256"]:
         shared = {q.sample_id for q in rows_a} & {q.sample_id for q in rows_b}
         return {
@@ -334,7 +356,7 @@ def pair_of(
     }
 
 
-def pair_p(ca: list, cb: list, mcnemar_p: float | None, resamples: int, seed: int) -> dict[str, Any]:
+def pair_p(ca: list, cb: list, mcnemar_p: float | None, resamples: int, seed: int) -> PairP:
     """McNemar's exact p on right/wrong outcomes; with repeats (per-question means) the sign-flip test."""
     if mcnemar_p is not None:
         return {"p_value": mcnemar_p, "p_test": "mcnemar_exact"}
@@ -342,7 +364,7 @@ def pair_p(ca: list, cb: list, mcnemar_p: float | None, resamples: int, seed: in
     return {"p_value": p, "p_test": "sign_flip"}
 
 
-def methods(resamples: int, seed: int) -> dict[str, Any]:
+def methods(resamples: int, seed: int) -> dict[str, str | int | float]:
     return {
         "rank_by": "primary score: exact-count accuracy over every question of the run (missing = wrong)",
         "accuracy_interval": "wilson (with repeats: question-cluster bootstrap)",

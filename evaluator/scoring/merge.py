@@ -5,8 +5,8 @@ from __future__ import annotations
 import hashlib
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
 
+from evaluator.core.jsonl import JSONObject
 from evaluator.core.keys import Key
 from evaluator.core.text import examples
 from evaluator.core.values import is_int
@@ -24,8 +24,8 @@ from evaluator.scoring.select import select_records
 
 def _missing_line(
     entry: ManifestEntry, benchmark: Benchmark, config: RunConfig, repeat: int | None = None
-) -> dict[str, Any]:
-    row: dict[str, Any] = {
+) -> JSONObject:
+    row: JSONObject = {
         "sample_id": entry.sample_id,
         "benchmark": benchmark.name,
         "groups": entry.groups,
@@ -49,7 +49,7 @@ def _missing_line(
 
 def _merge_rows(
     manifest: list[ManifestEntry],
-    latest: dict[Key, dict[str, Any]],
+    latest: dict[Key, JSONObject],
     benchmark: Benchmark,
     config: RunConfig,
     warnings: list[str],

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from evaluator.core.usage import extra_usage_stats
 from evaluator.core.values import is_int, is_num
 from evaluator.data.benchmarks.base import Benchmark
-from evaluator.data.reasoning import observed, shows_reasoning
+from evaluator.data.reasoning import ReasoningObserved, observed, shows_reasoning
 from evaluator.data.think import inline_think_count, inline_think_warnings
 from evaluator.request.ratelimit import rate_limit_stats
 from evaluator.runfolder.batches import run_batch_summary
@@ -26,12 +26,13 @@ from evaluator.scoring.base import (
     ordered_values,
     wilson_ci,
 )
+from evaluator.scoring.board import AccuracyBlock
 from evaluator.scoring.repeat_scoring import apply_repeats, run_repeats
 from evaluator.scoring.row import ScoredRow
 from evaluator.scoring.stats import CONFIDENCE, PERCENTILES, describe
 
 
-def accuracy_block(rows: list[ScoredRow]) -> dict[str, Any]:
+def accuracy_block(rows: list[ScoredRow]) -> AccuracyBlock:
     n = len(rows)
     correct = sum(1 for r in rows if r.correct)
     return {
@@ -93,7 +94,32 @@ def group_breakdown(benchmark: Benchmark, rows: list[ScoredRow]) -> dict[str, An
     return out
 
 
-def error_anatomy(rows: list[ScoredRow]) -> dict[str, Any]:
+class ErrorAnatomy(TypedDict):
+    """summary.json `error_anatomy`: over the answers parsed against a known ground truth."""
+
+    parsed: int
+    exact: int
+    exact_rate: float | None
+    mean_absolute_error: float | None
+    median_absolute_error: float | int | None
+    mean_signed_error: float | None
+    over_count: int
+    over_count_rate: float | None
+    under_count: int
+    under_count_rate: float | None
+    off_by_one: int
+    off_by_one_rate: float | None
+
+
+class FallbackDiagnostic(AccuracyBlock):
+    """summary.json `diagnostic.last_integer_fallback`."""
+
+    label: str
+    correct_only_with_fallback: int
+    correct_only_with_primary_parser: int
+
+
+def error_anatomy(rows: list[ScoredRow]) -> ErrorAnatomy:
     """Over questions with a parsed answer and a known ground truth."""
     errs = [
         r.parsed_answer - r.ground_truth
@@ -163,36 +189,35 @@ def usage_stats(rows: list[ScoredRow]) -> dict[str, Any]:
         u = r.usage
         if u is not None:
             for key in keys:
-                v = u.get(key)
+                v = getattr(u, key)
                 if is_num(v):
                     vals[key].append(v)
     for key in keys:
         out[key] = describe(vals[key], with_sum=True)
     earlier = [a for r in rows for a in r.earlier_attempts]
-    earlier_tokens = [
-        u["total_tokens"]
-        for a in earlier
-        if isinstance(u := a.get("usage"), dict) and is_num(u.get("total_tokens"))
-    ]
+    earlier_tokens = [t for a in earlier if is_num(t := a.usage.total_tokens)]
     out["earlier_attempts"] = {"responses": len(earlier), "total_tokens": sum(earlier_tokens)}
-    out.update(extra_usage_stats([r.line for r in rows]))
+    failed = [e.usage for r in rows for e in r.failed_attempts if e.usage is not None]
+    out.update(extra_usage_stats([r.usage for r in rows], failed))
     return out
 
 
-def reasoning_block(declared: str | None, rows: list[ScoredRow]) -> dict[str, Any]:
+def reasoning_block(declared: str | None, rows: list[ScoredRow]) -> ReasoningObserved:
     """summary.json `reasoning`: the declared mode and how many answered responses showed reasoning
     (evaluator.data.reasoning: a reasoning text, reported reasoning tokens or a think block)."""
     answered = [r for r in rows if r.outcome in ("ok", "parse_failure")]
     return observed(
         declared,
         (
-            shows_reasoning(r.reasoning_text, (r.usage or {}).get("reasoning_tokens"), r.response_text)
+            shows_reasoning(
+                r.reasoning_text, r.usage.reasoning_tokens if r.usage is not None else None, r.response_text
+            )
             for r in answered
         ),
     )
 
 
-def fallback_diagnostic(benchmark: Benchmark, rows: list[ScoredRow]) -> dict[str, Any]:
+def fallback_diagnostic(benchmark: Benchmark, rows: list[ScoredRow]) -> FallbackDiagnostic:
     """Last-integer fallback over the visible text of every response: a diagnostic, never the score."""
     correct = rescued = lost = 0
     for r in rows:

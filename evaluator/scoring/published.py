@@ -35,6 +35,7 @@ from statistics import NormalDist
 from typing import Any
 
 from evaluator.core.vocab import DIFFERS, NO_DIFFERENCE, NOT_COMPARABLE
+from evaluator.scoring.board import PublishedBlock
 from evaluator.scoring.stats import holm, wilson_interval
 
 ALPHA = 0.05
@@ -120,14 +121,14 @@ def compare_counts(
     pub_questions: int,
     not_comparable: str | None = None,
     alpha: float = ALPHA,
-) -> dict[str, Any]:
+) -> PublishedBlock:
     """Reproduced (correct/questions) against published: accuracies, difference, interval, p, verdict.
     `not_comparable`: why the two may not be tested (then no interval, no p, no min_detectable)."""
     if not not_comparable and questions <= 0:
         not_comparable = "no reproduced questions"
     p = None if not_comparable else two_proportion_p(correct, questions, pub_correct, pub_questions)
     pub_acc = pub_correct / pub_questions if pub_questions else None
-    out: dict[str, Any] = {
+    out: PublishedBlock = {
         "accuracy": pub_acc,
         "correct": pub_correct,
         "questions": pub_questions,
@@ -166,11 +167,11 @@ def published_block(
     questions: int,
     per_group: Mapping[str, Mapping[str, Any]],
     declared: Any = None,
-) -> dict[str, Any]:
+) -> PublishedBlock:
     """leaderboard.json's `published` of one run. `per_group`: the run's {field: {value: accuracy block}};
     `declared`: the run's declared reasoning mode (run_config.json `reasoning`)."""
     reason, mode_note = mode_check(published.get("reasoning"), declared)
-    out = {
+    out: PublishedBlock = {
         "source": published.get("source"),
         **compare_counts(correct, questions, *_counts(published), reason),
         "reasoning": declared_mode(published.get("reasoning")),
@@ -195,12 +196,13 @@ def published_block(
 
 def _per_class(
     published: Mapping[str, Any], per_group: Mapping[str, Mapping[str, Any]], reason: str | None
-) -> tuple[dict[str, dict[str, Any]], list[str]]:
+) -> tuple[dict[str, PublishedBlock], list[str]]:
     """Each published class against the run's, Holm-adjusted within the run; and the size mismatches."""
     classes = per_group.get("target_class") or next(iter(per_group.values()), {})
     pairs = published.get("per_class") or {}
     alpha = ALPHA / max(1, len(pairs))  # min_detectable per class: where Holm rejects in any case
-    per_class, mismatched = {}, []
+    per_class: dict[str, PublishedBlock] = {}
+    mismatched: list[str] = []
     for name, pair in pairs.items():
         mine = classes.get(name) or {}
         pub_c, pub_n = int(pair[0]), int(pair[1])

@@ -10,7 +10,7 @@ summary stays as it was.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -18,6 +18,7 @@ import numpy as np
 from evaluator.data.benchmarks.base import Benchmark
 from evaluator.runfolder.runconfig import RunConfig
 from evaluator.scoring.base import group_keys
+from evaluator.scoring.board import AccuracyBlock
 from evaluator.scoring.repeats import (
     CLUSTER_BOOTSTRAP,
     correctness_matrix,
@@ -135,7 +136,9 @@ def repeats_markdown(summary: dict[str, Any]) -> list[str]:
 # ----------------------------------------------------------------------------- compare
 
 
-def compare_block(qrows: list[ScoredQuestion], k: int, wilson_block: Any) -> dict[str, Any]:
+def compare_block(
+    qrows: list[ScoredQuestion], k: int, wilson_block: Callable[[list[ScoredRow]], AccuracyBlock]
+) -> AccuracyBlock:
     """A leaderboard accuracy block: wilson_block(rows) without repeats, the repeat block with them."""
     if k == 1:
         return wilson_block(responses_of(qrows))

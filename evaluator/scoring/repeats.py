@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from evaluator.scoring.board import AccuracyBlock
 from evaluator.scoring.stats import bootstrap_mean_interval
 
 CLUSTER_BOOTSTRAP = "question_cluster_bootstrap"
@@ -20,7 +21,7 @@ CLUSTER_BOOTSTRAP = "question_cluster_bootstrap"
 # ----------------------------------------------------------------------------- spread over repeats
 
 
-def repeat_accuracy_block(correct: np.ndarray) -> dict[str, Any]:
+def repeat_accuracy_block(correct: np.ndarray) -> AccuracyBlock:
     """Accuracy of a (questions x K) matrix: the mean over repeats, with its cluster-bootstrap interval."""
     n, k = correct.shape
     total = int(correct.sum())

@@ -3,22 +3,28 @@ read it; and the question row that groups a question's repeats for comparisons.
 
 A row is made once, where the records are read (evaluator.scoring.merge, `read_scored_rows`), from the
 record that counted (or the scorer's `missing` row). Its typed fields are what every metric, page and
-check reads. `line` is that record as responses.jsonl holds it (the record's own fields, unknown ones
-kept, plus `correct`, `outcome` and the group fields): the one thing written, so a record keeps its bytes
-whatever it carried. A field of the wrong JSON type (a hand-edited or crafted file) reads as None (or
-empty), never as a value of another type; labels (parse_status, finish_reason) keep their text.
+check reads; usage, retry errors and earlier attempts are the record's own Structs (evaluator.core.records).
+`line` is that record as responses.jsonl holds it (the record's own fields, unknown ones kept, plus
+`correct`, `outcome` and the group fields): the one thing written, so a record keeps its bytes whatever it
+carried. A field of the wrong JSON type (a hand-edited or crafted file) reads as None (or
+empty), never as a value of another type; labels (status, parse_status, finish_reason) keep their text.
+That fallback is derived from the fields ScoredRow declares (evaluator.core.lenient), not listed here.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import msgspec
 
-from evaluator.core.keys import Key, record_repeat
-from evaluator.core.values import is_int, is_num
+from evaluator.core.jsonl import JSONObject
+from evaluator.core.keys import Key
+from evaluator.core.lenient import LABEL, lenient_struct
+from evaluator.core.records import ResponseAttempt, RetryError, Usage
 from evaluator.runfolder.files import read_jsonl
+
+Label = Annotated[str | None, LABEL]
 
 
 class ScoredRow(msgspec.Struct, kw_only=True):
@@ -26,9 +32,10 @@ class ScoredRow(msgspec.Struct, kw_only=True):
 
     sample_id: str
     """The question's id."""
-    repeat: int | None
-    """The repeat index 0..K-1 with --repeats K > 1; None without."""
-    status: str
+    repeat: Annotated[int, msgspec.Meta(ge=0)] | None = None
+    """The repeat index 0..K-1 with --repeats K > 1; None without (a record leaves it out), or when it is
+    not a non-negative int."""
+    status: Annotated[str, LABEL]
     """The record's status: ok, request_error, data_error; `missing` when no record counted."""
     outcome: str = "missing"
     """ok, parse_failure, request_error, data_error or missing (evaluator.scoring.base.OUTCOMES)."""
@@ -36,21 +43,21 @@ class ScoredRow(msgspec.Struct, kw_only=True):
     """The parsed answer equals the manifest's ground truth (recomputed by the scorer)."""
     ground_truth: int | None
     """The manifest's true count."""
-    groups: dict[str, Any]
+    groups: JSONObject
     """The manifest's subgroup fields."""
     image_sha256: str | None = None
     parsed_answer: int | None = None
-    parse_status: str | None = None
+    parse_status: Label = None
     response_text: str | None = None
     reasoning_text: str | None = None
-    finish_reason: str | None = None
+    finish_reason: Label = None
     latency_s: int | float | None = None
     """Seconds of the answered attempt, as the record holds it."""
     attempts: int | None = None
-    usage: dict[str, Any] | None = None
-    """The answer's usage object as the record holds it (counts checked where they are summed)."""
-    retry_errors: list[dict[str, Any]] = msgspec.field(default_factory=list)
-    earlier_attempts: list[dict[str, Any]] = msgspec.field(default_factory=list)
+    usage: Usage | None = None
+    """The answer's usage (a count of the wrong type reads as None)."""
+    retry_errors: list[RetryError] = msgspec.field(default_factory=list)
+    earlier_attempts: list[ResponseAttempt] = msgspec.field(default_factory=list)
     request_error: str | None = None
     data_error: str | None = None
     request_sha256: str | None = None
@@ -58,8 +65,13 @@ class ScoredRow(msgspec.Struct, kw_only=True):
     record_ground_truth: Any = msgspec.UNSET
     """The ground truth the record carried (any JSON value), when it differed from the manifest's; UNSET
     when it agreed."""
-    line: dict[str, Any] = msgspec.field(default_factory=dict)
+    line: JSONObject = msgspec.field(default_factory=dict)
     """The row as responses.jsonl holds it (JSON-ready; written as is)."""
+
+    @property
+    def failed_attempts(self) -> list[RetryError]:
+        """Every failed attempt the record holds, its earlier (parse-retried) attempts' included."""
+        return [*self.retry_errors, *(e for a in self.earlier_attempts for e in a.retry_errors)]
 
     @property
     def key(self) -> Key:
@@ -89,7 +101,7 @@ class ScoredQuestion(msgspec.Struct, frozen=True):
         return self.rows[0].ground_truth
 
     @property
-    def groups(self) -> dict[str, Any]:
+    def groups(self) -> JSONObject:
         return self.rows[0].groups
 
     @property
@@ -100,70 +112,27 @@ class ScoredQuestion(msgspec.Struct, frozen=True):
         return sum(r.correct for r in self.rows) / len(self.rows)
 
 
-def _text(v: Any) -> str | None:
-    return v if isinstance(v, str) else None
-
-
-def _label(v: Any) -> str | None:
-    return v if v is None or isinstance(v, str) else str(v)
-
-
-def _int(v: Any) -> int | None:
-    return v if is_int(v) else None
-
-
-def _dicts(v: Any) -> list[dict[str, Any]]:
-    return [x for x in v if isinstance(x, dict)] if isinstance(v, list) else []
-
-
-def scored_row(line: dict[str, Any], outcome: str, correct: bool) -> ScoredRow:
+def scored_row(line: JSONObject, outcome: str, correct: bool) -> ScoredRow:
     """The typed row over `line` (a record with a str sample_id: runfolder.selection), with the scorer's
     outcome and correctness.
 
     A line whose every field has its declared type (what the evaluator writes) is converted by msgspec
     (C speed: a 100k-row run); any other goes field by field, a field of the wrong type read as None.
-    Both give the same row (tests/test_scored_row.py)."""
+    Both give the same row (tests/test_scored_row.py, tests/test_record_schema.py)."""
     try:
         row = msgspec.convert(line, ScoredRow)
     except msgspec.ValidationError:
         row = lenient_row(line)
-    else:
-        if row.repeat is not None and row.repeat < 0:  # record_key reads a negative repeat as 0
-            row = lenient_row(line)
     row.outcome, row.correct, row.line = outcome, correct, line
     return row
 
 
-def lenient_row(line: dict[str, Any]) -> ScoredRow:
-    """The row field by field (outcome, correct and line left at their defaults)."""
-    g = line.get
-    groups, usage, latency = g("groups"), g("usage"), g("latency_s")
-    return ScoredRow(
-        sample_id=line["sample_id"],
-        repeat=g("repeat") if record_repeat(line) is not None else None,
-        status=str(g("status")),
-        ground_truth=_int(g("ground_truth")),
-        groups=groups if isinstance(groups, dict) else {},
-        image_sha256=_text(g("image_sha256")),
-        parsed_answer=_int(g("parsed_answer")),
-        parse_status=_label(g("parse_status")),
-        response_text=_text(g("response_text")),
-        reasoning_text=_text(g("reasoning_text")),
-        finish_reason=_label(g("finish_reason")),
-        latency_s=latency if is_num(latency) else None,
-        attempts=_int(g("attempts")),
-        usage=usage if isinstance(usage, dict) else None,
-        retry_errors=_dicts(g("retry_errors")),
-        earlier_attempts=_dicts(g("earlier_attempts")),
-        request_error=_text(g("request_error")),
-        data_error=_text(g("data_error")),
-        request_sha256=_text(g("request_sha256")),
-        fallback_answer=_int(g("fallback_answer")),
-        record_ground_truth=g("record_ground_truth", msgspec.UNSET),
-    )
+def lenient_row(line: JSONObject) -> ScoredRow:
+    """The row field by field, each field as ScoredRow declares it (evaluator.core.lenient)."""
+    return lenient_struct(ScoredRow, line)
 
 
-def row_from_line(line: dict[str, Any]) -> ScoredRow | None:
+def row_from_line(line: JSONObject) -> ScoredRow | None:
     """A row of a responses.jsonl already written (its own correct and outcome); None for a line without a
     str sample_id. A repeat that is not a non-negative int reads as 0 (evaluator.core.keys.record_key)."""
     if not isinstance(line.get("sample_id"), str):

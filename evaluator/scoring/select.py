@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
-
+from evaluator.core.jsonl import JSONObject
 from evaluator.core.text import examples
 from evaluator.data.benchmarks.base import ManifestEntry
 from evaluator.runfolder.files import CONFIG, MANIFEST, PARTIAL, ReadReport
@@ -18,7 +17,7 @@ def select_records(
     config: RunConfig,
     warnings: list[str],
     lenient: set[Key] | None = None,
-) -> tuple[dict[Key, dict[str, Any]], dict[str, int]]:
+) -> tuple[dict[Key, JSONObject], dict[str, int]]:
     """The latest valid record per question of the manifest (evaluator.runfolder.selection); raises on records
     that belong to another run. Adds to `lenient` the ids whose selected record only json.loads could read.
     """
@@ -63,7 +62,7 @@ def select_records(
     return latest, counts
 
 
-def _foreign(valid: list[dict[str, Any]], by_id: dict[str, ManifestEntry], config: RunConfig) -> list[str]:
+def _foreign(valid: list[JSONObject], by_id: dict[str, ManifestEntry], config: RunConfig) -> list[str]:
     """Valid records of the question set made for another image, benchmark or model, described."""
     run_benchmark, run_model = config.benchmark, config.model
     foreign: list[str] = []

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from evaluator.core.jsonl import JSONObject
 from evaluator.core.records import Sampling
 from evaluator.data.parsing import ParseResult, last_integer_fallback
 from evaluator.data.prompt_files import prompt_bytes
@@ -29,7 +30,7 @@ class Sample:
     image: bytes | None
     image_sha256: str | None  # the released hash (DocCount) or the hash of the bytes (CountQA)
     ground_truth: int | None
-    groups: dict[str, Any]
+    groups: JSONObject
     text: str  # the user text part, sent verbatim
     data_error: str | None = None
 
@@ -39,7 +40,7 @@ class ManifestEntry:
     sample_id: str
     image_sha256: str | None
     ground_truth: int | None
-    groups: dict[str, Any] = field(default_factory=dict)
+    groups: JSONObject = field(default_factory=dict)
     data_error: str | None = None
     # SHA-256 of the chat messages sent for this question with the image left out (request.messages_sha256):
     # a changed prompt, question or class definition changes it. None in folders made before it existed.
@@ -139,7 +140,7 @@ class Benchmark(ABC):
 
     # -- sample -> request
     @abstractmethod
-    def messages(self, sample: Sample, image_data_url: str) -> list[dict[str, Any]]:
+    def messages(self, sample: Sample, image_data_url: str) -> list[JSONObject]:
         """The chat messages sent for one sample."""
 
     # -- response -> answer

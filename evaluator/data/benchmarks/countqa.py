@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from evaluator.core.jsonl import JSONObject
 from evaluator.core.records import Sampling
 from evaluator.data.benchmarks.base import (
     Benchmark,
@@ -70,10 +71,10 @@ class CountQA(Benchmark):
     def samples(self, batch: pa.RecordBatch, first_row_index: int, with_images: bool) -> Iterator[Sample]:
         cols = {name: batch.column(name).to_pylist() for name in batch.schema.names}
         for i in range(batch.num_rows):
-            row: dict[str, Any] = {name: values[i] for name, values in cols.items()}
+            row: JSONObject = {name: values[i] for name, values in cols.items()}
             yield from self._row_samples(row, first_row_index + i, with_images)
 
-    def _row_samples(self, row: dict[str, Any], row_index: int, with_images: bool) -> Iterator[Sample]:
+    def _row_samples(self, row: JSONObject, row_index: int, with_images: bool) -> Iterator[Sample]:
         questions = row.get("questions") or []
         answers = row.get("answers") or []
         image = image_bytes_of(row.get("image")) if with_images else None
@@ -120,7 +121,7 @@ class CountQA(Benchmark):
                 data_error="; ".join(errors) or None,
             )
 
-    def messages(self, sample: Sample, image_data_url: str) -> list[dict[str, Any]]:
+    def messages(self, sample: Sample, image_data_url: str) -> list[JSONObject]:
         return [
             {"role": "system", "content": self.system_prompt},
             {

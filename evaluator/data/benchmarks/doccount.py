@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from evaluator.core.jsonl import JSONObject
 from evaluator.core.records import Sampling
 from evaluator.data.benchmarks.base import (
     Benchmark,
@@ -52,10 +53,10 @@ class DocCount(Benchmark):
     def samples(self, batch: pa.RecordBatch, first_row_index: int, with_images: bool) -> Iterator[Sample]:
         cols = {name: batch.column(name).to_pylist() for name in batch.schema.names}
         for i in range(batch.num_rows):
-            row: dict[str, Any] = {name: values[i] for name, values in cols.items()}
+            row: JSONObject = {name: values[i] for name, values in cols.items()}
             yield self._sample(row, first_row_index + i, with_images)
 
-    def _sample(self, row: dict[str, Any], row_index: int, with_images: bool) -> Sample:
+    def _sample(self, row: JSONObject, row_index: int, with_images: bool) -> Sample:
         errors: list[str] = []
         sample_id = row.get("sample_id")
         if not isinstance(sample_id, str) or not sample_id:
@@ -92,7 +93,7 @@ class DocCount(Benchmark):
             data_error="; ".join(errors) or None,
         )
 
-    def messages(self, sample: Sample, image_data_url: str) -> list[dict[str, Any]]:
+    def messages(self, sample: Sample, image_data_url: str) -> list[JSONObject]:
         # Exactly one user message: the image, then the released prompt verbatim. No system message.
         return [
             {
