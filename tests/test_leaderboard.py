@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.stats import binomtest
-from statsmodels.stats.multitest import multipletests
 from support.boards import board, merged, row, typed
+from support.oracles import holm_adjusted
 
 from evaluator.data.benchmarks import get_benchmark
 from evaluator.scoring import ScoreError, outcome_of
@@ -114,10 +114,11 @@ def test_runs_of_two_benchmarks_are_refused() -> None:
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.one_of(st.none(), st.floats(0, 1)), max_size=12))
 def test_holm_agrees_with_statsmodels(ps: list[float | None]) -> None:
-    """statsmodels' multipletests(method="holm") is the oracle; None is not a test and stays None."""
+    """statsmodels' multipletests(method="holm") is the oracle (support/oracles.py); None is not a test and
+    stays None."""
     adj = holm(ps)
     tested = [p for p in ps if p is not None]
-    expected = iter(multipletests(tested, method="holm")[1] if tested else [])
+    expected = iter(holm_adjusted(tested) if tested else [])
     for p, a in zip(ps, adj, strict=True):
         assert a is None if p is None else a == pytest.approx(next(expected), abs=1e-12)
 

@@ -20,12 +20,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.stats import chi2_contingency
-from statsmodels.stats.multitest import multipletests
 from statsmodels.stats.power import NormalIndPower
 from statsmodels.stats.proportion import power_proportions_2indep, proportion_effectsize
 from support.cli import eval_args, run_cli
 from support.datagen import CLASSES, PROMPT_TEMPLATE, doccount_rows, write_doccount
 from support.openai_test_server import TestServer
+from support.oracles import holm_adjusted
 
 from evaluator.report.leaderboard import write_leaderboard
 from evaluator.scoring.published import min_detectable, published_block
@@ -222,7 +222,7 @@ def test_per_class_p_values_are_holm_adjusted_within_the_run(scored_run: Path, t
         table = [[right, size - right], [c, n - c]]
         ps.append(chi2_contingency(table, correction=False)[1])
         assert pub["per_class"][name]["p_value"] == pytest.approx(ps[-1], rel=1e-9)
-    expected = multipletests(ps, method="holm")[1]
+    expected = holm_adjusted(ps)
     assert [pub["per_class"][n]["p_holm"] for n in names] == pytest.approx(list(expected), rel=1e-12)
     assert pub["classes_differ"] == [n for n, p in zip(names, expected, strict=True) if p < 0.05]
     assert pub["classes_differ"] == ["Brand Logo", "Photograph"]
@@ -300,7 +300,7 @@ def test_per_class_holm_agrees_with_statsmodels(classes) -> None:
     block = published_block(published, 1, 2, per_group)
     ps = [block["per_class"][f"c{i}"]["p_value"] for i in range(len(classes))]
     assert all(p is not None for p in ps)
-    expected = multipletests(ps, method="holm")[1]
+    expected = holm_adjusted(ps)
     got = [block["per_class"][f"c{i}"]["p_holm"] for i in range(len(classes))]
     assert got == pytest.approx(list(expected), rel=1e-9, abs=1e-15)
     for p, b in zip(expected, block["per_class"].values(), strict=True):
