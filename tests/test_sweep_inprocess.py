@@ -14,6 +14,7 @@ import json
 import logging
 import os
 import re
+import signal
 import subprocess
 import sys
 import threading
@@ -198,6 +199,40 @@ def test_ctrl_c_during_the_loop_cancels_every_unit_and_exits_130(tmp_path: Path)
     assert code == ExitCode.INTERRUPTED and executor.closed == 1
     assert all(h.cancelled for h in executor.handles)
     assert {r["state"] for r in sweep_json(root)["runs"].values()} == {"interrupted"}
+
+
+def test_a_real_ctrl_c_stops_the_sweep_even_where_a_library_swallows_keyboardinterrupt(
+    tmp_path: Path,
+) -> None:
+    # SIGINT to the sweep's own process while its main thread is inside code that catches BaseException
+    # (as third-party code may): a KeyboardInterrupt raised there would be lost and the sweep would go on
+    path = sweep_file(tmp_path, {"a": "", "b": ""})
+    root = tmp_path / "runs"
+    polls = 0
+
+    class Swallowing(FakeHandle):
+        def poll(self) -> Poll | None:
+            nonlocal polls
+            polls += 1
+            try:
+                if polls == 3:
+                    os.kill(os.getpid(), signal.SIGINT)  # a terminal's Ctrl-C
+                    for _ in range(1000):  # Python runs the handler between bytecodes, here
+                        pass
+            except BaseException:  # noqa: BLE001, S110 - the library that loses it
+                pass
+            return super().poll()
+
+    class SwallowingExecutor(FakeExecutor):
+        def submit(self, task: UnitTask) -> FakeHandle:
+            self.handles.append(Swallowing(task, self.ends[task.run], self.waits, None))
+            return self.handles[-1]
+
+    executor = SwallowingExecutor({"a": ENDS["ok"], "b": ENDS["ok"]}, root / "s" / SWEEP_STATE, waits=3)
+    code = run_sweep(load_sweep(path, specs()), specs(), root, [], None, env={}, out=io.StringIO(),
+                     executor=executor)  # fmt: skip
+    assert code == ExitCode.INTERRUPTED and all(h.cancelled for h in executor.handles)
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # given back after the sweep
 
 
 def test_status_and_plan_ask_the_executor(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:

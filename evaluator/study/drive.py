@@ -46,15 +46,18 @@ class Sweep(Protocol):
 
 @contextlib.contextmanager
 def forward_signals(sw: Sweep) -> Iterator[None]:
-    """SIGTERM stops the sweep as Ctrl-C does: every unit is told to stop (rows saved, servers stopped)."""
+    """SIGTERM and SIGINT (Ctrl-C) stop the sweep: every unit is told to stop (rows saved, servers stopped).
+    Both only set a flag the loop reads: a KeyboardInterrupt raised wherever the main thread happens to be
+    could be lost on the way (seen: the sweep went on to start the next run after its units had stopped)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    old = signal.signal(signal.SIGTERM, lambda *_: sw.stop())
+    old = {sig: signal.signal(sig, lambda *_: sw.stop()) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, old)
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
 
 
 def submit_all(
