@@ -92,7 +92,7 @@ def extra_usage_stats(answers: list[Usage | None], failed: list[Usage]) -> Usage
     return out
 
 
-def usage_markdown(usage: dict[str, Any]) -> list[str]:
+def usage_markdown(usage: UsageExtras) -> list[str]:
     """summary.md lines for extra_usage_stats' entries (none when they are absent)."""
     parts = [
         f"{key.replace('_', ' ')} {usage[key]['sum']} ({usage[key]['n']} responses)"

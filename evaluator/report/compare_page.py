@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
-from evaluator.core.values import object_at
 from evaluator.data.benchmarks.base import Benchmark
 from evaluator.report import pieces
 from evaluator.report.base import (
@@ -30,6 +29,7 @@ from evaluator.report.run_page import write_page
 from evaluator.report.templates import render
 from evaluator.scoring import MergedRun, merge_run
 from evaluator.scoring.row import ScoredRow
+from evaluator.scoring.summary_shape import Primary, Summary
 
 Pair = tuple[str, "ScoredRow | None", "ScoredRow | None"]
 
@@ -74,11 +74,17 @@ def render_compare(ma: MergedRun, mb: MergedRun, page: PageData, names: tuple[st
     )
 
 
-def _primary(m: MergedRun) -> dict[str, Any]:
-    return object_at(m.summary, "primary")
+class GroupCompare(TypedDict):
+    label: str
+    heads: list[str]
+    rows: list[list[Any]]
 
 
-def _accuracy_parts(p: dict[str, Any]) -> Parts:
+def _primary(m: MergedRun) -> Primary:
+    return m.summary["primary"]
+
+
+def _accuracy_parts(p: Primary) -> Parts:
     correct, questions = p.get("correct"), p.get("questions")
     return [
         ("b", pct(p.get("accuracy"))),
@@ -110,14 +116,14 @@ def _summary_rows(ma: MergedRun, mb: MergedRun, pairs: list[Pair]) -> list[tuple
     ]
 
 
-def _group_compare(name: str, sa: dict[str, Any], sb: dict[str, Any]) -> dict[str, Any]:
-    ga, gb = sa.get("groups") or {}, sb.get("groups") or {}
-    va_, vb_ = (ga.get(name) or {}).get("values") or {}, (gb.get(name) or {}).get("values") or {}
-    keys = list((ga.get(name) or {}).get("order") or va_) + [k for k in vb_ if k not in va_]
+def _group_compare(name: str, sa: Summary, sb: Summary) -> GroupCompare:
+    ga, gb = sa["groups"].get(name), sb["groups"].get(name)
+    va_, vb_ = ga["values"] if ga else {}, gb["values"] if gb else {}
+    keys = list((ga["order"] if ga else []) or va_) + [k for k in vb_ if k not in va_]
     label = "class" if name == "target_class" else name
     rows = []
     for k in keys:
-        x, y = va_.get(k) or {}, vb_.get(k) or {}
+        x, y = va_.get(k) or pieces.NO_VALUE, vb_.get(k) or pieces.NO_VALUE
         rows.append(
             [k, x.get("questions"), pct(x.get("accuracy")), ci(x.get("ci95"))]
             + [y.get("questions"), pct(y.get("accuracy")), ci(y.get("ci95"))]
@@ -138,7 +144,7 @@ def _compare_notes(ma: MergedRun, mb: MergedRun, page: PageData) -> list[str]:
 
 
 def _compare_controls(
-    bench: Benchmark, summary: dict[str, Any], pairs: list[Pair], verdicts: Counter
+    bench: Benchmark, summary: Summary, pairs: list[Pair], verdicts: Counter
 ) -> pieces.Controls:
     selects = pieces.group_filters(bench, summary, [_either(a, b).groups for _, a, b in pairs])
     disagree = sum(verdicts[k] for k in ("only_a", "only_b", "both_wrong_diff"))

@@ -11,12 +11,13 @@ from __future__ import annotations
 import math
 import statistics
 from collections import Counter
-from typing import Any
+from typing import Any, TypedDict
 
 from evaluator.data.benchmarks.base import Benchmark
 from evaluator.report.base import answer_of
 from evaluator.scoring import group_keys
 from evaluator.scoring.row import ScoredRow
+from evaluator.scoring.summary_shape import Summary
 
 ABSURD_FACTOR = 10
 MAX_COLUMNS = 30  # more distinct counts than this: equal-width ranges instead (the table stays readable)
@@ -34,7 +35,29 @@ def _pairs(rows: list[ScoredRow]) -> list[tuple[int, int | None]]:
     return [(r.ground_truth, answer_of(r)) for r in rows if r.ground_truth is not None]
 
 
-def error_stats(rows: list[ScoredRow], limit: int | None) -> dict[str, Any]:
+class ErrorStats(TypedDict):
+    parsed: int
+    mean_absolute_error: float | None
+    median_absolute_error: float | None
+    absurd: int
+
+
+class Cell(TypedDict):
+    n: int
+    kind: str
+    alpha: str
+
+
+class Confusion(ErrorStats):
+    """One confusion matrix of the run page: rows are true counts, with their cells."""
+
+    label: str
+    n: int
+    columns: list[str]
+    rows: list[tuple[str, list[Cell]]]
+
+
+def error_stats(rows: list[ScoredRow], limit: int | None) -> ErrorStats:
     """Mean and median absolute error over parsed answers, and the count of absurd answers."""
     pairs = [(t, a) for t, a in _pairs(rows) if a is not None]
     errors = [abs(a - t) for t, a in pairs]
@@ -48,9 +71,9 @@ def error_stats(rows: list[ScoredRow], limit: int | None) -> dict[str, Any]:
 
 def group_error_stats(
     benchmark: Benchmark, rows: list[ScoredRow], limit: int | None
-) -> dict[str, dict[str, dict[str, Any]]]:
+) -> dict[str, dict[str, ErrorStats]]:
     """error_stats per subgroup value, keyed as the summary's groups are (field -> value key -> stats)."""
-    out: dict[str, dict[str, dict[str, Any]]] = {}
+    out: dict[str, dict[str, ErrorStats]] = {}
     for name in benchmark.group_fields:
         members: dict[str, list[ScoredRow]] = {}
         for r in rows:
@@ -79,7 +102,7 @@ def _label(b: tuple[int, int]) -> str:
     return str(b[0]) if b[0] == b[1] else f"{b[0]}–{b[1]}"
 
 
-def confusion(rows: list[ScoredRow], limit: int | None, label: str) -> dict[str, Any] | None:
+def confusion(rows: list[ScoredRow], limit: int | None, label: str) -> Confusion | None:
     """Rows: true counts; columns: parsed answers (absurd ones, then unanswered, in a column each)."""
     pairs = _pairs(rows)
     if not pairs:
@@ -99,9 +122,9 @@ def confusion(rows: list[ScoredRow], limit: int | None, label: str) -> dict[str,
     extra = [c for c in (ABSURD, NO_ANSWER) if c in cols]
     top = max(cells.values())
     row_bins = sorted({_bin_of(bins, t) for t, _ in pairs})
-    table = []
+    table: list[tuple[str, list[Cell]]] = []
     for i in row_bins:
-        line = []
+        line: list[Cell] = []
         for j in [*range(len(bins)), *extra]:
             n = cells.get((i, j), 0)
             kind = (
@@ -116,18 +139,19 @@ def confusion(rows: list[ScoredRow], limit: int | None, label: str) -> dict[str,
             line.append({"n": n, "kind": kind, "alpha": f"{0.15 + 0.85 * n / top:.2f}"})
         table.append((_label(bins[i]), line))
     stats = error_stats(rows, limit)
-    return {
+    out: Confusion = {
         "label": label,
         "n": len(pairs),
         "columns": [_label(b) for b in bins] + extra,
         "rows": table,
         **stats,
     }
+    return out
 
 
 def confusion_tables(
-    benchmark: Benchmark, summary: dict[str, Any], rows: list[ScoredRow], limit: int | None
-) -> list[dict[str, Any]]:
+    benchmark: Benchmark, summary: Summary, rows: list[ScoredRow], limit: int | None
+) -> list[Confusion]:
     """The whole run, then one matrix per value of the benchmark's first subgroup field (DocCount: class),
     in the summary's order."""
     out = [confusion(rows, limit, "all questions")]
@@ -138,7 +162,8 @@ def confusion_tables(
             for key in group_keys(r.groups, name):
                 members.setdefault(key, []).append(r)
         field = "" if name == "target_class" else f"{name} = "
-        order = ((summary.get("groups") or {}).get(name) or {}).get("order") or []
+        group = summary["groups"].get(name)
+        order = group["order"] if group else []
         keys = [k for k in order if k in members] + [k for k in members if k not in order]
         out += [confusion(members[key], limit, f"{field}{key}") for key in keys]
     return [t for t in out if t is not None]

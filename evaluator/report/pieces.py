@@ -32,8 +32,10 @@ from evaluator.report.base import (
     members,
     pct,
 )
+from evaluator.report.count_errors import ErrorStats
 from evaluator.report.pagedata import PageData
 from evaluator.scoring.row import ScoredRow
+from evaluator.scoring.summary_shape import GroupBreakdown, GroupValue, Summary
 
 Parts = list[tuple[str, str]]  # (kind, text): kind "" plain, "code", "b", "none" (templates' `rich`)
 
@@ -116,7 +118,25 @@ def controls(selects: list[Select], sort_options: list[tuple[str, str]], search_
     return Controls(selects, Select("sort", "sort", sort_options, is_filter=False), search_label)
 
 
-def headline(summary: dict[str, Any]) -> dict[str, Any]:
+class Headline(TypedDict):
+    accuracy: str
+    cells: list[tuple[str, str]]
+
+
+class GroupTable(TypedDict):
+    name: str
+    heading: str
+    heads: list[str]
+    rows: list[list[Any]]
+
+
+class Anatomy(TypedDict):
+    parsed: int | None
+    heads: list[str]
+    cells: list[str]
+
+
+def headline(summary: Summary) -> Headline:
     p = object_at(summary, "primary")
     extra = object_at(summary, "extra_metrics")
     if repeats_of(summary) > 1:
@@ -134,13 +154,13 @@ def _text(value: Any) -> str:
     return "" if value is None else str(value)
 
 
-def repeats_of(summary: dict[str, Any]) -> int:
+def repeats_of(summary: Summary) -> int:
     r = summary.get("repeats")
     k = r.get("k") if isinstance(r, dict) else 1
     return k if is_int(k) and k > 1 else 1
 
 
-def _repeat_cells(summary: dict[str, Any]) -> list[tuple[str, str]]:
+def _repeat_cells(summary: Summary) -> list[tuple[str, str]]:
     p, r = summary["primary"], summary["repeats"]
     a = r["agreement"]
     return [
@@ -163,14 +183,11 @@ def outcome_pills(rows: list[ScoredRow]) -> list[tuple[str, str, int]]:
 
 
 def group_tables(
-    summary: dict[str, Any], errors: dict[str, dict[str, Any]] | None = None
-) -> list[dict[str, Any]]:
+    summary: Summary, errors: dict[str, dict[str, ErrorStats]] | None = None
+) -> list[GroupTable]:
     """The summary's per-group accuracies; with `errors` (count_errors.group_error_stats), each value's
     mean and median absolute error beside its accuracy."""
-    groups = object_at(summary, "groups")
-    return [
-        _group_table(name, g, (errors or {}).get(name)) for name, g in groups.items() if isinstance(g, dict)
-    ]
+    return [_group_table(name, g, (errors or {}).get(name)) for name, g in summary["groups"].items()]
 
 
 def number(x: Any) -> str:
@@ -178,8 +195,11 @@ def number(x: Any) -> str:
     return "n/a" if not is_num(x) else (str(x) if is_int(x) else f"{x:.2f}")
 
 
-def _group_table(name: str, g: dict[str, Any], errors: dict[str, Any] | None) -> dict[str, Any]:
-    values = g.get("values") or {}
+NO_VALUE: GroupValue = {}  # a value of `order` without its entry (not written by metrics.group_breakdown)
+
+
+def _group_table(name: str, g: GroupBreakdown, errors: dict[str, ErrorStats] | None) -> GroupTable:
+    values = g["values"]
     label = "Class" if name == "target_class" else name
     extra_keys = sorted({k for v in values.values() for k in (v.get("extra_metrics") or {})})
     note = " (a question counts once in each of its values)" if g.get("multi_valued") else ""
@@ -188,14 +208,17 @@ def _group_table(name: str, g: dict[str, Any], errors: dict[str, Any] | None) ->
     heads.append("not answered")
     rows = []
     for key in g.get("order") or list(values):
-        v = values.get(key) or {}
+        v = values.get(key) or NO_VALUE
         oc = v.get("outcomes") or {}
         unanswered = (v.get("questions") or 0) - (oc.get("ok") or 0) if oc else ""
         extras = [pct((v.get("extra_metrics") or {}).get(k)) for k in extra_keys]
         cells = [key, v.get("questions"), v.get("correct"), pct(v.get("accuracy")), ci(v.get("ci95"))]
         if errors is not None:
-            e = errors.get(key) or {}
-            cells += [number(e.get("mean_absolute_error")), number(e.get("median_absolute_error"))]
+            e = errors.get(key)
+            cells += [
+                number(e["mean_absolute_error"] if e else None),
+                number(e["median_absolute_error"] if e else None),
+            ]
         rows.append([*cells, unanswered, *extras])
     return {
         "name": name,
@@ -205,9 +228,7 @@ def _group_table(name: str, g: dict[str, Any], errors: dict[str, Any] | None) ->
     }
 
 
-def anatomy(
-    summary: dict[str, Any], absurd: int | None = None, limit: int | None = None
-) -> dict[str, Any] | None:
+def anatomy(summary: Summary, absurd: int | None = None, limit: int | None = None) -> Anatomy | None:
     """The summary's error anatomy; with `absurd`, the count of answers above `limit` too."""
     e = summary.get("error_anatomy")
     if not isinstance(e, dict):
@@ -246,9 +267,7 @@ def plots(run_root: Path) -> tuple[list[tuple[str, str]], list[str]]:
     return figs, notes
 
 
-def group_filters(
-    benchmark: Benchmark, summary: dict[str, Any], rows_groups: list[JSONObject]
-) -> list[Select]:
+def group_filters(benchmark: Benchmark, summary: Summary, rows_groups: list[JSONObject]) -> list[Select]:
     out = []
     sgroups = object_at(summary, "groups")
     for name in benchmark.group_fields:

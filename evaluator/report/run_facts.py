@@ -8,11 +8,12 @@ from typing import Any
 
 from evaluator.core.values import is_int, object_at
 from evaluator.runfolder.runconfig import RunConfig
+from evaluator.scoring.summary_shape import Summary
 
 Parts = list[tuple[str, str]]
 
 
-def data_parts(config: RunConfig, summary: dict[str, Any]) -> tuple[Parts, Parts]:
+def data_parts(config: RunConfig, summary: Summary) -> tuple[Parts, Parts]:
     """(source/revision, question set) descriptions."""
     data = config.data
     text: Parts
@@ -42,7 +43,7 @@ def data_parts(config: RunConfig, summary: dict[str, Any]) -> tuple[Parts, Parts
     return text, _question_set(config, summary)
 
 
-def _question_set(config: RunConfig, summary: dict[str, Any]) -> Parts:
+def _question_set(config: RunConfig, summary: Summary) -> Parts:
     sdata = object_at(summary, "data")
     digest = sdata.get("manifest_sha256")
     qs: Parts = [("", f"{'' if sdata.get('questions') is None else sdata.get('questions')} questions")]

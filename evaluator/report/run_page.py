@@ -40,6 +40,7 @@ from evaluator.report.templates import render
 from evaluator.runfolder.batches import batch_line
 from evaluator.scoring import MergedRun, merge_run
 from evaluator.scoring.row import ScoredRow
+from evaluator.scoring.summary_shape import Summary
 
 
 def render_report(merged: MergedRun, page: PageData, stamp: tuple[str, str] | None = None) -> str:
@@ -106,7 +107,7 @@ def _meta(merged: MergedRun, title: str, model: Any, written: str) -> list[tuple
     ]
 
 
-def _run_controls(bench: Benchmark, summary: dict[str, Any], rows: list[ScoredRow]) -> pieces.Controls:
+def _run_controls(bench: Benchmark, summary: Summary, rows: list[ScoredRow]) -> pieces.Controls:
     results = pieces.counts_of(rows, lambda r: "correct" if r.correct else "wrong")
     dirs = pieces.counts_of(rows, direction_of)
     selects = pieces.group_filters(bench, summary, [r.groups for r in rows])

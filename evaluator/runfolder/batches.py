@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections import Counter
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 import msgspec
 
@@ -161,7 +161,36 @@ def lines_per_row(ledger: Ledger) -> Counter[tuple[str, int]]:
     return Counter((r.sample_id, r.repeat) for e in ledger.batches for r in e.rows)
 
 
-def batch_timing(entries: list[BatchEntry]) -> dict[str, Any]:
+class BatchTiming(TypedDict, total=False):
+    """Submission to completion over the batches sent (left out when a time is missing)."""
+
+    submitted_at: str
+    completed_at: str
+    seconds: float
+
+
+class BatchInfo(TypedDict):
+    """One batch of the summary's `batch` section."""
+
+    batch_id: str
+    input: str
+    rows: int
+    status: str
+    submitted_at: str | None
+    ended_at: str | None
+    responses: int
+
+
+class BatchSummary(BatchTiming, total=False):
+    """summary.json `batch` (batch_summary): how the run used batches."""
+
+    mode: str
+    batch_ids: list[str]
+    batches: list[BatchInfo]
+    responses_from_batches: int
+
+
+def batch_timing(entries: list[BatchEntry]) -> BatchTiming:
     """Submission to completion over the batches (first submission, last end seen, seconds between)."""
     starts = [e.submitted_at for e in entries if e.submitted_at]
     ends = [e.ended_at for e in entries if e.ended_at]
@@ -180,13 +209,13 @@ def offline_batch_id(input_name: str) -> str:
     return f"file:{input_name}"
 
 
-def batch_summary(ledger: Ledger, rows: list[JSONObject]) -> dict[str, Any] | None:
+def batch_summary(ledger: Ledger, rows: list[JSONObject]) -> BatchSummary | None:
     """The summary's `batch` section: how the run used batches (None for a run without any)."""
     if not ledger.batches:
         return None
     answered = Counter(r.get("batch_id") for r in rows if isinstance(r.get("batch_id"), str))
     sent = [e for e in ledger.batches if e.batch_id]
-    batches = [
+    batches: list[BatchInfo] = [
         {
             "batch_id": e.batch_id or offline_batch_id(e.input),
             "input": e.input,
@@ -207,7 +236,7 @@ def batch_summary(ledger: Ledger, rows: list[JSONObject]) -> dict[str, Any] | No
     }
 
 
-def batch_line(batch: dict[str, Any]) -> str:
+def batch_line(batch: BatchSummary) -> str:
     """One line for summary.md and the report."""
     ids = batch["batch_ids"]
     shown = ", ".join(ids[:4]) + (f" and {len(ids) - 4} more" if len(ids) > 4 else "")
@@ -218,7 +247,7 @@ def batch_line(batch: dict[str, Any]) -> str:
     return line + "."
 
 
-def run_batch_summary(root: Path, rows: list[JSONObject]) -> dict[str, Any] | None:
+def run_batch_summary(root: Path, rows: list[JSONObject]) -> BatchSummary | None:
     """batch_summary of a run folder's ledger (None without one, or when it cannot be read: the score is
     never refused for it)."""
     try:

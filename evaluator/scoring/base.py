@@ -15,6 +15,7 @@ from evaluator.data.benchmarks.base import Benchmark, ManifestEntry
 from evaluator.runfolder.runconfig import RunConfig
 from evaluator.scoring.row import ScoredRow
 from evaluator.scoring.stats import wilson_interval
+from evaluator.scoring.summary_shape import Summary
 
 SUMMARY_SCHEMA_VERSION = 3  # 3: responses.jsonl in the compact form of evaluator.core.jsonl
 SCORES_DIR = "scores"
@@ -45,7 +46,7 @@ class ScoreError(Exception):
 
 @dataclass
 class ScoreResult:
-    summary: dict[str, Any]
+    summary: Summary
     markdown: str
     warnings: list[str]
     merged: MergedRun | None = None  # with score_run(..., keep_merged=True): for the report, not merged twice
@@ -60,7 +61,7 @@ class MergedRun:
     benchmark: Benchmark
     manifest: list[ManifestEntry]
     rows: list[ScoredRow]  # one per question (and repeat), manifest order
-    summary: dict[str, Any]
+    summary: Summary
     warnings: list[str] = field(default_factory=list)
     # Indices of rows built from a line json.loads had to read (NaN, lone surrogates...): see evaluator.core.jsonl.
     lenient_rows: set[int] = field(default_factory=set)

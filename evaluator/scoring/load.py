@@ -12,6 +12,7 @@ from evaluator.runfolder.files import CONFIG, MANIFEST, read_json
 from evaluator.runfolder.manifest import ManifestError, load_manifest
 from evaluator.runfolder.runconfig import RunConfig, RunConfigError
 from evaluator.scoring.base import ScoreError
+from evaluator.scoring.summary_shape import ManifestCheck
 
 
 def load_config(run_root: Path) -> RunConfig:
@@ -52,7 +53,9 @@ def load_run_manifest(run_root: Path, lenient: set[str] | None = None) -> list[M
         raise ScoreError(str(exc)) from None
 
 
-def check_manifest_digest(config: RunConfig, manifest: list[ManifestEntry], warnings: list[str]) -> dict:
+def check_manifest_digest(
+    config: RunConfig, manifest: list[ManifestEntry], warnings: list[str]
+) -> ManifestCheck:
     data = config.data
     selection = object_at(data, "selection")
     expected = selection.get("manifest_sha256")

@@ -6,8 +6,6 @@ ids, warnings) goes through core.escape (md_text, md_code): it cannot break a ta
 
 from __future__ import annotations
 
-from typing import Any
-
 from evaluator.core.escape import md_code, md_text
 from evaluator.core.usage import usage_markdown
 from evaluator.request.ratelimit import rate_limit_markdown
@@ -15,16 +13,17 @@ from evaluator.runfolder.batches import batch_line
 from evaluator.scoring.base import OUTCOME_LABELS, ci_text, num, pct_text
 from evaluator.scoring.repeat_scoring import headline_markdown, repeats_markdown
 from evaluator.scoring.stats import PERCENTILES
+from evaluator.scoring.summary_shape import Summary
 
 
-def render_markdown(summary: dict[str, Any]) -> str:
+def render_markdown(summary: Summary) -> str:
     out: list[str] = []
     for section in (_headline, _outcomes, _groups, _errors, _usage, _diagnostic, _footer):
         out += section(summary)
     return "\n".join(out) + "\n"
 
 
-def _headline(s: dict[str, Any]) -> list[str]:
+def _headline(s: Summary) -> list[str]:
     p = s["primary"]
     n = p["questions"]
     title = {"doccount": "DocCount", "countqa": "CountQA"}.get(s["benchmark"], md_text(s["benchmark"]))
@@ -45,7 +44,7 @@ def _headline(s: dict[str, Any]) -> list[str]:
     return out
 
 
-def _outcomes(s: dict[str, Any]) -> list[str]:
+def _outcomes(s: Summary) -> list[str]:
     repeated = "repeats" in s
     n = s["primary"]["responses"] if repeated else s["primary"]["questions"]  # outcomes count responses
     unit = "responses" if repeated else "questions"
@@ -54,7 +53,7 @@ def _outcomes(s: dict[str, Any]) -> list[str]:
     return out + [f"| total | {n} |", ""]
 
 
-def _groups(s: dict[str, Any]) -> list[str]:
+def _groups(s: Summary) -> list[str]:
     out: list[str] = []
     for name, g in s["groups"].items():
         extra_keys = sorted({k for v in g["values"].values() for k in v["extra_metrics"]})
@@ -76,7 +75,7 @@ def _groups(s: dict[str, Any]) -> list[str]:
     return out
 
 
-def _errors(s: dict[str, Any]) -> list[str]:
+def _errors(s: Summary) -> list[str]:
     e = s["error_anatomy"]
     out = [
         f"## Error anatomy (over the {e['parsed']} parsed answers)",
@@ -104,7 +103,7 @@ def _errors(s: dict[str, Any]) -> list[str]:
     return out
 
 
-def _usage(s: dict[str, Any]) -> list[str]:
+def _usage(s: Summary) -> list[str]:
     pts = [f"p{q}" for q in PERCENTILES]
     out = [
         "## Token usage and latency",
@@ -148,7 +147,7 @@ def _usage(s: dict[str, Any]) -> list[str]:
     return out
 
 
-def _diagnostic(s: dict[str, Any]) -> list[str]:
+def _diagnostic(s: Summary) -> list[str]:
     fb = s["diagnostic"]["last_integer_fallback"]
     return [
         "## Diagnostic only: last-integer fallback (not the primary score)",
@@ -162,7 +161,7 @@ def _diagnostic(s: dict[str, Any]) -> list[str]:
     ]
 
 
-def _footer(s: dict[str, Any]) -> list[str]:
+def _footer(s: Summary) -> list[str]:
     out: list[str] = []
     if s["warnings"]:
         out += ["## Warnings", ""] + [f"- {md_text(w)}" for w in s["warnings"]] + [""]

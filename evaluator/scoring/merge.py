@@ -20,6 +20,7 @@ from evaluator.scoring.metrics import summarize
 from evaluator.scoring.repeat_scoring import run_repeats
 from evaluator.scoring.row import ScoredRow, scored_row
 from evaluator.scoring.select import select_records
+from evaluator.scoring.summary_shape import Inputs
 
 
 def _missing_line(
@@ -133,7 +134,7 @@ def _merge_run(run_root: Path) -> MergedRun:
             "(status missing); they count as wrong. "
             "Re-run doccount-evaluate with the same options to finish the run"
         )
-    inputs = {
+    inputs: Inputs = {
         "partial_sha256": partial_sha256.result(),
         "partial_bad_lines": len(report.bad_lines),
         "partial_torn_tail": report.torn_tail,

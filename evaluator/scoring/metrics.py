@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Any, cast
 
 from evaluator.core.usage import extra_usage_stats
 from evaluator.core.values import is_int, is_num
@@ -30,6 +30,21 @@ from evaluator.scoring.board import AccuracyBlock
 from evaluator.scoring.repeat_scoring import apply_repeats, run_repeats
 from evaluator.scoring.row import ScoredRow
 from evaluator.scoring.stats import CONFIDENCE, PERCENTILES, describe
+from evaluator.scoring.summary_shape import (
+    BucketBreakdown,
+    BucketValue,
+    DataOrigin,
+    ErrorAnatomy,
+    FallbackDiagnostic,
+    GroupBreakdown,
+    GroupValue,
+    Inputs,
+    ManifestCheck,
+    Methods,
+    Summary,
+    SummaryData,
+    UsageSummary,
+)
 
 
 def accuracy_block(rows: list[ScoredRow]) -> AccuracyBlock:
@@ -58,8 +73,8 @@ def extra_metrics_of(benchmark: Benchmark, rows: list[ScoredRow]) -> dict[str, f
     return dict(sorted(benchmark.extra_metrics(answers, truths).items()))
 
 
-def group_breakdown(benchmark: Benchmark, rows: list[ScoredRow]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
+def group_breakdown(benchmark: Benchmark, rows: list[ScoredRow]) -> dict[str, GroupBreakdown]:
+    out: dict[str, GroupBreakdown] = {}
     for name in benchmark.group_fields:
         members: dict[str, list[ScoredRow]] = {}
         multi = False
@@ -78,7 +93,7 @@ def group_breakdown(benchmark: Benchmark, rows: list[ScoredRow]) -> dict[str, An
                 else:
                     sub.append(row)
         order = ordered_values(benchmark, name, set(members))
-        values = {}
+        values: dict[str, GroupValue] = {}
         for key in order:
             sub = members.get(key, [])
             values[key] = {
@@ -92,31 +107,6 @@ def group_breakdown(benchmark: Benchmark, rows: list[ScoredRow]) -> dict[str, An
             "values": values,
         }
     return out
-
-
-class ErrorAnatomy(TypedDict):
-    """summary.json `error_anatomy`: over the answers parsed against a known ground truth."""
-
-    parsed: int
-    exact: int
-    exact_rate: float | None
-    mean_absolute_error: float | None
-    median_absolute_error: float | int | None
-    mean_signed_error: float | None
-    over_count: int
-    over_count_rate: float | None
-    under_count: int
-    under_count_rate: float | None
-    off_by_one: int
-    off_by_one_rate: float | None
-
-
-class FallbackDiagnostic(AccuracyBlock):
-    """summary.json `diagnostic.last_integer_fallback`."""
-
-    label: str
-    correct_only_with_fallback: int
-    correct_only_with_primary_parser: int
 
 
 def error_anatomy(rows: list[ScoredRow]) -> ErrorAnatomy:
@@ -152,7 +142,7 @@ def error_anatomy(rows: list[ScoredRow]) -> ErrorAnatomy:
     }
 
 
-def bucket_breakdown(benchmark: Benchmark, rows: list[ScoredRow]) -> dict[str, Any]:
+def bucket_breakdown(benchmark: Benchmark, rows: list[ScoredRow]) -> BucketBreakdown:
     buckets = list(BUCKETS)
     truths = [r.ground_truth for r in rows]
     if benchmark.name in BENCHMARKS_WITH_ZERO_COUNTS or 0 in truths:
@@ -169,7 +159,7 @@ def bucket_breakdown(benchmark: Benchmark, rows: list[ScoredRow]) -> dict[str, A
             name = bucket_of(None, buckets)
         members.setdefault(name, []).append(row)
     order = [name for name, _, _ in buckets] + (["unknown"] if members.get("unknown") else [])
-    values = {}
+    values: dict[str, BucketValue] = {}
     for name in order:
         sub = members[name]
         anatomy = error_anatomy(sub)
@@ -181,22 +171,28 @@ def bucket_breakdown(benchmark: Benchmark, rows: list[ScoredRow]) -> dict[str, A
     return {"order": order, "values": values}
 
 
-def usage_stats(rows: list[ScoredRow]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    keys = ("prompt_tokens", "completion_tokens", "total_tokens")
-    vals: dict[str, list[Any]] = {key: [] for key in keys}
+def usage_stats(rows: list[ScoredRow]) -> UsageSummary:
+    prompt: list[Any] = []
+    completion: list[Any] = []
+    total: list[Any] = []
     for r in rows:  # one pass for the three keys (each list keeps row order)
         u = r.usage
         if u is not None:
-            for key in keys:
-                v = getattr(u, key)
+            for v, into in (
+                (u.prompt_tokens, prompt),
+                (u.completion_tokens, completion),
+                (u.total_tokens, total),
+            ):
                 if is_num(v):
-                    vals[key].append(v)
-    for key in keys:
-        out[key] = describe(vals[key], with_sum=True)
+                    into.append(v)
     earlier = [a for r in rows for a in r.earlier_attempts]
     earlier_tokens = [t for a in earlier if is_num(t := a.usage.total_tokens)]
-    out["earlier_attempts"] = {"responses": len(earlier), "total_tokens": sum(earlier_tokens)}
+    out: UsageSummary = {
+        "prompt_tokens": describe(prompt, with_sum=True),
+        "completion_tokens": describe(completion, with_sum=True),
+        "total_tokens": describe(total, with_sum=True),
+        "earlier_attempts": {"responses": len(earlier), "total_tokens": sum(earlier_tokens)},
+    }
     failed = [e.usage for r in rows for e in r.failed_attempts if e.usage is not None]
     out.update(extra_usage_stats([r.usage for r in rows], failed))
     return out
@@ -242,11 +238,12 @@ def fallback_diagnostic(benchmark: Benchmark, rows: list[ScoredRow]) -> Fallback
     }
 
 
-def _config_digest(config: RunConfig) -> dict[str, Any]:
+def _config_digest(config: RunConfig) -> SummaryData:
     data = config.data
     keep = ("source", "dataset", "requested_revision", "revision", "pattern")
+    origin = cast(DataOrigin, {k: data[k] for k in keep if k in data})  # as run_config.json holds them
     return {
-        "origin": {k: data[k] for k in keep if k in data},
+        "origin": origin,
         "dataset_questions": data.get("questions"),
         "full_manifest_sha256": data.get("manifest_sha256"),
         "selection_manifest_sha256": (data.get("selection") or {}).get("manifest_sha256"),
@@ -258,16 +255,16 @@ def summarize(
     config: RunConfig,
     benchmark: Benchmark,
     rows: list[ScoredRow],
-    data_check: dict[str, Any],
-    inputs: dict[str, Any],
+    data_check: ManifestCheck,
+    inputs: Inputs,
     warnings: list[str],
-) -> dict[str, Any]:
+) -> Summary:
     overall = accuracy_block(rows)
     lines = [r.line for r in rows]  # what the record-level summaries (request, runfolder, data) read
     parse_status, finish = _status_counts(rows)
     latencies = [r.latency_s for r in rows if r.latency_s is not None]
     attempts = [r.attempts for r in rows if r.attempts is not None]
-    summary = {
+    summary: Summary = {
         "schema_version": SUMMARY_SCHEMA_VERSION,
         "benchmark": benchmark.name,
         "run_name": run_root.resolve().name,
@@ -287,16 +284,19 @@ def summarize(
         "error_anatomy": error_anatomy(rows),
         "count_buckets": bucket_breakdown(benchmark, rows),
         "usage": usage_stats(rows),
-        **inline_think_count(lines),
-        "reasoning": reasoning_block(config.reasoning, rows),
-        "latency_s": describe(latencies),
-        "http_attempts": {"sum": sum(attempts), "rows_retried": sum(1 for a in attempts if a > 1)},
-        **({"rate_limits": limits} if (limits := rate_limit_stats(lines)) else {}),
-        **({"batch": batch} if (batch := run_batch_summary(run_root, lines)) else {}),
-        "diagnostic": {"last_integer_fallback": fallback_diagnostic(benchmark, rows)},
-        "plots": {},
-        "warnings": list(warnings) + inline_think_warnings(lines),
     }
+    if think := inline_think_count(lines).get("inline_think_responses"):
+        summary["inline_think_responses"] = think
+    summary["reasoning"] = reasoning_block(config.reasoning, rows)
+    summary["latency_s"] = describe(latencies)
+    summary["http_attempts"] = {"sum": sum(attempts), "rows_retried": sum(1 for a in attempts if a > 1)}
+    if limits := rate_limit_stats(lines):
+        summary["rate_limits"] = limits
+    if batch := run_batch_summary(run_root, lines):
+        summary["batch"] = batch
+    summary["diagnostic"] = {"last_integer_fallback": fallback_diagnostic(benchmark, rows)}
+    summary["plots"] = {}
+    summary["warnings"] = list(warnings) + inline_think_warnings(lines)
     k = run_repeats(config)
     if k > 1:
         _apply_repeats_view(summary, benchmark, rows, k)
@@ -312,7 +312,7 @@ def _status_counts(rows: list[ScoredRow]) -> tuple[Counter, Counter]:
     return parse_status, finish
 
 
-def _methods() -> dict[str, Any]:
+def _methods() -> Methods:
     return {
         "primary_metric": "exact-count accuracy = correct / all questions of the run's manifest",
         "interval": "wilson",
@@ -323,7 +323,7 @@ def _methods() -> dict[str, Any]:
     }
 
 
-def _apply_repeats_view(summary: dict[str, Any], benchmark: Benchmark, rows: list[ScoredRow], k: int) -> None:
+def _apply_repeats_view(summary: Summary, benchmark: Benchmark, rows: list[ScoredRow], k: int) -> None:
     """Accuracies per question over the K repeats (evaluator.scoring.repeat_scoring), in place."""
     summary["data"]["questions"] = len(rows) // k
     summary["data"]["responses"] = len(rows)

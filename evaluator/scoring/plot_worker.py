@@ -14,7 +14,10 @@ import subprocess
 import sys
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from evaluator.scoring.summary_shape import Summary
 
 PLOT_GROUPS = "per_class_accuracy.png"
 PLOT_PRED_TRUE = "predicted_vs_true.png"
@@ -25,7 +28,7 @@ _CHILD = "import sys; sys.path.insert(0, sys.argv[1]); from evaluator.scoring.pl
 
 
 def render_plots(
-    summary: dict[str, Any], pairs: Counter[tuple[int, int]], questions: int, scores: Path
+    summary: Summary, pairs: Counter[tuple[int, int]], questions: int, scores: Path
 ) -> tuple[dict[str, str], list[str]]:
     """Draw both plots into `scores`: ({plot key: file name}, [problems]). A failed plot is a problem."""
     from evaluator.scoring import plots
@@ -67,7 +70,7 @@ class PlotWorker:
 
     def __init__(self, child: bool = True) -> None:
         self.proc: subprocess.Popen[bytes] | None = None
-        self.payload: tuple[dict[str, Any], Counter[tuple[int, int]], int, Path] | None = None
+        self.payload: tuple[Summary, Counter[tuple[int, int]], int, Path] | None = None
         if not child:
             return
         try:
@@ -80,9 +83,7 @@ class PlotWorker:
         except OSError:
             self.proc = None  # drawn in-process by result()
 
-    def submit(
-        self, summary: dict[str, Any], pairs: Counter[tuple[int, int]], questions: int, scores: Path
-    ) -> None:
+    def submit(self, summary: Summary, pairs: Counter[tuple[int, int]], questions: int, scores: Path) -> None:
         """Hand over what to draw; the child draws while the caller goes on."""
         self.payload = (summary, pairs, questions, scores)
         if self.proc is None or self.proc.stdin is None:

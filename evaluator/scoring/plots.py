@@ -10,7 +10,7 @@ from __future__ import annotations
 import io
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import matplotlib
 import matplotlib.style
@@ -18,6 +18,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from evaluator.core.atomic import write_atomic
+from evaluator.scoring.summary_shape import Summary
 
 DPI = 100
 PNG_METADATA = {"Software": None}
@@ -31,7 +32,7 @@ def _save(fig: Figure, path: Path) -> None:
     write_atomic(path, buf.getvalue())
 
 
-def group_accuracy_png(path: Path, summary: dict[str, Any]) -> None:
+def group_accuracy_png(path: Path, summary: Summary) -> None:
     """Bars: accuracy per subgroup value with 95% Wilson intervals; dashed line: overall accuracy."""
     labels: list[str] = []
     acc: list[float] = []
@@ -41,34 +42,36 @@ def group_accuracy_png(path: Path, summary: dict[str, Any]) -> None:
     for name, g in summary["groups"].items():
         for key in g["order"]:
             v = g["values"][key]
-            if not v["questions"]:
+            accuracy, ci = v["accuracy"], v["ci95"]
+            if not v["questions"] or accuracy is None or ci is None:  # both are there when questions are
                 continue
             labels.append(f"{key}\n(n={v['questions']})" if single else f"{name}={key} (n={v['questions']})")
-            a = 100 * v["accuracy"]
+            a = 100 * accuracy
             acc.append(a)
-            low.append(a - 100 * v["ci95"][0])
-            high.append(100 * v["ci95"][1] - a)
+            low.append(a - 100 * ci[0])
+            high.append(100 * ci[1] - a)
     p = summary["primary"]
+    overall = cast(float, p["accuracy"])  # None only without questions, which render_plots reports
     with matplotlib.style.context("default"), matplotlib.rc_context(_RC):
         width = max(5.0, min(14.0, 1.2 + 0.9 * len(labels)))
         fig = Figure(figsize=(width, 4.0), dpi=DPI, layout="constrained")
         ax = fig.add_subplot()
         xs = list(range(len(labels)))
         ax.bar(xs, acc, color="#4C72B0", yerr=[low, high], capsize=4, ecolor="#222222")
-        ax.axhline(100 * p["accuracy"], color="#C44E52", linestyle="--", linewidth=1)
+        ax.axhline(100 * overall, color="#C44E52", linestyle="--", linewidth=1)
         ax.set_xticks(xs, labels, rotation=0 if single else 45, ha="center" if single else "right")
         ax.set_ylim(0, 104)
         ax.set_ylabel("exact-count accuracy (%)")
         ax.set_title(
             f"{summary['model']}: accuracy with 95% Wilson intervals\n"
-            f"dashed: overall {100 * p['accuracy']:.1f}% ({p['correct']}/{p['questions']})"
+            f"dashed: overall {100 * overall:.1f}% ({p['correct']}/{p['questions']})"
         )
         ax.grid(axis="y", alpha=0.3)
         _save(fig, path)
 
 
 def predicted_vs_true_png(
-    path: Path, pairs: Counter[tuple[int, int]], questions: int, summary: dict[str, Any]
+    path: Path, pairs: Counter[tuple[int, int]], questions: int, summary: Summary
 ) -> None:
     """Bubble plot of (true, predicted) over parsed answers; bubble area = number of questions.
 

@@ -27,6 +27,7 @@ from evaluator.scoring.repeats import (
 )
 from evaluator.scoring.row import ScoredQuestion, ScoredRow, responses_of
 from evaluator.scoring.stats import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED
+from evaluator.scoring.summary_shape import Summary
 
 
 def run_repeats(config: RunConfig) -> int:
@@ -45,7 +46,7 @@ def _members(question_rows: list[ScoredRow], of: Any) -> dict[str, list[int]]:
 
 
 def apply_repeats(
-    summary: dict[str, Any], benchmark: Benchmark, rows: list[ScoredRow], k: int, bucket_of_row: Any
+    summary: Summary, benchmark: Benchmark, rows: list[ScoredRow], k: int, bucket_of_row: Any
 ) -> None:
     """Re-state the accuracy blocks of `summary` (computed over all rows) per question; add `repeats`.
 
@@ -81,11 +82,11 @@ def _pct(x: float | None) -> str:
     return "n/a" if x is None else f"{100 * x:.2f}%"
 
 
-def _ci(ci: list[float] | None) -> str:
+def _ci(ci: list[float] | tuple[float, float] | None) -> str:
     return "n/a" if not ci else f"{100 * ci[0]:.1f}-{100 * ci[1]:.1f}%"
 
 
-def headline_markdown(summary: dict[str, Any]) -> list[str]:
+def headline_markdown(summary: Summary) -> list[str]:
     p, r = summary["primary"], summary["repeats"]
     std = r["std_accuracy"]
     return [
@@ -99,7 +100,7 @@ def headline_markdown(summary: dict[str, Any]) -> list[str]:
     ]
 
 
-def repeats_markdown(summary: dict[str, Any]) -> list[str]:
+def repeats_markdown(summary: Summary) -> list[str]:
     r = summary["repeats"]
     a = r["agreement"]
     mv = r["majority_vote"]

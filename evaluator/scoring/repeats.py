@@ -8,12 +8,12 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 import numpy as np
 
 from evaluator.scoring.board import AccuracyBlock
 from evaluator.scoring.stats import bootstrap_mean_interval
+from evaluator.scoring.summary_shape import RepeatMetrics
 
 CLUSTER_BOOTSTRAP = "question_cluster_bootstrap"
 
@@ -36,7 +36,7 @@ def repeat_accuracy_block(correct: np.ndarray) -> AccuracyBlock:
     }
 
 
-def repeat_metrics(correct: np.ndarray) -> dict[str, Any]:
+def repeat_metrics(correct: np.ndarray) -> RepeatMetrics:
     """The summary's `repeats` section for a (questions x K) boolean matrix (rows: manifest order)."""
     n, k = correct.shape
     per_repeat = correct.sum(axis=0).astype(int).tolist() if n else [0] * k

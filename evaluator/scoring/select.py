@@ -9,6 +9,7 @@ from evaluator.runfolder.files import CONFIG, MANIFEST, PARTIAL, ReadReport
 from evaluator.runfolder.runconfig import RunConfig
 from evaluator.runfolder.selection import Key, latest_valid, record_key
 from evaluator.scoring.base import ScoreError
+from evaluator.scoring.summary_shape import RecordCounts
 
 
 def select_records(
@@ -17,7 +18,7 @@ def select_records(
     config: RunConfig,
     warnings: list[str],
     lenient: set[Key] | None = None,
-) -> tuple[dict[Key, JSONObject], dict[str, int]]:
+) -> tuple[dict[Key, JSONObject], RecordCounts]:
     """The latest valid record per question of the manifest (evaluator.runfolder.selection); raises on records
     that belong to another run. Adds to `lenient` the ids whose selected record only json.loads could read.
     """
@@ -54,7 +55,7 @@ def select_records(
             f"{len(outside)} sample id(s) with records are not in this run's question set and were ignored "
             f"(e.g. from an earlier run with a larger --limit): {examples(sorted(outside))}"
         )
-    counts = {
+    counts: RecordCounts = {
         "records_valid": len(valid),
         "records_malformed": len(malformed),
         "sample_ids_outside": len(outside),

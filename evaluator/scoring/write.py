@@ -16,6 +16,7 @@ from evaluator.scoring.markdown import render_markdown
 from evaluator.scoring.merge import merge_run
 from evaluator.scoring.plot_worker import PlotWorker, child_pays_off
 from evaluator.scoring.row import ScoredRow
+from evaluator.scoring.summary_shape import Summary
 
 
 def merged_jsonl(rows: list[ScoredRow], lenient_rows: set[int] | frozenset[int] = frozenset()) -> bytes:
@@ -54,7 +55,7 @@ def _write_merged_atomic(
     return digest.hexdigest()
 
 
-def summary_json(summary: dict[str, Any]) -> bytes:
+def summary_json(summary: Summary) -> bytes:
     return utf8_json(summary, indent=2, sort_keys=True) + b"\n"
 
 
