@@ -12,7 +12,7 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypedDict
 
 from evaluator.core.text import one_line
 from evaluator.data.benchmarks.base import Benchmark, ManifestEntry, Sample
@@ -29,10 +29,21 @@ class DataError(Exception):
     """The data selection cannot be used at all (not a per-row problem)."""
 
 
+class DataOrigin(TypedDict, total=False):
+    """Where the data came from (run_config.json `data`, first keys): a Hub dataset at a commit, or local
+    files by their pattern."""
+
+    source: str  # hub | local
+    dataset: str
+    requested_revision: str | None
+    revision: str | None
+    pattern: str
+
+
 @dataclass
 class DataSource:
     files: list[Path]
-    origin: dict[str, object] = field(default_factory=dict)  # recorded in run_config.json
+    origin: DataOrigin = field(default_factory=lambda: DataOrigin())  # recorded in run_config.json
 
 
 def file_sha256(path: Path, chunk: int = 1 << 20) -> str:
@@ -86,7 +97,7 @@ def resolve_hub(benchmark: Benchmark, dataset: str | None, revision: str | None)
     )
 
 
-def origin_line(origin: dict[str, object]) -> str:
+def origin_line(origin: DataOrigin) -> str:
     """Where the data came from, for people: the hub dataset and commit, or the local glob."""
     if origin.get("source") == "hub":
         requested = origin.get("requested_revision") or "main"

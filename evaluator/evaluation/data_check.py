@@ -21,6 +21,7 @@ from evaluator.data.parquet import (
     resolve_hub,
     resolve_local,
 )
+from evaluator.runfolder.run_settings import DataFile, DataRecord
 
 
 def load_source(
@@ -45,9 +46,11 @@ def duplicates_message(dups: list[str]) -> str:
     )
 
 
-def data_record(source: DataSource, manifest: list[ManifestEntry], folder: list[ManifestEntry]) -> dict:
+def data_record(source: DataSource, manifest: list[ManifestEntry], folder: list[ManifestEntry]) -> DataRecord:
     """run_config.json `data`: origin, file hashes, digests of the whole data and of the folder's set."""
-    files = [{"name": p.name, "sha256": file_sha256(p), "bytes": p.stat().st_size} for p in source.files]
+    files: list[DataFile] = [
+        {"name": p.name, "sha256": file_sha256(p), "bytes": p.stat().st_size} for p in source.files
+    ]
     return {
         **source.origin,
         "files": files,

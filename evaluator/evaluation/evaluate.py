@@ -62,6 +62,7 @@ from evaluator.runfolder.files import (
 from evaluator.runfolder.manifest import ManifestError, load_manifest
 from evaluator.runfolder.provenance import environment_info, served_provenance, server_info
 from evaluator.runfolder.question_set import changed_questions, changed_text_message, folder_question_set
+from evaluator.runfolder.run_settings import BatchPolicy
 from evaluator.runfolder.runconfig import (
     RunConfig,
     RunConfigError,
@@ -203,13 +204,15 @@ def evaluate(opts: EvaluateOptions, check_only: bool = False, batch_prepare: boo
         return send_pending(plan)
 
 
-def batch_settings(opts: EvaluateOptions, prepare: bool) -> dict[str, Any] | None:
+def batch_settings(opts: EvaluateOptions, prepare: bool) -> BatchPolicy | None:
     """run_config.json request_policy.batch: how rows are sent (never what a request holds)."""
     if prepare:
         return {"mode": "offline_files", "max_mb": opts.batch_max_mb}
     if opts.batch:
-        policy = {"mode": "batch_api", "max_mb": opts.batch_max_mb, "poll_s": opts.batch_poll_s}
-        return policy | ({"max_wait_s": opts.batch_max_wait} if opts.batch_max_wait is not None else {})
+        policy: BatchPolicy = {"mode": "batch_api", "max_mb": opts.batch_max_mb, "poll_s": opts.batch_poll_s}
+        if opts.batch_max_wait is not None:
+            policy["max_wait_s"] = opts.batch_max_wait
+        return policy
     return None
 
 

@@ -52,6 +52,7 @@ from evaluator.runfolder.record_builder import (
     record_from_outcome,
     redact_outcome,
 )
+from evaluator.runfolder.run_settings import BatchPolicy, RunSettings
 
 log = logging.getLogger("doccount")
 
@@ -74,7 +75,7 @@ class EvalSettings:
     max_requests_per_minute: float | None = None  # pacing (pacing.py); not part of the run identity
     max_tokens_per_minute: float | None = None
     # --batch / `batch prepare`: {"mode", "max_mb", "poll_s", "max_wait_s"}; how rows are sent, not what a request holds
-    batch: dict[str, Any] | None = None
+    batch: BatchPolicy | None = None
     rate_limit_patience_s: float = 600.0  # --rate-limit-patience: an endpoint refused this long is given up
     reasoning: str | None = None  # --reasoning on|off: the declared mode (smoke-checked); None: not declared
 
@@ -277,7 +278,7 @@ async def run_with_signals(evaluator: Evaluator, *args: Any) -> RunStats:
     return stats
 
 
-def settings_summary(s: EvalSettings) -> dict[str, Any]:
+def settings_summary(s: EvalSettings) -> RunSettings:
     return {
         "benchmark": s.benchmark.name,
         "model": s.model,

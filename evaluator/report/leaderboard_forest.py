@@ -5,7 +5,7 @@ SVG by templates/leaderboard.html; this module only places things (pure geometry
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TypedDict
 
 from evaluator.scoring.board import Board, PublishedBlock
 from evaluator.scoring.stats import wilson_interval
@@ -14,6 +14,37 @@ WIDTH, LABEL_W, RIGHT_PAD, ROW_H, TOP, BOTTOM = 1000, 300, 30, 26, 34, 34
 # The most characters a label shows left of the axis: 290 units at 13 px, with room for wide letters (a
 # longer run name ends in "…" and its whole name is the label's tooltip, instead of running off the left)
 LABEL_CHARS = 34
+
+
+class PublishedMark(TypedDict):
+    x: float
+    lo: float
+    hi: float
+    title: str
+
+
+class ForestRow(TypedDict, total=False):
+    """One run's line: its point and interval (x, lo, hi: none without an accuracy), the published one."""
+
+    y: float
+    label: str
+    short: str
+    x: float | None
+    pub: PublishedMark | None
+    lo: float
+    hi: float
+    title: str
+
+
+class Forest(TypedDict):
+    width: int
+    height: float
+    left: int
+    right: int
+    axis_y: float
+    ticks: list[tuple[float, str]]
+    rows: list[ForestRow]
+    has_published: bool
 
 
 def short_label(label: str) -> str:
@@ -40,7 +71,7 @@ def _published_interval(pub: PublishedBlock) -> tuple[float, float] | None:
     return wilson_interval(pub["correct"], pub["questions"]) if pub.get("questions") else None
 
 
-def forest(board: Board) -> dict[str, Any]:
+def forest(board: Board) -> Forest:
     lo, hi = _span(board)
     plot_w = WIDTH - LABEL_W - RIGHT_PAD
 
@@ -49,15 +80,15 @@ def forest(board: Board) -> dict[str, Any]:
 
     step = 0.05 if hi - lo <= 0.3 else 0.1
     ticks = [(x(t), f"{100 * t:.0f}") for t in _ticks(lo, hi, step)]
-    rows = []
+    rows: list[ForestRow] = []
     for i, e in enumerate(board["runs"]):
         y = TOP + i * ROW_H + ROW_H / 2
         label = f"{e['rank']}. {e['name']}"
-        row: dict[str, Any] = {"y": y, "label": label, "short": short_label(label), "x": None, "pub": None}
+        row: ForestRow = {"y": y, "label": label, "short": short_label(label), "x": None, "pub": None}
         acc = e["accuracy"]
         if acc is not None:
             ci = e["ci95"] or (acc, acc)
-            row.update(x=x(acc), lo=x(ci[0]), hi=x(ci[1]))
+            row.update({"x": x(acc), "lo": x(ci[0]), "hi": x(ci[1])})
             row["title"] = f"{e['name']}: {100 * acc:.1f}% [{100 * ci[0]:.1f}, {100 * ci[1]:.1f}]"
         pub = e.get("published")
         pub_acc = pub.get("accuracy") if pub else None
@@ -80,7 +111,7 @@ def forest(board: Board) -> dict[str, Any]:
         "axis_y": height - BOTTOM + 4,
         "ticks": ticks,
         "rows": rows,
-        "has_published": any(r["pub"] for r in rows),
+        "has_published": any(r.get("pub") for r in rows),
     }
 
 

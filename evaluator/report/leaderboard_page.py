@@ -67,6 +67,41 @@ class MatrixCell(TypedDict, total=False):
     sig: bool
 
 
+class VerdictCells(TypedDict):
+    verdict: str
+    verdict_class: str
+    verdict_note: str
+
+
+class PublishedClassRow(VerdictCells):
+    """One class of a reproduced result: published and reproduced side by side."""
+
+    name: str
+    published: str
+    reproduced: str
+    difference: str
+    interval: str
+    p: str
+    p_holm: str
+    size: str
+    size_matches: bool
+
+
+class PublishedRow(VerdictCells):
+    """A run that reproduces a published result (published_rows)."""
+
+    name: str
+    source: str
+    note: str
+    published: str
+    reproduced: str
+    difference: str
+    interval: str
+    p: str
+    mismatches: list[str]
+    classes: list[PublishedClassRow]
+
+
 Column = tuple[str, str, Callable[[BoardEntry], Cell]]  # header, css class, cell(entry)
 
 
@@ -261,7 +296,7 @@ def _interval(c: Any) -> str:
     return "" if not c else f"[{100 * c[0]:+.1f}, {100 * c[1]:+.1f}]"
 
 
-def _verdict(block: PublishedBlock) -> dict[str, str]:
+def _verdict(block: PublishedBlock) -> VerdictCells:
     """The verdict's word (a CSS class from it), and beside it the detectable difference or the reason."""
     word = block.get("verdict") or NOT_COMPARABLE
     return {"verdict": word, "verdict_class": word.replace(" ", "-"), "verdict_note": verdict_detail(block)}
@@ -271,14 +306,14 @@ def _p(x: Any) -> str:
     return "" if x is None else f"{x:.3g}"
 
 
-def published_rows(board: Board) -> list[dict[str, Any]]:
+def published_rows(board: Board) -> list[PublishedRow]:
     """The runs that carry a published result: both side by side, the difference, p, the verdict."""
-    out = []
+    out: list[PublishedRow] = []
     for e in board["runs"]:
         pub = e.get("published")
         if not pub:
             continue
-        classes = [
+        classes: list[PublishedClassRow] = [
             {
                 "name": name,
                 "published": f"{pct(b['accuracy'])} ({b['correct']} / {b['questions']})",

@@ -11,7 +11,7 @@ import json
 import math
 from dataclasses import dataclass, field
 from importlib import resources
-from typing import Any
+from typing import Any, TypedDict
 
 import click
 
@@ -67,14 +67,31 @@ class NumberOrNone(click.ParamType):
         return number
 
 
+class PresetFlags(TypedDict, total=False):
+    """A shipped preset's flags (PRESET_FLAGS): a value, or 'none' to leave the field out."""
+
+    temperature: float | str
+    top_p: float | str
+    max_tokens: int | str
+    max_tokens_field: str
+
+
+class PresetRecord(TypedDict):
+    """run_config.json `preset`: which preset shaped the requests, by name and file hash."""
+
+    name: str
+    sha256: str
+    flags: PresetFlags
+
+
 @dataclass(frozen=True)
 class Preset:
     name: str
     sha256: str  # of the preset file's bytes
-    flags: dict[str, Any] = field(default_factory=dict)
+    flags: PresetFlags = field(default_factory=lambda: PresetFlags())
 
-    def record(self) -> dict[str, Any]:
-        return {"name": self.name, "sha256": self.sha256, "flags": dict(self.flags)}
+    def record(self) -> PresetRecord:
+        return {"name": self.name, "sha256": self.sha256, "flags": self.flags.copy()}
 
 
 def preset_names() -> list[str]:
@@ -90,7 +107,7 @@ def load_preset(name: str) -> Preset:
         )
     raw = (resources.files("evaluator.request") / "presets" / f"{name}.json").read_bytes()
     data = json.loads(raw)
-    flags = data.get("flags") or {}
+    flags: PresetFlags = data.get("flags") or PresetFlags()  # checked against PRESET_FLAGS below
     unknown = sorted(set(flags) - set(PRESET_FLAGS))
     if unknown:
         raise RequestShapeError(

@@ -12,6 +12,7 @@ Adding a setting: add a field here (with a default, so older folders still read)
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -19,6 +20,7 @@ import msgspec
 
 from evaluator.core.jsonl import JSONObject
 from evaluator.core.vocab import Launcher
+from evaluator.runfolder.run_settings import DataRecord, RunSettings
 from evaluator.runfolder.serving import Serving
 
 RUN_CONFIG_SCHEMA_VERSION = 1
@@ -159,8 +161,8 @@ class RunConfig(msgspec.Struct, kw_only=True, omit_defaults=False):
 
 
 def build_run_config(
-    settings: dict[str, Any],
-    data: dict[str, Any],
+    settings: RunSettings,
+    data: DataRecord,
     prompts: dict[str, str],
     environment: JSONObject,
     servers: dict[str, JSONObject],
@@ -171,12 +173,13 @@ def build_run_config(
     """A fresh run's configuration. `settings` is runner.settings_summary(...); `servers` maps each
     endpoint to its server_info, in the order of settings["endpoints"]."""
     known = set(RunConfig.__struct_fields__)
-    body = {k: v for k, v in settings.items() if k in known}
-    extra = {k: v for k, v in settings.items() if k not in known}
+    given: Mapping[str, Any] = settings  # RunConfig's keyword arguments, and its extra keys
+    body = {k: v for k, v in given.items() if k in known}
+    extra = {k: v for k, v in given.items() if k not in known}
     first = next(iter(servers.values()), {})
     return RunConfig(
         **body,
-        data=data,
+        data=dict(data),
         prompts=prompts,
         environment=environment,
         server=first,

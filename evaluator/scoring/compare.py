@@ -250,7 +250,7 @@ def _leaderboard_entry(
         "outcomes": outcome_counts(responses),
         "groups": groups,
         "extra_metrics": extra_metrics_of(run.benchmark, responses),
-        "partial_sha256": run.summary["inputs"]["partial_sha256"],
+        "partial_sha256": run.typed_summary["inputs"]["partial_sha256"],
     }
     missing = entry["outcomes"]["missing"]
     if missing:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import TypedDict
 
 from evaluator.scoring.row import ScoredRow
 
@@ -61,7 +61,29 @@ def _has_response(row: ScoredRow) -> bool:
     return row.status == "ok" and row.response_text is not None
 
 
-def response_identity(original: list[ScoredRow], new: list[ScoredRow]) -> dict[str, Any]:
+class Difference(TypedDict):
+    """Where a pair of responses first differs (0-based token and character)."""
+
+    sample_id: str
+    repeat: int
+    field: str
+    token: int
+    char: int
+
+
+class Identity(TypedDict):
+    """response_identity: the reproduced responses against the original ones."""
+
+    paired: int
+    compared: int
+    identical: int
+    differing: int
+    without_response: int
+    token_definition: str
+    differences: list[Difference]
+
+
+def response_identity(original: list[ScoredRow], new: list[ScoredRow]) -> Identity:
     """How many paired responses came back byte-identical, how many differ, and where.
 
     `compared` counts pairs where both sides have a response (status ok); pairs where either side
@@ -69,7 +91,7 @@ def response_identity(original: list[ScoredRow], new: list[ScoredRow]) -> dict[s
     """
     by_key = {r.key: r for r in new}
     identical = 0
-    differing: list[dict[str, Any]] = []
+    differing: list[Difference] = []
     without = 0
     paired = 0
     for o in original:
@@ -105,7 +127,7 @@ def response_identity(original: list[ScoredRow], new: list[ScoredRow]) -> dict[s
     }
 
 
-def render_identity(c: dict[str, Any], limit: int = 20) -> str:
+def render_identity(c: Identity, limit: int = 20) -> str:
     n = c["compared"]
     out = [
         f"Byte-identical responses (response_text and reasoning_text): {c['identical']} / {n}; "

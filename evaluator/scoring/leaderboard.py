@@ -148,7 +148,7 @@ def run_entry(
         "model": m.run_config.model,
         "provider": provider_host(m.run_config.endpoints or [m.run_config.endpoint or ""]),
         **compare_block(qrows, k, accuracy_block),
-        **({"repeats": repeats_of(m.summary)} if k > 1 else {}),
+        **({"repeats": repeats_of(m.typed_summary)} if k > 1 else {}),
         "per_group": per_group,
         "extra_metrics": extra_metrics_of(m.benchmark, responses),
         "outcomes": outcomes,

@@ -9,6 +9,7 @@ from typing import Any, cast
 from evaluator.core.usage import extra_usage_stats
 from evaluator.core.values import is_int, is_num
 from evaluator.data.benchmarks.base import Benchmark
+from evaluator.data.parquet import DataOrigin
 from evaluator.data.reasoning import ReasoningObserved, observed, shows_reasoning
 from evaluator.data.think import inline_think_count, inline_think_warnings
 from evaluator.request.ratelimit import rate_limit_stats
@@ -33,7 +34,6 @@ from evaluator.scoring.stats import CONFIDENCE, PERCENTILES, describe
 from evaluator.scoring.summary_shape import (
     BucketBreakdown,
     BucketValue,
-    DataOrigin,
     ErrorAnatomy,
     FallbackDiagnostic,
     GroupBreakdown,

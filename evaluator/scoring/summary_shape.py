@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any, TypedDict
 
 from evaluator.core.usage import UsageExtras
+from evaluator.data.parquet import DataOrigin
 from evaluator.data.reasoning import ReasoningObserved
 from evaluator.request.ratelimit import RateLimitStats
 from evaluator.runfolder.batches import BatchSummary
@@ -95,16 +96,6 @@ class UsageSummary(UsageExtras, total=False):
 class HttpAttempts(TypedDict):
     sum: int
     rows_retried: int
-
-
-class DataOrigin(TypedDict, total=False):
-    """Where the data came from, as run_config.json's `data` records it (a Hub dataset or local files)."""
-
-    source: str
-    dataset: str
-    requested_revision: str | None
-    revision: str | None
-    pattern: str
 
 
 class SummaryData(TypedDict, total=False):
