@@ -8,7 +8,7 @@ import subprocess
 from collections.abc import Mapping
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import httpx2 as httpx  # the HTTP library openai >= 3 is built on
 
@@ -75,7 +75,18 @@ def git_commit() -> str | None:
     return f"{out}-dirty" if dirty else out
 
 
-def environment_info(containers: Mapping[str, str] | None = None) -> JSONObject:
+class Environment(TypedDict):
+    """run_config.json `environment` (environment_info)."""
+
+    evaluator_version: str
+    git_commit: str | None
+    python: str
+    platform: str
+    packages: dict[str, str | None]
+    containers: dict[str, str]
+
+
+def environment_info(containers: Mapping[str, str] | None = None) -> Environment:
     """The evaluator, Python, key packages, and the container variables (`containers`: ones a launch
     contract gives, over the environment's)."""
     given = {**os.environ, **(containers or {})}

@@ -14,14 +14,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import msgspec
 
 from evaluator.core.jsonl import JSONObject
 from evaluator.core.vocab import Launcher
-from evaluator.runfolder.run_settings import DataRecord, RunSettings
 from evaluator.runfolder.serving import Serving
+
+if TYPE_CHECKING:  # provenance imports the HTTP client: not for the commands that only read folders
+    from evaluator.runfolder.provenance import Environment
+    from evaluator.runfolder.run_settings import DataRecord, RunSettings
 
 RUN_CONFIG_SCHEMA_VERSION = 1
 # Settings that change a request byte or a number: a run folder refuses records made under others.
@@ -164,7 +167,7 @@ def build_run_config(
     settings: RunSettings,
     data: DataRecord,
     prompts: dict[str, str],
-    environment: JSONObject,
+    environment: Environment,
     servers: dict[str, JSONObject],
     now: str,
     serving: Serving | None = None,
@@ -181,7 +184,7 @@ def build_run_config(
         **body,
         data=dict(data),
         prompts=prompts,
-        environment=environment,
+        environment=dict(environment),
         server=first,
         servers=servers if len(servers) > 1 else None,
         created_at=now,

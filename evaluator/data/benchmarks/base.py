@@ -10,7 +10,7 @@ import hashlib
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from evaluator.core.jsonl import JSONObject
 from evaluator.core.records import Sampling
@@ -35,6 +35,36 @@ class Sample:
     data_error: str | None = None
 
 
+class ImageURL(TypedDict):
+    url: str  # a data: URL (or the placeholder data.messages hashes in its place)
+
+
+class ContentPart(TypedDict, total=False):
+    """One part of a user message: {"type": "image_url", "image_url": ...} or {"type": "text", "text": ...}."""
+
+    type: str
+    text: str
+    image_url: ImageURL
+
+
+class ChatMessage(TypedDict):
+    """A chat-completions message as a benchmark builds it (the request sends it as it is)."""
+
+    role: str
+    content: str | list[ContentPart]
+
+
+class ManifestLine(TypedDict, total=False):
+    """One line of manifest.jsonl (ManifestEntry.to_dict); messages_sha256 only when known."""
+
+    sample_id: str
+    image_sha256: str | None
+    ground_truth: int | None
+    groups: JSONObject  # the benchmark's subgroup fields, as the data has them
+    data_error: str | None
+    messages_sha256: str
+
+
 @dataclass(frozen=True)
 class ManifestEntry:
     sample_id: str
@@ -46,8 +76,8 @@ class ManifestEntry:
     # a changed prompt, question or class definition changes it. None in folders made before it existed.
     messages_sha256: str | None = None
 
-    def to_dict(self) -> dict[str, Any]:
-        d = {
+    def to_dict(self) -> ManifestLine:
+        d: ManifestLine = {
             "sample_id": self.sample_id,
             "image_sha256": self.image_sha256,
             "ground_truth": self.ground_truth,
@@ -140,7 +170,7 @@ class Benchmark(ABC):
 
     # -- sample -> request
     @abstractmethod
-    def messages(self, sample: Sample, image_data_url: str) -> list[JSONObject]:
+    def messages(self, sample: Sample, image_data_url: str) -> list[ChatMessage]:
         """The chat messages sent for one sample."""
 
     # -- response -> answer

@@ -9,6 +9,7 @@ from evaluator.core.jsonl import JSONObject
 from evaluator.core.records import Sampling
 from evaluator.data.benchmarks.base import (
     Benchmark,
+    ChatMessage,
     Sample,
     check_answer,
     image_bytes_of,
@@ -121,7 +122,7 @@ class CountQA(Benchmark):
                 data_error="; ".join(errors) or None,
             )
 
-    def messages(self, sample: Sample, image_data_url: str) -> list[JSONObject]:
+    def messages(self, sample: Sample, image_data_url: str) -> list[ChatMessage]:
         return [
             {"role": "system", "content": self.system_prompt},
             {

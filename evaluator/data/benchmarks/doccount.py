@@ -10,6 +10,7 @@ from evaluator.core.jsonl import JSONObject
 from evaluator.core.records import Sampling
 from evaluator.data.benchmarks.base import (
     Benchmark,
+    ChatMessage,
     Sample,
     check_answer,
     image_bytes_of,
@@ -93,7 +94,7 @@ class DocCount(Benchmark):
             data_error="; ".join(errors) or None,
         )
 
-    def messages(self, sample: Sample, image_data_url: str) -> list[JSONObject]:
+    def messages(self, sample: Sample, image_data_url: str) -> list[ChatMessage]:
         # Exactly one user message: the image, then the released prompt verbatim. No system message.
         return [
             {
