@@ -50,31 +50,61 @@ _.verdict_label  # report/pieces.py compare-page question row
 # A child process runs it by name (scoring/plot_worker.py _CHILD).
 _.child_main
 
-# TypedDict keys of summary.json, leaderboard.json and compare.json (scoring/board.py, scoring/metrics.py,
-# core/usage.py, data/reasoning.py, request/ratelimit.py, report/leaderboard_page.py): written to JSON or
-# read by the templates by name, and read in Python as string keys (e["accuracy"]), which vulture does not see.
+# TypedDict keys of summary.json, leaderboard.json and compare.json (scoring/board.py, scoring/summary_shape.py,
+# core/usage.py, data/reasoning.py, request/ratelimit.py, runfolder/batches.py, report/leaderboard_page.py), of
+# run_config.json (runfolder/run_settings.py), of the chat messages (data/benchmarks/base.py) and of the pages'
+# values (report/leaderboard_forest.py, scoring/identity.py): written to JSON or read by the templates by name,
+# and read in Python as string keys (e["accuracy"]), which vulture does not see.
 _.accuracy
 _.accuracy_a
 _.accuracy_b
+_.agreement
+_.always_right
 _.attempts_with_usage
+_.axis_y
 _.batch_default
+_.batch_ids
+_.bootstrap_resamples
+_.bootstrap_seed
 _.ci95
 _.class_size_mismatches
 _.class_sizes_match
 _.classes_differ
 _.comparable
+_.compared
 _.complete
+_.completed_at
 _.correct_only_with_fallback
 _.correct_only_with_primary_parser
 _.cost_usd
+_.count_buckets
+_.counts_over
+_.dataset_questions
+_.diagnostic
 _.difference
 _.difference_ci95
+_.differences
+_.evaluator_version
 _.exact_rate
+_.finish_reasons
+_.full_manifest_sha256
+_.has_published
+_.http_attempts
+_.inline_think_responses
+_.labels_sha256
 _.leaderboard
+_.majority_vote
+_.manifest_sha256
+_.manifest_verified
 _.mcnemar_exact_p
 _.mean_absolute_error
+_.mean_accuracy
 _.mean_signed_error
 _.median_absolute_error
+_.metric
+_.mismatches
+_.multi_valued
+_.never_right
 _.observed_share
 _.off_by_one
 _.off_by_one_rate
@@ -83,15 +113,38 @@ _.over_count_rate
 _.p_holm
 _.p_test
 _.p_value
+_.partial_bad_lines
+_.partial_torn_tail
+_.percentile_points
+_.percentiles
+_.primary_metric
 _.provider
 _.ptext
 _.question_set_sha256
+_.rate_limits
 _.reasoning_note
+_.records_malformed
+_.records_valid
+_.reproduced
 _.reproduced_accuracy
 _.reproduced_correct
 _.reproduced_questions
 _.reproduced_reasoning
+_.requested_revision
+_.responses_from_batches
+_.right_count_histogram
+_.role
+_.rows_retried
+_.sample_ids_outside
+_.selection_manifest_sha256
+_.short
 _.size_matches
+_.sometimes_right
+_.std_accuracy
+_.token_definition
 _.under_count
 _.under_count_rate
+_.verdict_class
+_.verdict_note
 _.waited_s
+_.without_response

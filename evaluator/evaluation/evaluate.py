@@ -34,7 +34,7 @@ from evaluator.evaluation.data_check import (
     validate_data,
 )
 from evaluator.evaluation.ending import note_rows, smoke_stop_line
-from evaluator.evaluation.options import EvaluateOptions
+from evaluator.evaluation.options import EvaluateOptions, batch_settings
 from evaluator.evaluation.orphan import stop_when_orphaned
 from evaluator.evaluation.plan import RunPlan
 from evaluator.evaluation.reachability import nothing_listening, unreachable
@@ -62,7 +62,6 @@ from evaluator.runfolder.files import (
 from evaluator.runfolder.manifest import ManifestError, load_manifest
 from evaluator.runfolder.provenance import environment_info, served_provenance, server_info
 from evaluator.runfolder.question_set import changed_questions, changed_text_message, folder_question_set
-from evaluator.runfolder.run_settings import BatchPolicy
 from evaluator.runfolder.runconfig import (
     RunConfig,
     RunConfigError,
@@ -202,18 +201,6 @@ def evaluate(opts: EvaluateOptions, check_only: bool = False, batch_prepare: boo
         if batch_prepare or opts.batch:
             return send_as_batches(opts, plan, batch_prepare)
         return send_pending(plan)
-
-
-def batch_settings(opts: EvaluateOptions, prepare: bool) -> BatchPolicy | None:
-    """run_config.json request_policy.batch: how rows are sent (never what a request holds)."""
-    if prepare:
-        return {"mode": "offline_files", "max_mb": opts.batch_max_mb}
-    if opts.batch:
-        policy: BatchPolicy = {"mode": "batch_api", "max_mb": opts.batch_max_mb, "poll_s": opts.batch_poll_s}
-        if opts.batch_max_wait is not None:
-            policy["max_wait_s"] = opts.batch_max_wait
-        return policy
-    return None
 
 
 def send_as_batches(opts: EvaluateOptions, plan: RunPlan, prepare: bool) -> int:

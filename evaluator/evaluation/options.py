@@ -12,6 +12,7 @@ import click
 from evaluator.core.docs import see_docs
 from evaluator.data.benchmarks import REGISTRY
 from evaluator.request.shape import FiniteRange, NumberOrNone, preset_names
+from evaluator.runfolder.run_settings import BatchPolicy
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -306,3 +307,13 @@ def options_from_args(args: list[str], prog_name: str = "doccount evaluate") -> 
     evaluate_options(command)  # click's option decorators add their parameters to a Command in place
     with command.make_context(prog_name, list(args)) as ctx:
         return EvaluateOptions(**ctx.params)
+
+
+def batch_settings(opts: EvaluateOptions, prepare: bool) -> BatchPolicy | None:
+    """run_config.json request_policy.batch: how rows are sent (never what a request holds)."""
+    if prepare:
+        return {"mode": "offline_files", "max_mb": opts.batch_max_mb}
+    if opts.batch:
+        wait: BatchPolicy = {} if opts.batch_max_wait is None else {"max_wait_s": opts.batch_max_wait}
+        return {"mode": "batch_api", "max_mb": opts.batch_max_mb, "poll_s": opts.batch_poll_s, **wait}
+    return None

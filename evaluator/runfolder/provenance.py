@@ -8,7 +8,7 @@ import subprocess
 from collections.abc import Mapping
 from importlib import metadata
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Any
 
 import httpx2 as httpx  # the HTTP library openai >= 3 is built on
 
@@ -18,6 +18,7 @@ from evaluator.core.jsonl import JSONObject
 from evaluator.core.secrets import Redactor
 from evaluator.request.endpoint import server_root, split_query
 from evaluator.runfolder.handoff import read_contract
+from evaluator.runfolder.run_settings import Environment
 from evaluator.runfolder.runconfig import Launch
 from evaluator.runfolder.serving import Serving, serving_record
 
@@ -73,17 +74,6 @@ def git_commit() -> str | None:
     except (OSError, subprocess.SubprocessError):
         return None
     return f"{out}-dirty" if dirty else out
-
-
-class Environment(TypedDict):
-    """run_config.json `environment` (environment_info)."""
-
-    evaluator_version: str
-    git_commit: str | None
-    python: str
-    platform: str
-    packages: dict[str, str | None]
-    containers: dict[str, str]
 
 
 def environment_info(containers: Mapping[str, str] | None = None) -> Environment:

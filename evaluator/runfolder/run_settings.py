@@ -15,7 +15,7 @@ from evaluator.request.shape import PresetRecord
 
 
 class BatchPolicy(TypedDict, total=False):
-    """request_policy.batch: how rows were sent in batches (evaluate.batch_settings)."""
+    """request_policy.batch: how rows were sent in batches (evaluation.options.batch_settings)."""
 
     mode: str  # batch_api | offline_files
     max_mb: float
@@ -79,3 +79,14 @@ class DataRecord(DataOrigin, total=False):
     labels_sha256: str
     messages_sha256: str
     selection: Selection
+
+
+class Environment(TypedDict):
+    """run_config.json `environment` (environment_info)."""
+
+    evaluator_version: str
+    git_commit: str | None
+    python: str
+    platform: str
+    packages: dict[str, str | None]
+    containers: dict[str, str]

@@ -22,9 +22,8 @@ from evaluator.core.jsonl import JSONObject
 from evaluator.core.vocab import Launcher
 from evaluator.runfolder.serving import Serving
 
-if TYPE_CHECKING:  # provenance imports the HTTP client: not for the commands that only read folders
-    from evaluator.runfolder.provenance import Environment
-    from evaluator.runfolder.run_settings import DataRecord, RunSettings
+if TYPE_CHECKING:  # what evaluate writes; the commands that only read folders need not import it
+    from evaluator.runfolder.run_settings import DataRecord, Environment, RunSettings
 
 RUN_CONFIG_SCHEMA_VERSION = 1
 # Settings that change a request byte or a number: a run folder refuses records made under others.
