@@ -62,7 +62,7 @@ class MergedRun:
     manifest: list[ManifestEntry]
     rows: list[ScoredRow]  # one per question (and repeat), manifest order
     # The Summary as a plain dict: archive.pack compares it key by key with a summary.json read back, through
-    # archive.base.mismatched_keys(dict[str, Any], ...). Read it typed through `typed_summary`.
+    # archive.base.mismatched_keys, which takes plain dicts. Read it typed through `typed_summary`.
     summary: dict[str, Any]
     warnings: list[str] = field(default_factory=list)
     # Indices of rows built from a line json.loads had to read (NaN, lone surrogates...): see evaluator.core.jsonl.
