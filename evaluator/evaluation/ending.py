@@ -47,17 +47,18 @@ _current: Ending | None = None
 
 
 class _LastError(logging.Handler):
-    """Keeps the last `error:` line logged (its first line: a cause is one line)."""
+    """Keeps the last `error:` line logged (its first line: a cause is one line), the key removed: the
+    outcome is a file, and a file never holds the key, whatever a line that reached here carried."""
 
     def __init__(self, ending: Ending) -> None:
         super().__init__(logging.INFO)
-        self.ending = ending
+        self.ending, self.redact = ending, redactor_from_env()
 
     def emit(self, record: logging.LogRecord) -> None:
         with contextlib.suppress(Exception):  # logging's rule: never raise into the caller
             text = record.getMessage().strip()
             if text.startswith("error:"):
-                self.ending.cause = text.splitlines()[0]
+                self.ending.cause = self.redact(text.splitlines()[0])
 
 
 def note_rows(recorded: Mapping[str, int]) -> Mapping[str, int]:
