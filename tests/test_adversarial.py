@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support import launch
 from support.cli import EVALUATE, SCORE, clean_env, eval_args
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -69,7 +70,7 @@ EXPLICIT = [
 
 
 def run(cmd: list[str], key: str) -> subprocess.CompletedProcess:
-    return subprocess.run(cmd, capture_output=True, env=clean_env(MODEL_API_KEY=key), timeout=180)
+    return launch.run(cmd, capture_output=True, env=clean_env(MODEL_API_KEY=key), timeout=180)
 
 
 def one_run(srv: AdversarialServer, base: Path, shas: list[str], chosen: list[Placement]) -> None:

@@ -17,6 +17,7 @@ from click.testing import CliRunner
 from scipy.stats import binomtest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from support import launch
 from support.datagen import doccount_reply, doccount_rows, write_doccount  # noqa: E402
 from support.openai_test_server import TestServer  # noqa: E402
 
@@ -71,7 +72,7 @@ def correct_vector(name: str) -> list[bool]:
 
 def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("MODEL_API")}
-    return subprocess.run([*CLI, *args], cwd=cwd, capture_output=True, text=True, env=env, timeout=120)
+    return launch.run([*CLI, *args], cwd=cwd, capture_output=True, text=True, env=env, timeout=120)
 
 
 def test_two_runs_paired_table_mcnemar_and_bootstrap(runs: dict[str, Path], tmp_path: Path) -> None:

@@ -12,6 +12,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from support import launch
 from support.cli import REPO, SCORE, read_records
 from support.datagen import (
     countqa_rows,
@@ -81,7 +82,7 @@ def test_vllm_qwen35_without_parser_is_flagged_by_its_lone_closing_tag(tmp_path:
         res = evaluate(emu, data, tmp_path / "r", "Qwen/Qwen3.5-397B-A17B", backend="vllm")
         records = assert_all_ok(tmp_path / "r", res)
         assert all(r["inline_think"] and "<think>" not in r["response_text"] for r in records)
-        score = subprocess.run(
+        score = launch.run(
             [*SCORE, "--run-root", str(tmp_path / "r")],
             capture_output=True,
             text=True,

@@ -18,6 +18,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
+from support import launch
 from support.cli import clean_env, eval_args
 from support.cli import read_records as records
 
@@ -36,7 +37,7 @@ FAST = ["--retry-backoff", "0.01", "--retry-max-wait", "0.05", "--timeout", "2",
 def evaluate(
     *args: str, env: dict[str, str] | None = None, timeout: float = 60
 ) -> subprocess.CompletedProcess:
-    return subprocess.run(
+    return launch.run(
         [*EVALUATE, *args], capture_output=True, text=True, env=env or clean_env(), timeout=timeout
     )
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support import launch
 from support.cli import SCORE, clean_env, fast_eval_cmd, read_records
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -30,7 +31,7 @@ TIMEOUT_S = 3.0
 
 
 def run(cmd: list[str], timeout: float = 150) -> subprocess.CompletedProcess:
-    return subprocess.run(cmd, capture_output=True, text=True, env=clean_env(), timeout=timeout)
+    return launch.run(cmd, capture_output=True, text=True, env=clean_env(), timeout=timeout)
 
 
 def requests_by_image(srv: TestServer) -> dict[str, list[dict[str, Any]]]:

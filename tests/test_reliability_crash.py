@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support import launch
 from support.cli import SCORE, clean_env, fast_eval_cmd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -56,7 +57,7 @@ class Proc:
 
 
 def run(cmd: list[str], timeout: float = 90) -> subprocess.CompletedProcess:
-    return subprocess.run(cmd, capture_output=True, text=True, env=clean_env(), timeout=timeout)
+    return launch.run(cmd, capture_output=True, text=True, env=clean_env(), timeout=timeout)
 
 
 def wait_until(cond: Callable[[], bool], proc: Proc | None = None, timeout: float = 30) -> bool:

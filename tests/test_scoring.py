@@ -20,6 +20,7 @@ from click.testing import CliRunner, Result
 from scipy.stats import binomtest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from support import launch
 from support.datagen import countqa_rows, doccount_rows, sha, write_countqa, write_doccount  # noqa: E402
 from support.openai_test_server import TestServer  # noqa: E402
 
@@ -54,9 +55,7 @@ def clean_env() -> dict[str, str]:
 
 
 def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*CLI, *args], cwd=cwd, capture_output=True, text=True, env=clean_env(), timeout=120
-    )
+    return launch.run([*CLI, *args], cwd=cwd, capture_output=True, text=True, env=clean_env(), timeout=120)
 
 
 def evaluate(cwd: Path, data_glob: str, run_root: Path, config: dict[str, Any], *extra: str) -> None:

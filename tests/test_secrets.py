@@ -14,6 +14,7 @@ import tarfile
 from pathlib import Path
 
 import pytest
+from support import launch
 from support.cli import SCORE, clean_env, fast_eval_cmd
 
 DOCCOUNT = [sys.executable, "-c", "from evaluator.cli import entry; entry()"]
@@ -26,7 +27,7 @@ pytestmark = pytest.mark.timeout(120)
 
 
 def run(cmd: list[str], key: str) -> subprocess.CompletedProcess:
-    return subprocess.run(cmd, capture_output=True, env=clean_env(MODEL_API_KEY=key), timeout=90)
+    return launch.run(cmd, capture_output=True, env=clean_env(MODEL_API_KEY=key), timeout=90)
 
 
 def canary() -> tuple[str, list[bytes]]:

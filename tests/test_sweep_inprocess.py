@@ -209,6 +209,8 @@ def test_a_real_ctrl_c_stops_the_sweep_even_where_a_library_swallows_keyboardint
     path = sweep_file(tmp_path, {"a": "", "b": ""})
     root = tmp_path / "runs"
     polls = 0
+    # as in a terminal's foreground (a background job started by a script inherits SIGINT ignored)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
 
     class Swallowing(FakeHandle):
         def poll(self) -> Poll | None:
@@ -229,10 +231,14 @@ def test_a_real_ctrl_c_stops_the_sweep_even_where_a_library_swallows_keyboardint
             return self.handles[-1]
 
     executor = SwallowingExecutor({"a": ENDS["ok"], "b": ENDS["ok"]}, root / "s" / SWEEP_STATE, waits=3)
-    code = run_sweep(load_sweep(path, specs()), specs(), root, [], None, env={}, out=io.StringIO(),
-                     executor=executor)  # fmt: skip
+    try:
+        code = run_sweep(load_sweep(path, specs()), specs(), root, [], None, env={}, out=io.StringIO(),
+                         executor=executor)  # fmt: skip
+        handler_after = signal.getsignal(signal.SIGINT)
+    finally:
+        signal.signal(signal.SIGINT, previous)
     assert code == ExitCode.INTERRUPTED and all(h.cancelled for h in executor.handles)
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # given back after the sweep
+    assert handler_after is signal.default_int_handler  # given back after the sweep
 
 
 def test_status_and_plan_ask_the_executor(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:

@@ -17,6 +17,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from support import launch
 from support.archives import repacked
 from support.cli import REPO, clean_env, run_cli
 from support.datagen import doccount_reply, doccount_rows, write_doccount
@@ -42,7 +43,7 @@ def auths(server: TestServer, since: int = 0) -> set[str | None]:
 
 def reproduce(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     """`doccount reproduce` with no terminal on stdin (as in CI, a pipe or a cron job)."""
-    return subprocess.run(
+    return launch.run(
         [sys.executable, "-m", "evaluator.cli", "reproduce", *args],
         capture_output=True, text=True, env=clean_env(**(env or {})), cwd=str(REPO),
         stdin=subprocess.DEVNULL, timeout=240,

@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from support import launch
 from support.datagen import complete_records as read_records  # noqa: F401  (the tests import it from here)
 
 REPO = Path(__file__).resolve().parents[2]
@@ -32,7 +33,7 @@ def run_cli(
     *args: str, env: dict[str, str] | None = None, timeout: float = 120
 ) -> subprocess.CompletedProcess[str]:
     """Run the real console entry point in a subprocess (exit codes and stderr are part of the contract)."""
-    return subprocess.run(
+    return launch.run(
         [sys.executable, "-m", "evaluator.cli", *args],
         capture_output=True,
         text=True,
@@ -118,7 +119,7 @@ def hf(
     )
     if offline is not None:
         env["HF_HUB_OFFLINE"] = "1" if offline else "0"
-    return subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=str(REPO), timeout=120)
+    return launch.run(cmd, capture_output=True, text=True, env=env, cwd=str(REPO), timeout=120)
 
 
 def doccount(*args: str) -> list[str]:

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from support import launch
 from support.cli import EVALUATE, FAST_RETRIES, REPO, clean_env, eval_args, read_records
 from support.datagen import doccount_reply, doccount_rows
 from support.provider_emulators import ProviderEmulator, Rules
@@ -19,7 +20,7 @@ def evaluate(emu: ProviderEmulator, data: str, run: Path, model: str, *flags: st
     cmd = [*EVALUATE, "--backend", backend, *eval_args(emu.base_url, data, run, model), *FAST_RETRIES]
     cmd += ["--concurrency", "2", "--timeout", "20", *flags]
     env = clean_env(MODEL_API_KEY="sk-emulator-SECRET-key")
-    return subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=str(REPO), timeout=100)
+    return launch.run(cmd, capture_output=True, text=True, env=env, cwd=str(REPO), timeout=100)
 
 
 def serve(rules: Rules, **kw: Any) -> Iterator[ProviderEmulator]:
