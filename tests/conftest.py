@@ -14,6 +14,7 @@ TESTS = Path(__file__).resolve().parent
 sys.path.insert(0, str(TESTS))
 
 from support.batch_emulator import BatchEmulator  # noqa: E402
+from support.cli import run_cli  # noqa: E402
 from support.datagen import doccount_rows, write_doccount  # noqa: E402
 from support.openai_test_server import TestServer  # noqa: E402
 from support.reports import make_run  # noqa: E402
@@ -84,3 +85,12 @@ def report_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Pat
     base = tmp_path_factory.mktemp("report-runs")
     with TestServer() as server:
         return {"a": make_run(base / "a", server), "b": make_run(base / "b", server, variant=True)}
+
+
+@pytest.fixture(scope="session")
+def demo_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, Path]:
+    """One `doccount demo` with its defaults (40 pages, seed 0: what the README quotes), and its run folder.
+    test_readme and test_demo_pipeline both read it (one scheduling group, so it runs once)."""
+    base = tmp_path_factory.mktemp("demo")
+    res = run_cli("demo", "--run-root", str(base / "demo"), "--data-root", str(base / "data"), timeout=900)
+    return res, base / "demo"

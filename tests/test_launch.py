@@ -94,3 +94,18 @@ def test_a_signal_is_a_negative_returncode_and_startup_settings_go_cold(tmp_path
     fresh = launch.run([sys.executable, "-c", probe], capture_output=True, text=True,
                        env=clean_env(PYTHONHASHSEED="123"))  # fmt: skip
     assert fresh.stdout.strip() == "False"
+
+
+def test_a_dead_warm_interpreter_is_replaced_and_the_command_still_runs(tmp_path: Path) -> None:
+    probe = [sys.executable, "-c", "import os, sys; print('openai' in sys.modules, os.getppid())"]
+    first = launch.zygote()
+    assert first is not None
+    first["proc"].kill()
+    first["proc"].wait()
+    with pytest.warns(UserWarning, match="warm interpreter is gone"):
+        fresh = launch.run(probe, capture_output=True, text=True, env=clean_env())
+    assert fresh.returncode == 0 and fresh.stdout.split()[0] == "False"  # a fresh interpreter ran it
+    again = launch.run(probe, capture_output=True, text=True, env=clean_env())
+    second = launch.zygote()
+    assert second is not None and second["proc"].pid != first["proc"].pid
+    assert again.stdout.split() == ["True", str(second["proc"].pid)]  # forked from the new one

@@ -33,9 +33,9 @@ def test_the_readme_is_short() -> None:
 
 
 @pytest.mark.timeout(900)
-def test_the_demo_prints_what_the_readme_quotes(tmp_path) -> None:
+def test_the_demo_prints_what_the_readme_quotes(demo_run) -> None:
     quoted = _block_after("## Try it: the demo")
-    res = run_cli("demo", "--run-root", str(tmp_path / "demo"), timeout=900)
+    res, _ = demo_run
     assert res.returncode == 0, res.stderr[-3000:]
     printed = set(res.stdout.splitlines())
     # the README's class table leaves out the Markdown alignment row; every line it shows is printed

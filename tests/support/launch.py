@@ -22,6 +22,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -119,39 +120,53 @@ def run(
             cmd, env=env, cwd=cwd, timeout=timeout, text=text, capture_output=capture_output,
             input=input, stdin=stdin, **kwargs,
         )  # fmt: skip
-    return _run_warm(list(cmd), request, warm["path"], timeout, text, input)
+    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        conn.connect(warm["path"])
+    except OSError as exc:  # the warm interpreter died: correct results matter more than speed
+        conn.close()
+        warnings.warn(f"the warm interpreter is gone ({exc}); this process starts fresh", stacklevel=2)
+        _zygote.pop("state", None)  # the next command starts a new one
+        warm["proc"].kill()
+        return subprocess.run(cmd, env=env, cwd=cwd, timeout=timeout, text=text, capture_output=capture_output,
+                              input=input, stdin=stdin)  # fmt: skip
+    with conn:
+        return _run_warm(conn, list(cmd), request, timeout, text, input)
 
 
 def _run_warm(
-    cmd: list[str], request: dict[str, Any], path: str, timeout: float | None, text: bool, input: Any
+    conn: socket.socket,
+    cmd: list[str],
+    request: dict[str, Any],
+    timeout: float | None,
+    text: bool,
+    input: Any,
 ) -> subprocess.CompletedProcess:
     in_r, in_w = os.pipe()
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
     outs: list[bytes] = []
     errs: list[bytes] = []
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
-        conn.connect(path)
-        socket.send_fds(conn, [b"x"], [in_r, out_w, err_w])
-        conn.sendall(json.dumps(request).encode() + b"\n")
-        for fd in (in_r, out_w, err_w):
-            os.close(fd)
-        readers = [_pipe_reader(out_r, outs), _pipe_reader(err_r, errs)]
-        data = input.encode(locale.getpreferredencoding(False)) if isinstance(input, str) else input
-        with os.fdopen(in_w, "wb") as child_stdin:  # closed at once without input: the child reads EOF
-            if data:
-                with contextlib.suppress(BrokenPipeError):  # the child ended without reading it all
-                    child_stdin.write(data)
-        conn.settimeout(timeout)
-        lines = conn.makefile("rb")
-        pid = int(lines.readline())
-        try:
-            code = int(lines.readline())
-        except TimeoutError:
-            os.kill(pid, 9)
-            for reader in readers:
-                reader.join()
-            raise subprocess.TimeoutExpired(cmd, timeout or 0, b"".join(outs), b"".join(errs)) from None
+    socket.send_fds(conn, [b"x"], [in_r, out_w, err_w])
+    conn.sendall(json.dumps(request).encode() + b"\n")
+    for fd in (in_r, out_w, err_w):
+        os.close(fd)
+    readers = [_pipe_reader(out_r, outs), _pipe_reader(err_r, errs)]
+    data = input.encode(locale.getpreferredencoding(False)) if isinstance(input, str) else input
+    with os.fdopen(in_w, "wb") as child_stdin:  # closed at once without input: the child reads EOF
+        if data:
+            with contextlib.suppress(BrokenPipeError):  # the child ended without reading it all
+                child_stdin.write(data)
+    conn.settimeout(timeout)
+    lines = conn.makefile("rb")
+    pid = int(lines.readline())
+    try:
+        code = int(lines.readline())
+    except TimeoutError:
+        os.kill(pid, 9)
+        for reader in readers:
+            reader.join()
+        raise subprocess.TimeoutExpired(cmd, timeout or 0, b"".join(outs), b"".join(errs)) from None
     for reader in readers:
         reader.join()
     out, err = b"".join(outs), b"".join(errs)

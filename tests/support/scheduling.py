@@ -12,7 +12,9 @@ SHARED_SETUP = {
     "test_archive": "archive",
     "test_compare": "compare",
     "test_demo_data": "demo_data",
+    "test_demo_pipeline": "demo",  # one `doccount demo` (conftest's demo_run), read by both
     "test_hub": "hub",
+    "test_readme": "demo",
     "test_reference_server": "reference_server",
     "test_report": "report",
     "test_report_browser": "report",  # the same two runs (conftest's report_runs)
@@ -33,7 +35,6 @@ LONG_FIRST = (
     "test_hub.py::",  # one group (SHARED_SETUP) of about ten tests of seconds each
     "test_readme.py::test_the_demo_prints_what_the_readme_quotes",
     "test_sweep.py::test_four_providers_at_once_own_keys_a_spent_quota_then_resume",
-    "test_demo_pipeline.py::test_demo_runs_the_whole_pipeline",
     "test_hub_model.py::test_a_run_records_the_commit_of_the_weights_that_served_it",
     "test_countqa_pipeline.py::test_countqa_evaluate_score_compare_archive",
     "test_sweep.py::test_a_run_added_a_repeat_added_and_changed_settings",
