@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import cached_property
 
 # The escapes a text can hide the key behind, decoded before matching, repeatedly (a JSON string may hold
 # a \\u escape; a percent sign may itself be percent-encoded): JSON's \\uXXXX, \\\\, \\/ and \\";
@@ -36,8 +37,13 @@ class DecodedView:
     source: str
     rounds: int
 
+    @cached_property
+    def _map(self) -> tuple[list[int], list[int]]:
+        # built once per view: a key found as many pieces maps each of them back through the same map
+        return _positions(self.source, self.rounds)
+
     def original(self, start: int, end: int) -> tuple[int, int]:
-        starts, ends = _positions(self.source, self.rounds)
+        starts, ends = self._map
         return starts[start], ends[end - 1]
 
 
