@@ -3,11 +3,12 @@
 
 The child is still a real process with its own file descriptors, environment, working directory, argv
 and exit status, so exit codes, stdout and stderr are tested as before; what it skips is importing
-openai, numpy and matplotlib again (most of a second of CPU each time). Tests that signal, kill or watch a
-process while it runs use subprocess.Popen as before. A command this cannot start the same way a fresh
-interpreter would (another interpreter, interpreter options, an environment that changes how Python
-itself starts, output not captured) goes to subprocess.run unchanged, as does everything when
-DOCCOUNT_TEST_COLD=1 is set. tests/test_launch.py checks that both ways give the same results.
+openai, numpy and matplotlib again (most of a second of CPU each time). Tests that signal, kill or
+watch a process while it runs use subprocess.Popen as before. A command this cannot start the way a
+fresh interpreter would goes to subprocess.run unchanged: another interpreter, interpreter options, an
+environment that changes how Python itself starts, output not captured, or a child that watches its
+parent. So does every command when DOCCOUNT_TEST_COLD=1 is set. tests/test_launch.py checks that both
+ways give the same results.
 """
 
 from __future__ import annotations
@@ -115,7 +116,9 @@ def run(
     run_env = dict(os.environ if env is None else env)
     warm = zygote() if capture_output and not kwargs and stdin in (None, subprocess.DEVNULL) else None
     request = _request(cmd, run_env, str(cwd or os.getcwd())) if warm else None
-    if warm is None or request is None or _startup_env(run_env) != warm["startup"]:
+    # a child told to watch its parent (evaluation/orphan.py) needs the caller as its parent, not the zygote
+    parent_watched = "DOCCOUNT_PARENT_PID" in run_env
+    if warm is None or request is None or parent_watched or _startup_env(run_env) != warm["startup"]:
         return subprocess.run(
             cmd, env=env, cwd=cwd, timeout=timeout, text=text, capture_output=capture_output,
             input=input, stdin=stdin, **kwargs,
