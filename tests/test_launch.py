@@ -22,6 +22,12 @@ PROBE = (
 )
 
 
+@pytest.fixture(autouse=True)
+def warm_allowed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests compare the two ways, also in a `DOCCOUNT_TEST_COLD=1` run of the suite."""
+    monkeypatch.delenv("DOCCOUNT_TEST_COLD", raising=False)
+
+
 def both(cmd: list[str], **kw) -> tuple[subprocess.CompletedProcess, subprocess.CompletedProcess]:
     assert launch.zygote() is not None, "the warm interpreter did not start: every test here would be cold"
     warm = launch.run(cmd, capture_output=True, **kw)
@@ -114,3 +120,10 @@ def test_a_dead_warm_interpreter_is_replaced_and_the_command_still_runs(tmp_path
     second = launch.zygote()
     assert second is not None and second["proc"].pid != first["proc"].pid
     assert again.stdout.split() == ["True", str(second["proc"].pid)]  # forked from the new one
+
+
+def test_doccount_test_cold_starts_every_command_fresh(monkeypatch: pytest.MonkeyPatch) -> None:
+    probe = [sys.executable, "-c", "import sys; print('openai' in sys.modules)"]
+    assert launch.run(probe, capture_output=True, text=True, env=clean_env()).stdout.strip() == "True"
+    monkeypatch.setenv("DOCCOUNT_TEST_COLD", "1")
+    assert launch.run(probe, capture_output=True, text=True, env=clean_env()).stdout.strip() == "False"

@@ -45,7 +45,7 @@ def _startup_env(env: dict[str, str]) -> dict[str, str]:
 
 def _start_zygote() -> dict[str, Any] | None:
     """The warm interpreter of this process, started on first use (None: it cannot be used here)."""
-    if os.environ.get("DOCCOUNT_TEST_COLD") == "1" or sys.platform != "linux":
+    if sys.platform != "linux":
         return None
     folder = tempfile.mkdtemp(prefix="doccount-zygote-")
     path = os.path.join(folder, "sock")
@@ -114,7 +114,8 @@ def run(
 ) -> subprocess.CompletedProcess:
     """subprocess.run(cmd, ...) with output captured; forked from the warm interpreter where it can be."""
     run_env = dict(os.environ if env is None else env)
-    warm = zygote() if capture_output and not kwargs and stdin in (None, subprocess.DEVNULL) else None
+    wanted = os.environ.get("DOCCOUNT_TEST_COLD") != "1" and capture_output and not kwargs
+    warm = zygote() if wanted and stdin in (None, subprocess.DEVNULL) else None
     request = _request(cmd, run_env, str(cwd or os.getcwd())) if warm else None
     # a child told to watch its parent (evaluation/orphan.py) needs the caller as its parent, not the zygote
     parent_watched = "DOCCOUNT_PARENT_PID" in run_env
