@@ -18,6 +18,7 @@ import contextlib
 import json
 import locale
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -62,8 +63,10 @@ def _start_zygote() -> dict[str, Any] | None:
     ready = proc.stdout.readline().decode().split()
     if ready[:1] != ["ready"] or ready[1:] != ["1"]:  # not started, or not single-threaded: fork is unsafe
         proc.kill()
+        shutil.rmtree(folder, ignore_errors=True)
         return None
-    atexit.register(proc.kill)
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    atexit.register(proc.kill)  # runs first: atexit calls in reverse order
     return {"proc": proc, "path": path, "startup": _startup_env(env)}
 
 
