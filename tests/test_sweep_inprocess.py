@@ -94,8 +94,14 @@ class FakeExecutor:
     parallel = 2
     can_detach = False
 
-    def __init__(self, ends: Mapping[str, UnitResult], state_file: Path, waits: int = 2) -> None:
-        self.ends, self.state_file, self.waits = ends, state_file, waits
+    def __init__(
+        self,
+        ends: Mapping[str, UnitResult],
+        state_file: Path,
+        waits: int = 2,
+        handle_type: type[FakeHandle] = FakeHandle,
+    ) -> None:
+        self.ends, self.state_file, self.waits, self.handle_type = ends, state_file, waits, handle_type
         self.submitted: list[str] = []
         self.handles: list[FakeHandle] = []
         self.closed = 0
@@ -111,7 +117,7 @@ class FakeExecutor:
 
     def submit(self, task: UnitTask) -> FakeHandle:
         self.submitted.append(task.run)
-        handle = FakeHandle(task, self.ends[task.run], self.waits, job_id=f"j-{task.run}")
+        handle = self.handle_type(task, self.ends[task.run], self.waits, job_id=f"j-{task.run}")
         self.handles.append(handle)
         return handle
 
@@ -188,12 +194,9 @@ def test_ctrl_c_during_the_loop_cancels_every_unit_and_exits_130(tmp_path: Path)
                 raise KeyboardInterrupt  # as Ctrl-C arrives while the loop polls
             return super().poll()
 
-    class CtrlCExecutor(FakeExecutor):
-        def submit(self, task: UnitTask) -> FakeHandle:
-            self.handles.append(CtrlC(task, self.ends[task.run], self.waits, None))
-            return self.handles[-1]
-
-    executor = CtrlCExecutor({"a": ENDS["ok"], "b": ENDS["ok"]}, root / "s" / SWEEP_STATE, waits=3)
+    executor = FakeExecutor(
+        {"a": ENDS["ok"], "b": ENDS["ok"]}, root / "s" / SWEEP_STATE, waits=3, handle_type=CtrlC
+    )
     code = run_sweep(load_sweep(path, specs()), specs(), root, [], None, env={}, out=io.StringIO(),
                      executor=executor)  # fmt: skip
     assert code == ExitCode.INTERRUPTED and executor.closed == 1
@@ -225,12 +228,8 @@ def test_a_real_ctrl_c_stops_the_sweep_even_where_a_library_swallows_keyboardint
                 pass
             return super().poll()
 
-    class SwallowingExecutor(FakeExecutor):
-        def submit(self, task: UnitTask) -> FakeHandle:
-            self.handles.append(Swallowing(task, self.ends[task.run], self.waits, None))
-            return self.handles[-1]
-
-    executor = SwallowingExecutor({"a": ENDS["ok"], "b": ENDS["ok"]}, root / "s" / SWEEP_STATE, waits=3)
+    ends = {"a": ENDS["ok"], "b": ENDS["ok"]}
+    executor = FakeExecutor(ends, root / "s" / SWEEP_STATE, waits=3, handle_type=Swallowing)
     try:
         code = run_sweep(load_sweep(path, specs()), specs(), root, [], None, env={}, out=io.StringIO(),
                          executor=executor)  # fmt: skip
