@@ -85,17 +85,44 @@ def row_key(sample_id: str, repeat: int) -> str:
 
 
 def load_ledger(root: Path) -> Ledger:
-    """The run folder's ledger (an empty one when there is none)."""
+    """The run folder's ledger (an empty one when there is none). Every input file it names must be a file
+    of the folder's batch/ (checked here, before any caller reads, uploads or deletes it)."""
     path = root / LEDGER
     if not path.exists():
         return Ledger()
     try:
-        return msgspec.json.decode(path.read_bytes(), type=Ledger)
+        ledger = msgspec.json.decode(path.read_bytes(), type=Ledger)
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
         raise LedgerError(
             f"{path} cannot be read ({exc}); it lists the batches of this run. Restore it, or remove it and "
             "the batch/ folder to start the batch part afresh (batches already created are then not collected)"
         ) from None
+    for e in ledger.batches:
+        check_input_name(root, e.input)
+    return ledger
+
+
+def check_input_name(root: Path, name: str) -> None:
+    """A ledger's input file must be `batch/NAME.jsonl` inside the run folder, reached through no link: a
+    ledger naming any other path (`../..`, absolute, a link out of the folder) would have a resume delete or
+    upload a file that is not the run's. Raises LedgerError naming the entry."""
+    parts = name.split("/")
+    plain = (
+        len(parts) == 2
+        and parts[0] == INPUT_DIR
+        and parts[1] not in ("", ".", "..")
+        and "\\" not in name
+        and "\0" not in name
+        and not parts[1].startswith(".")
+    )
+    folder = root / INPUT_DIR
+    if plain and not folder.is_symlink() and not (folder / parts[1]).is_symlink():
+        return
+    raise LedgerError(
+        f"{root / LEDGER} names the batch input {name!r}, which is not a file of this run folder's {INPUT_DIR}/ "
+        "(a ledger only ever names batch/NAME.jsonl): the folder is refused. Restore the ledger, or remove it "
+        "and the batch/ folder to start the batch part afresh"
+    )
 
 
 def save_ledger(root: Path, ledger: Ledger) -> None:
