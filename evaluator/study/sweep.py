@@ -227,7 +227,8 @@ def _checked_tasks(sw: Sweep, executor: Executor, runs: list[RunSpec]) -> dict[s
     tasks = {r.name: sw.task(r) for r in runs}
     executor.check([t for t, _, _ in tasks.values()])
     # the settings a server would refuse or waste, found before any server starts or job is submitted
-    check_runs(sw.sweep, [r for r in runs if not tasks[r.name][2]])
+    for note in check_runs(sw.sweep, [r for r in runs if not tasks[r.name][2]]):
+        say(note)  # a size that could not be known: not a refusal
     return tasks
 
 
