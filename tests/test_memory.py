@@ -248,3 +248,23 @@ def test_fp8_kv_cache_and_dtypes() -> None:
     assert memory.dtype_bytes(KIMI_CONFIG, None, None) == 2
     assert memory.dtype_bytes({"torch_dtype": "float32"}, None, "auto") == 4
     assert memory.dtype_bytes({"torch_dtype": "float32"}, "bfloat16", None) == 2
+
+
+def test_the_hubs_file_list_gives_the_size_when_the_cache_does_not(tmp_path: Path) -> None:
+    from support.hub_test_server import HubRepo, HubTestServer
+
+    commit = "c" * 40
+    files = {"config.json": json.dumps(KIMI_CONFIG).encode(), "model.safetensors": b"\0" * 4096}
+    repo = HubRepo("moonshotai/Kimi-K2.5", {commit: files}, {"main": commit}, "model")
+    path = sweep(tmp_path, serve="gpu_memory_gb = 0.5")  # 1 GiB per GPU alone exceeds 0.9 x 8 x 0.5 GB
+    with HubTestServer([repo]) as hub:
+        e = {**env(tmp_path, None), "HF_ENDPOINT": hub.url}
+        offline = run_cli("sweep", str(path), "--run-root", str(tmp_path / "r"), "--plan", env=e)
+        e.pop("HF_HUB_OFFLINE")
+        online = run_cli("sweep", str(path), "--run-root", str(tmp_path / "r"), "--plan", env=e)
+    assert offline.returncode == 0 and "memory not checked" in offline.stderr, offline.stderr
+    assert online.returncode == 2, online.stderr
+    assert (
+        "0.0 GB of weights in the Hub's file list" in online.stderr
+        and "KV cache for one 65,536" in online.stderr
+    )
