@@ -46,6 +46,7 @@ from evaluator.study.drive import Task, follow_all, forward_signals, submit_all
 from evaluator.study.executors.base import Executor, ExecutorError, Handle
 from evaluator.study.launch import ServerSpec
 from evaluator.study.plan_checks import check_runs
+from evaluator.study.plan_requests import request_lines, request_side
 from evaluator.study.plan_text import plan_lines
 from evaluator.study.progress import SweepProgress, end_table, status_lines
 from evaluator.study.run_select import check_key_variables, select_runs
@@ -247,7 +248,8 @@ def plan_sweep(
     tasks = _checked_tasks(sw, executor, runs)
     rows = executor.plan([t for t, _, done in tasks.values() if not done])
     finished = [r.name for r in runs if tasks[r.name][2]]
-    for line in plan_lines(sweep, rows, finished, executor.plan_header(), executor.parallel):
+    sides = request_lines([request_side(r.name, r.options) for r in runs if not tasks[r.name][2]])
+    for line in plan_lines(sweep, rows, finished, executor.plan_header(), executor.parallel, sides):
         answer(line)  # the plan is the command's answer
     return ExitCode.OK
 
