@@ -268,3 +268,20 @@ def test_the_hubs_file_list_gives_the_size_when_the_cache_does_not(tmp_path: Pat
         "0.0 GB of weights in the Hub's file list" in online.stderr
         and "KV cache for one 65,536" in online.stderr
     )
+
+
+def test_the_shipped_table5_sweep_refuses_kimi_on_80gb_gpus_and_plans_the_rest(tmp_path: Path) -> None:
+    from support.cli import REPO
+
+    fake_cache(tmp_path / "hub", "moonshotai/Kimi-K2.5", KIMI_CONFIG, 8, KIMI_WEIGHTS)
+    table5 = str(REPO / "sweeps" / "doccount-paper-table5.toml")
+    e = env(tmp_path, H100_MIB)
+    res = run_cli("sweep", table5, "--run-root", str(tmp_path / "r"), "--plan", env=e)
+    errors = [ln for ln in res.stderr.splitlines() if ln.startswith("error:")]
+    assert res.returncode == 2 and len(errors) == 1 and "run kimi-k2.5: needs" in errors[0], res.stderr
+    others = [a for name in ("qwen3.6-35b-a3b", "glm-4.6v", "gemma-4-31b") for a in ("--only", name)]
+    res = run_cli("sweep", table5, "--run-root", str(tmp_path / "r"), "--plan", *others, env=e)
+    assert res.returncode == 0, res.stderr
+    e = env(tmp_path, H200_MIB)
+    res = run_cli("sweep", table5, "--run-root", str(tmp_path / "r"), "--plan", "--only", "kimi-k2.5", env=e)
+    assert res.returncode == 0, res.stderr
