@@ -285,3 +285,12 @@ def test_the_shipped_table5_sweep_refuses_kimi_on_80gb_gpus_and_plans_the_rest(t
     e = env(tmp_path, H200_MIB)
     res = run_cli("sweep", table5, "--run-root", str(tmp_path / "r"), "--plan", "--only", "kimi-k2.5", env=e)
     assert res.returncode == 0, res.stderr
+
+
+def test_a_revision_names_a_ref_or_commit_inside_the_repos_folder(tmp_path: Path, kimi_cache: Path) -> None:
+    cache = str(tmp_path / "hub")
+    assert memory.cached_weights(cache, "moonshotai/Kimi-K2.5", None).size == KIMI_WEIGHTS  # refs/main
+    assert memory.cached_weights(cache, "moonshotai/Kimi-K2.5", COMMIT).size == KIMI_WEIGHTS
+    for rev in ("../../../etc", "/etc/passwd", "b" * 40, "no-such-branch"):
+        found = memory.cached_weights(cache, "moonshotai/Kimi-K2.5", rev)
+        assert found.size is None and "is not in" in found.why

@@ -164,6 +164,8 @@ def pool_memory(by_id: Mapping[str, int], pool: Sequence[str] | None) -> int | N
 def _snapshot(repo_folder: Path, revision: str | None) -> Path | None:
     """The snapshot folder a revision resolves to in the cache (refs/<branch>, or the commit)."""
     rev = revision or "main"
+    if ".." in Path(rev).parts or Path(rev).is_absolute():
+        return None  # a revision names a ref or a commit inside the repo's folder, nothing else
     ref = repo_folder / "refs" / rev
     try:
         commit = ref.read_text(encoding="utf-8").strip() if ref.is_file() else rev
