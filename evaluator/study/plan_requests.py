@@ -19,7 +19,7 @@ from typing import Any
 
 import msgspec
 
-from evaluator.data.benchmarks import get_benchmark
+from evaluator.data.benchmarks import DEFAULT_BENCHMARK, get_benchmark
 from evaluator.request.shape import RequestShapeError, load_preset, resolve_sampling
 
 WIDTH = 100
@@ -56,7 +56,7 @@ def _extra_body(value: Any) -> dict[str, Any]:
 
 def request_side(name: str, options: Mapping[str, Any]) -> RequestSide:
     """The request side of one run from its evaluate options (the sweep file's keys, defaults merged)."""
-    bench = get_benchmark(str(options.get("benchmark", "doccount")))
+    bench = get_benchmark(str(options.get("benchmark", DEFAULT_BENCHMARK)))
     preset_name = options.get("preset")
     try:
         preset = load_preset(preset_name) if isinstance(preset_name, str) else None
