@@ -96,6 +96,7 @@ def test_on_without_reasoning_stops_within_concurrency_plus_four_and_resumes(tmp
         "with_reasoning": len(ROWS) - len(recs),
         "answered": len(ROWS),
         "observed_share": (len(ROWS) - len(recs)) / len(ROWS),
+        "observable": True,
     }
 
 
@@ -122,6 +123,7 @@ def test_on_with_each_signal_runs_to_the_end(tmp_path, data, server, signal) -> 
     assert not error_lines(res.stderr) and len(chats(server)) == len(ROWS)
     assert all(r["correct"] for r in records(run))
     block = {"declared": "on", "with_reasoning": 12, "answered": 12, "observed_share": 1.0}
+    block["observable"] = True
     assert summary(run)["reasoning"] == block
 
 
@@ -132,7 +134,7 @@ def test_off_with_reasoning_stops_naming_what_was_seen(tmp_path, data, server) -
     [line] = error_lines(res.stderr)
     assert line.startswith(
         "error: reasoning declared off, but 4 of 4 answered responses showed reasoning (4 with a reasoning "
-        "text, 0 with reasoning tokens, 0 with a <think> block)"
+        "text, 0 with reasoning tokens, 0 with a <think> or <thought> block)"
     )
     assert "enable_thinking" in line and "--reasoning on" in line
     assert len(chats(server)) == 4 and len(records(tmp_path / "r")) == 4  # concurrency 1: nothing more
@@ -181,6 +183,7 @@ def test_undeclared_never_stops(tmp_path, data, server, signal) -> None:
         "with_reasoning": shown,
         "answered": 12,
         "observed_share": shown / 12,
+        "observable": True,
     }
 
 
@@ -241,7 +244,7 @@ def record(text: Any = None, reasoning: Any = None, tokens: Any = None, status: 
 
 blank = st.text(alphabet=" \n\t\r", max_size=6)
 words = st.text(min_size=1, max_size=40).filter(
-    lambda t: t.strip() and "<think" not in t and "</think>" not in t
+    lambda t: t.strip() and "<think" not in t and "</think>" not in t and "thought>" not in t
 )
 
 

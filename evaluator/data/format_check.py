@@ -22,10 +22,10 @@ QUOTE_CHARS = 60  # the offending text is quoted up to this many characters
 
 
 def quoted(text: str, limit: int = QUOTE_CHARS) -> str:
-    """`text` clipped to `limit` characters (an ellipsis marks the cut), as a JSON string: quoted, with
-    every control character and quote escaped, so it prints on one line whatever the server sent."""
-    clipped = text if len(text) <= limit else text[:limit] + "…"
-    return json.dumps(clipped, ensure_ascii=False)
+    """`text` clipped to `limit` characters (an ellipsis after the quote marks the cut), as a JSON string:
+    quoted, every control, non-ASCII and quote character escaped, so that it prints on one line whatever
+    the server sent (no terminal escape, no bidi override)."""
+    return json.dumps(text[:limit]) + ("…" if len(text) > limit else "")
 
 
 def offending_text(text: str | None, status: str | None, finish_reason: str | None) -> str:

@@ -99,7 +99,19 @@ def strip_token_problem(token: str) -> str | None:
     for tag in STRIP_TOKEN_REFUSED:
         if tag in lowered:
             return f"{token!r} holds {tag!r}: removing it could change which answer is read"
+    for tag in ("<answer>", "</answer>"):
+        if _overlaps(token, tag):
+            return f"{token!r} could cut into an {tag} tag: removing it could change which answer is read"
     return None
+
+
+def _overlaps(token: str, tag: str) -> bool:
+    """Whether an occurrence of `token` can share characters with one of `tag` (one inside the other, or
+    the end of one being the start of the other)."""
+    if token in tag:
+        return True
+    shorter = min(len(token), len(tag))
+    return any(token[-k:] == tag[:k] or tag[-k:] == token[:k] for k in range(1, shorter))
 
 
 def strip_tokens(text: str | None, tokens: tuple[str, ...] | list[str]) -> str | None:

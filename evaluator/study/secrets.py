@@ -25,6 +25,9 @@ SECRET_KEY_PARTS = {
     "auth",
 }
 SECRET_KEY_PARTS |= {"credential", "credentials", "cookie"}
+# Keys whose name has such a part but whose value is no credential (their values are still checked):
+# api_key_env names a variable; strip_token lists markers removed from answers (--strip-token).
+NOT_CREDENTIAL_NAMES = ("api_key_env", "strip_token")
 # Prefixes of providers' key formats (OpenAI/Moonshot/DeepSeek sk-, Anthropic sk-ant-, OpenRouter sk-or-,
 # Google AIza, Fireworks fw_, Hugging Face hf_, GitHub ghp_..., Groq gsk_, xAI xai-, Replicate r8_, ...).
 SECRET_PREFIX_RE = re.compile(
@@ -105,7 +108,9 @@ def secret_places(data: Any, path: list[Any], skip: list[Any]) -> Iterator[tuple
     for key, value in items:
         here, name = [*path, key], key if isinstance(key, str) else str(path[-1])
         nested = isinstance(value, (dict, list))  # a list item is checked under its list's key
-        found = secret_problem(name, None if nested else value, ("api_key_env",) if name == key else (name,))
+        found = secret_problem(
+            name, None if nested else value, NOT_CREDENTIAL_NAMES if name == key else (name,)
+        )
         if found:
             yield here, found
         if nested and here != skip:
