@@ -23,8 +23,7 @@ from support.datagen import doccount_rows, write_doccount
 from support.provider_emulators import VLLM, ProviderEmulator
 
 from evaluator.core.records import ResponseRecord, Sampling
-from evaluator.data.format_check import FormatCheck, FormatMismatch
-from evaluator.data.parsing import parse_answer_tag, strip_token_problem, strip_tokens
+from evaluator.data.parsing import parse_answer_tag
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -151,7 +150,9 @@ def test_a_token_that_could_change_a_count_is_refused(tmp_path, data, server, to
     res = evaluate(server.base_url, data, tmp_path / "r", "--strip-token", token)
     assert res.returncode == 2
     [line] = error_lines(res.stderr)
-    assert "--strip-token" in line and not chats(server) and "Traceback" not in res.stderr
+    assert line.startswith("error: Invalid value for '--strip-token'") and "Traceback" not in res.stderr
+    assert any(why in line for why in ("a digit", "could change which answer", "strips nothing"))
+    assert not chats(server)
 
 
 def test_a_sweep_file_passes_strip_token_lists_and_refuses_a_digit(tmp_path, data) -> None:
@@ -184,6 +185,8 @@ def record(text: str | None, status: str = "ok", finish: str | None = "stop") ->
 
 
 def test_check_decides_on_the_first_answered_only() -> None:
+    from evaluator.data.format_check import FormatCheck, FormatMismatch
+
     check = FormatCheck(4)
     assert check.see(record(None, status="request_error")) is None  # not an answered response
     assert [check.see(record("<answer>2</answer>\n\x1b[31m")) for _ in range(3)] == [None] * 3
@@ -199,16 +202,26 @@ def test_check_decides_on_the_first_answered_only() -> None:
 
 
 def test_the_quoted_text_is_clipped() -> None:
+    from evaluator.data.format_check import FormatCheck
+
     check = FormatCheck(1)
     stop = check.see(record("<answer>1</answer>" + "z" * 5000))
     assert stop is not None and len(str(stop)) < 1200 and 'zzz"…' in str(stop)
 
 
-tokens = st.text(min_size=1, max_size=8).filter(lambda t: strip_token_problem(t) is None)
+def allowed(token: str) -> bool:
+    from evaluator.data.parsing import strip_token_problem
+
+    return strip_token_problem(token) is None
+
+
+tokens = st.text(min_size=1, max_size=8).filter(allowed)
 
 
 @given(text=st.text(max_size=200), strip=st.lists(tokens, max_size=4))
 def test_stripping_never_touches_a_digit_or_an_answer_tag(text: str, strip: list[str]) -> None:
+    from evaluator.data.parsing import strip_tokens
+
     out = strip_tokens(text, strip)
     assert out is not None
     assert [c for c in out if c.isdigit()] == [c for c in text if c.isdigit()]
@@ -219,7 +232,41 @@ def test_stripping_never_touches_a_digit_or_an_answer_tag(text: str, strip: list
 
 @given(answer=st.integers(0, 10**6), before=st.lists(st.sampled_from(BOX), max_size=3))
 def test_stripped_box_markers_leave_the_tag_final(answer: int, before: list[str]) -> None:
+    from evaluator.data.parsing import strip_tokens
+
     text = "".join(before) + f"<answer>{answer}</answer>" + BOX[1]
     assert parse_answer_tag(text).status == "not_final"
     assert parse_answer_tag(strip_tokens(text, BOX)).answer == answer
     assert strip_tokens(text, ()) == text and strip_tokens(None, BOX) is None
+
+
+# ----------------------------------------------------------------------------- in a sweep
+
+
+def test_in_a_sweep_the_run_is_stopped_with_its_line_and_the_other_goes_on(tmp_path: Path) -> None:
+    """Two served runs on a one-GPU pool: the one whose server leaks the box markers is "stopped" with the
+    format line (sweep.json, --status), its server stops and the other run, stripping them, finishes."""
+    from support.study import Study
+
+    study = Study(tmp_path, rows=12, name="boxes")
+    config = {"answers": glm_reply(study.rows)}
+    (tmp_path / "glm.json").write_text(json.dumps(config))
+    args = json.dumps(["--config", str(tmp_path / "glm.json")])
+    command = json.dumps(study.command("--request-log", str(study.requests)))
+    text = study.header(concurrency=2) + f"[serve]\ngpus = [0]\ncommand = {command}\n"
+    for name, extra in (
+        ("leaky", ""),
+        ("stripped", 'strip_token = ["<|begin_of_box|>", "<|end_of_box|>"]\n'),
+    ):
+        text += f'\n[[runs]]\nname = "{name}"\nmodel = "org/{name}"\nserve = {{ gpus = 1, args = {args} }}\n{extra}'
+    study.file.write_text(text)
+    res = study.sweep(timeout=360)
+    assert res.returncode == 3, res.stderr
+    state = study.state()
+    assert state["leaky"]["state"] == "stopped" and state["leaky"]["exit_code"] == 2
+    assert state["leaky"]["message"].startswith("error: format: the first 8 answered responses all failed")
+    assert state["stripped"]["state"] == "done", state["stripped"]
+    assert not study.servers_alive()
+    status = run_cli("sweep", str(study.file), "--run-root", str(study.root), "--status")
+    [line] = [x for x in (status.stdout + status.stderr).splitlines() if x.startswith("leaky ")]
+    assert " stopped " in line and "error: format:" in line
