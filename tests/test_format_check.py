@@ -270,3 +270,22 @@ def test_in_a_sweep_the_run_is_stopped_with_its_line_and_the_other_goes_on(tmp_p
     status = run_cli("sweep", str(study.file), "--run-root", str(study.root), "--status")
     [line] = [x for x in (status.stdout + status.stderr).splitlines() if x.startswith("leaky ")]
     assert " stopped " in line and "error: format:" in line
+
+
+def test_a_reproduction_strips_the_same_tokens_and_keeps_the_check_as_it_was() -> None:
+    """`doccount reproduce` repeats the archived run's settings (archive.plan.evaluate_args): the tokens
+    stripped before parsing, --no-smoke-check, and the preset (which says whether reasoning shows)."""
+    from evaluator.archive.plan import evaluate_args
+    from evaluator.evaluation.options import options_from_args
+
+    config = {
+        "benchmark": "doccount", "model": "claude-opus-4-5", "reasoning": "on", "strip_tokens": list(BOX),
+        "preset": {"name": "anthropic-compat", "sha256": "0" * 64, "flags": {"top_p": "none"},
+                   "reasoning_observable": False},
+        "request_policy": {"concurrency": 2, "smoke_check": False},
+    }  # fmt: skip
+    args = evaluate_args(config, ["--data-files", "d/*.parquet"], ["http://127.0.0.1:9/v1"], "r")
+    opts = options_from_args(args)
+    assert opts.strip_token == BOX and opts.no_smoke_check and opts.preset == "anthropic-compat"
+    plain = options_from_args(evaluate_args({"benchmark": "doccount", "model": "m"}, [], [], "r"))
+    assert plain.strip_token == () and not plain.no_smoke_check and plain.preset is None
