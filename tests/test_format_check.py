@@ -289,3 +289,12 @@ def test_a_reproduction_strips_the_same_tokens_and_keeps_the_check_as_it_was() -
     assert opts.strip_token == BOX and opts.no_smoke_check and opts.preset == "anthropic-compat"
     plain = options_from_args(evaluate_args({"benchmark": "doccount", "model": "m"}, [], [], "r"))
     assert plain.strip_token == () and not plain.no_smoke_check and plain.preset is None
+
+
+@given(text=st.text(max_size=300), status=st.sampled_from(["not_final", "no_tag", "no_response", None]))
+def test_the_offending_text_is_one_escaped_line_of_bounded_length(text: str, status: str | None) -> None:
+    from evaluator.data.format_check import offending_text
+
+    shown = offending_text(text, status, "stop")
+    assert "\n" not in shown and "\x1b" not in shown and len(shown) < 60 * 12 + 60  # \uXXXX\uXXXX at most
+    assert shown.isascii() or "…" in shown and shown.replace("…", "").isascii()

@@ -14,11 +14,12 @@ import json
 from collections import Counter
 
 from evaluator.core.records import ResponseRecord
-from evaluator.data.parsing import ANSWER_TAG, strip_tokens
+from evaluator.data.parsing import strip_tokens
 from evaluator.data.reasoning import SmokeStop
 
 FORMAT_SMOKE_RESPONSES = 8
 QUOTE_CHARS = 60  # the offending text is quoted up to this many characters
+CLOSE_TAG = "</answer>"
 
 
 def quoted(text: str, limit: int = QUOTE_CHARS) -> str:
@@ -34,9 +35,9 @@ def offending_text(text: str | None, status: str | None, finish_reason: str | No
     if finish_reason == "length":
         return "finish_reason: length (cut off at the output limit)"
     body = text or ""
-    if status == "not_final":
-        tags = list(ANSWER_TAG.finditer(body))
-        after = body[tags[-1].end() :].strip() if tags else body
+    if status == "not_final":  # what follows the tag's end (one search from the right: linear)
+        end = body.rfind(CLOSE_TAG)
+        after = body[end + len(CLOSE_TAG) :].strip() if end >= 0 else body
         return f"after the tag: {quoted(after)}"
     if status == "no_response":
         return "an empty answer"
