@@ -321,3 +321,13 @@ def test_collect_takes_a_providers_output_file_downloaded_by_hand(
     res = evaluate(emu.base_url, data12, root, "--batch")  # nothing left: no new batch, no second record
     assert res.returncode == 0, res.stderr
     assert len(records(root)) == 12 and emu.snapshot()["counts"]["batches_created"] == 1
+
+
+def test_strip_token_applies_to_batch_answers(tmp_path: Path, emu: BatchEmulator, data12: str) -> None:
+    """A batch answer is parsed as an online one: the --strip-token markers removed, the raw text kept."""
+    emu.upstream.update_config(answers={}, default_reply="I count 3.\n<answer>3</answer><|end_of_box|>")
+    res = evaluate(emu.base_url, data12, tmp_path / "s", "--batch", "--strip-token", "<|end_of_box|>")
+    assert res.returncode == 0, res.stderr
+    recs = records(tmp_path / "s")
+    assert len(recs) == 12 and all(r["parse_status"] == "ok" and r["parsed_answer"] == 3 for r in recs)
+    assert all(r["response_text"].endswith("<|end_of_box|>") for r in recs)

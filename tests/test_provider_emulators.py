@@ -142,11 +142,12 @@ def test_anthropic_refuses_temperature_with_top_p_and_returns_no_thinking() -> N
                 "message": "`temperature` and `top_p` cannot both be specified for this model. Please use only one.",
             },
         }
-        for payload in (without("top_p"), without("temperature")):
+        thinking = {"thinking": {"type": "enabled", "budget_tokens": 2048}}
+        for payload in (without("top_p"), without("temperature"), without("top_p", **thinking)):
             r = post(emu, payload)
             assert r.status_code == 200
             assert r.json()["choices"][0]["message"] == {"role": "assistant", "content": REPLY}
-            assert "completion_tokens_details" not in r.json()["usage"]
+            assert r.json()["usage"]["completion_tokens_details"] == {}  # no reasoning token count
 
 
 # --------------------------------------------------------------------------- Gemini compatibility
@@ -159,6 +160,18 @@ def test_gemini_serves_only_under_v1beta_openai() -> None:
         for wrong in ("/v1beta/openai/v1/chat/completions", "/v1/chat/completions"):
             r = post(emu, body(**PROTOCOL), url=emu.url + wrong)
             assert r.status_code == 404 and r.json()["error"]["status"] == "NOT_FOUND"
+
+
+def test_gemini_returns_thoughts_as_a_thought_block_only_when_asked() -> None:
+    thoughts = {"extra_body": {"google": {"thinking_config": {"include_thoughts": True}}}}
+    for emu in emulator(GeminiCompat()):
+        plain = post(emu, body(**PROTOCOL)).json()["choices"][0]["message"]
+        assert plain == {"role": "assistant", "content": REPLY}
+        asked = post(emu, body(**PROTOCOL, **thoughts)).json()
+        content = asked["choices"][0]["message"]["content"]
+        assert content.startswith("<thought>") and content.endswith("</thought>" + REPLY)
+        assert "reasoning" not in asked["choices"][0]["message"]
+        assert "completion_tokens_details" not in asked["usage"]
 
 
 @pytest.mark.parametrize("list_body", [False, True])

@@ -96,6 +96,7 @@ def test_on_without_reasoning_stops_within_concurrency_plus_four_and_resumes(tmp
         "with_reasoning": len(ROWS) - len(recs),
         "answered": len(ROWS),
         "observed_share": (len(ROWS) - len(recs)) / len(ROWS),
+        "observable": True,
     }
 
 
@@ -122,6 +123,7 @@ def test_on_with_each_signal_runs_to_the_end(tmp_path, data, server, signal) -> 
     assert not error_lines(res.stderr) and len(chats(server)) == len(ROWS)
     assert all(r["correct"] for r in records(run))
     block = {"declared": "on", "with_reasoning": 12, "answered": 12, "observed_share": 1.0}
+    block["observable"] = True
     assert summary(run)["reasoning"] == block
 
 
@@ -132,7 +134,7 @@ def test_off_with_reasoning_stops_naming_what_was_seen(tmp_path, data, server) -
     [line] = error_lines(res.stderr)
     assert line.startswith(
         "error: reasoning declared off, but 4 of 4 answered responses showed reasoning (4 with a reasoning "
-        "text, 0 with reasoning tokens, 0 with a <think> block)"
+        "text, 0 with reasoning tokens, 0 with a <think> or <thought> block)"
     )
     assert "enable_thinking" in line and "--reasoning on" in line
     assert len(chats(server)) == 4 and len(records(tmp_path / "r")) == 4  # concurrency 1: nothing more
@@ -181,6 +183,7 @@ def test_undeclared_never_stops(tmp_path, data, server, signal) -> None:
         "with_reasoning": shown,
         "answered": 12,
         "observed_share": shown / 12,
+        "observable": True,
     }
 
 
@@ -241,7 +244,7 @@ def record(text: Any = None, reasoning: Any = None, tokens: Any = None, status: 
 
 blank = st.text(alphabet=" \n\t\r", max_size=6)
 words = st.text(min_size=1, max_size=40).filter(
-    lambda t: t.strip() and "<think" not in t and "</think>" not in t
+    lambda t: t.strip() and "<think" not in t and "</think>" not in t and "thought>" not in t
 )
 
 
@@ -321,3 +324,89 @@ def test_reproduce_declares_the_archived_mode() -> None:
     args = evaluate_args(config, [], ["http://127.0.0.1:9/v1"], "r")
     assert args[args.index("--reasoning") + 1] == "on"
     assert "--reasoning" not in evaluate_args({"benchmark": "doccount", "model": "m"}, [], [], "r")
+
+
+# ----------------------------------------------------------------------------- providers that show reasoning their way
+
+
+GEMINI_THOUGHTS = json.dumps({"extra_body": {"google": {"thinking_config": {"include_thoughts": True}}}})
+CLAUDE_THINKING = json.dumps({"thinking": {"type": "enabled", "budget_tokens": 2048}})
+
+
+def test_gemini_thoughts_count_as_reasoning_shown(tmp_path, data) -> None:
+    """Google's OpenAI layer returns Gemini's thoughts, when asked, as a <thought> block in the content
+    (tests/support/provider_emulators.GeminiCompat): a run declared on goes to the end and counts them."""
+    from support.provider_emulators import GeminiCompat, ProviderEmulator
+
+    run = tmp_path / "r"
+    with ProviderEmulator(GeminiCompat(), answers=doccount_reply(ROWS)) as emu:
+        res = run_cli(
+            "evaluate", *eval_args(emu.base_url, data, run, model="gemini-3-pro-preview"), *FAST_RETRIES,
+            "--reasoning", "on", "--concurrency", "2", "--extra-body-json", GEMINI_THOUGHTS,
+        )  # fmt: skip
+        sent = [r for r in emu.requests() if r["path"].endswith("/chat/completions")]
+    assert res.returncode == 0, res.stderr
+    assert len(sent) == len(ROWS) and all(r["correct"] for r in records(run))
+    assert records(run)[0]["response_text"].startswith("<thought>")
+    block = summary(run)["reasoning"]
+    assert block["with_reasoning"] == len(ROWS) and block["observable"] is True
+
+
+def test_claude_through_its_preset_is_never_stopped_and_is_not_observable(tmp_path, data) -> None:
+    """Anthropic's OpenAI SDK compatibility layer returns no thinking text and an empty
+    completion_tokens_details (tests/support/provider_emulators.AnthropicCompat): through the
+    anthropic-compat preset, a run declared on goes to the end; summary.json and the leaderboard say the
+    mode cannot be observed. The same endpoint without the preset keeps the smoke stop."""
+    from support.provider_emulators import AnthropicCompat, ProviderEmulator
+
+    run, bare = tmp_path / "claude", tmp_path / "bare"
+    with ProviderEmulator(AnthropicCompat(), answers=doccount_reply(ROWS)) as emu:
+        common = [
+            *FAST_RETRIES,
+            "--reasoning",
+            "on",
+            "--concurrency",
+            "2",
+            "--extra-body-json",
+            CLAUDE_THINKING,
+        ]
+        res = run_cli(
+            "evaluate", *eval_args(emu.base_url, data, run, model="claude-opus-4-5"), *common,
+            "--preset", "anthropic-compat",
+        )  # fmt: skip
+        assert res.returncode == 0, res.stderr
+        assert not error_lines(res.stderr)
+        off = run_cli(
+            "evaluate",
+            *eval_args(emu.base_url, data, bare, model="claude-opus-4-5"),
+            *common,
+            "--top-p",
+            "none",
+        )
+    assert off.returncode == 2 and error_lines(off.stderr)[0].startswith(
+        "error: reasoning declared on, but 0 of 4"
+    )
+    assert len(records(run)) == len(ROWS)
+    assert json.loads((run / "run_config.json").read_text())["preset"]["reasoning_observable"] is False
+    assert summary(run)["reasoning"] == {
+        "declared": "on",
+        "with_reasoning": 0,
+        "answered": len(ROWS),
+        "observed_share": None,
+        "observable": False,
+    }
+    assert "not observable" in (run / "scores" / "report.html").read_text()
+    res = run_cli("leaderboard", str(run), "--output", str(tmp_path / "board"))
+    assert res.returncode == 0, res.stderr
+    board = json.loads((tmp_path / "board" / "leaderboard.json").read_text())
+    assert board["runs"][0]["reasoning"] == {"declared": "on", "observed_share": None, "observable": False}
+    assert "on (not observable)" in (tmp_path / "board" / "index.html").read_text()
+
+
+@given(thought=words, answer=words, pad=blank)
+def test_a_thought_block_shows_reasoning_as_a_think_block_does(thought: str, answer: str, pad: str) -> None:
+    from evaluator.data.reasoning import inline_think_text, shows_reasoning
+
+    assert shows_reasoning(None, None, f"<thought>{pad}{thought}</thought>{answer}")
+    assert inline_think_text(f"<thought>{pad}{thought}{pad}</thought>{answer}") == thought.strip()
+    assert not shows_reasoning(None, None, f"<thought>{pad}</thought>{answer}")

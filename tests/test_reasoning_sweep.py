@@ -58,8 +58,8 @@ def test_a_stopped_run_frees_its_gpu_and_the_other_run_finishes(tmp_path: Path) 
     board = json.loads((study.folder / "leaderboard" / "leaderboard.json").read_text())
     modes = {e["name"]: e["reasoning"] for e in board["runs"]}
     assert modes == {
-        "plain": {"declared": "on", "observed_share": 0.0},
-        "thinks": {"declared": "on", "observed_share": 1.0},
+        "plain": {"declared": "on", "observed_share": 0.0, "observable": True},
+        "thinks": {"declared": "on", "observed_share": 1.0, "observable": True},
     }
     page = (study.folder / "leaderboard" / "index.html").read_text()
     assert "Reasoning declared / seen" in page and "100% seen" in page

@@ -123,7 +123,8 @@ def with_refusals(root: Path) -> Path:
     paced = {"attempt": 1, "error": "HTTP 429", "paced": True, "wait_s": 1.5,
              "usage": {"prompt_tokens": 10, "completion_tokens": 1, "total_tokens": 11}}  # fmt: skip
     records = [record(e, e.ground_truth, retry_errors=[paced]) for e in es]
-    return write_run(root, es, records, sampling={"temperature": 0.0, "max_tokens": 64})
+    sampling = {"temperature": 0.0, "max_tokens": 64}
+    return write_run(root, es, records, sampling=sampling, strip_tokens=["<|end_of_box|>"])
 
 
 def with_repeats(root: Path) -> Path:

@@ -495,6 +495,9 @@ def evaluate_args(st: VllmStack, data_glob: str, run_root: Path, *extra: str) ->
         "--timeout",
         "120",
         *RETRY_FLAGS,
+        # the tiny random model never writes a parsable answer (every reply runs to max_tokens): these
+        # tests are about the plumbing, so the format smoke stop (tests/test_format_check.py) is off
+        "--no-smoke-check",
         *extra,
     ]
 

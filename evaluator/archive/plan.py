@@ -11,7 +11,7 @@ from typing import Any
 
 from evaluator.archive.base import TOP_SUFFIX, ArchiveError
 from evaluator.core.boundary import clip
-from evaluator.request.shape import shape_flags
+from evaluator.request.shape import preset_names, shape_flags
 from evaluator.runfolder.runconfig import RunConfig
 from evaluator.runfolder.serving import is_repo_id
 
@@ -78,6 +78,11 @@ def evaluate_args(
         args += ["--repeats", str(c.extra["repeats"])]
     if c.reasoning:  # the reproduction claims, and is checked against, the same mode
         args += ["--reasoning", c.reasoning]
+    preset = c.extra.get("preset")  # its flags are in shape_flags; it also says whether reasoning shows
+    if isinstance(preset, dict) and preset.get("name") in preset_names():
+        args += ["--preset", str(preset["name"])]
+    for token in c.extra.get("strip_tokens") or []:  # what the parser read: the same tokens stripped
+        args += ["--strip-token", str(token)]
     return args + _policy_args(c.request_policy, concurrency) + _limit_args(c.data)
 
 
@@ -95,6 +100,8 @@ def _policy_args(policy: dict[str, Any], concurrency: int | None) -> list[str]:
     ):
         if policy.get(key) is not None:
             args += [flag, repr(policy[key])]
+    if policy.get("smoke_check") is False:
+        args.append("--no-smoke-check")
     return args
 
 

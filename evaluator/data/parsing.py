@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 
@@ -80,3 +81,49 @@ def parse_countqa(text: str | None) -> ParseResult:
     if len(first.group(0)) > MAX_ANSWER_DIGITS:
         return ParseResult(None, "not_integer")
     return ParseResult(int(first.group(0)), "ok")
+
+
+# --strip-token: exact strings a server leaks around the answer (GLM-4.6V's <|begin_of_box|> /
+# <|end_of_box|> kept by a reasoning parser that does not skip special tokens) removed before the strict
+# parser. A token that could change a count is refused: one holding a digit or an answer tag's start.
+STRIP_TOKEN_REFUSED = ("<answer", "</answer")
+
+
+def strip_token_problem(token: str) -> str | None:
+    """Why `token` may not be stripped (it could change a count, or strips nothing); None when it may."""
+    if not token:
+        return "an empty token strips nothing"
+    if any(c.isdigit() for c in token):
+        return f"{token!r} holds a digit: removing it could change a count"
+    lowered = token.lower()
+    for tag in STRIP_TOKEN_REFUSED:
+        if tag in lowered:
+            return f"{token!r} holds {tag!r}: removing it could change which answer is read"
+    for tag in ("<answer>", "</answer>"):
+        if _overlaps(token, tag):
+            return f"{token!r} could cut into an {tag} tag: removing it could change which answer is read"
+    return None
+
+
+def _overlaps(token: str, tag: str) -> bool:
+    """Whether an occurrence of `token` can share characters with one of `tag` (one inside the other, or
+    the end of one being the start of the other)."""
+    if token in tag:
+        return True
+    shorter = min(len(token), len(tag))
+    return any(token[-k:] == tag[:k] or tag[-k:] == token[:k] for k in range(1, shorter))
+
+
+def strip_tokens(text: str | None, tokens: tuple[str, ...] | list[str]) -> str | None:
+    """`text` with every occurrence of each token removed, in one left-to-right pass (the longest token
+    first where two start at the same place); None and an empty token list leave it unchanged."""
+    if not text or not tokens:
+        return text
+    pattern = _strip_pattern(tuple(tokens))
+    return text if pattern is None else pattern.sub("", text)
+
+
+@functools.lru_cache(maxsize=16)
+def _strip_pattern(tokens: tuple[str, ...]) -> re.Pattern[str] | None:
+    alternatives = sorted({t for t in tokens if t}, key=len, reverse=True)
+    return re.compile("|".join(re.escape(t) for t in alternatives)) if alternatives else None

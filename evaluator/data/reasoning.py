@@ -4,7 +4,8 @@ A response shows reasoning when it has any of three signals: a reasoning text ap
 (vLLM's and OpenRouter's `reasoning`, older vLLM's and DeepSeek's `reasoning_content`: the record's
 `reasoning_text`), reasoning tokens the server reports (`usage.completion_tokens_details.reasoning_tokens`
 > 0: OpenAI and others hide the text and bill the tokens), or a think block in the visible text (a model
-served without a reasoning parser). A text or a think block that holds only whitespace does not count:
+served without a reasoning parser; `<thought>` blocks too: Google's OpenAI compatibility layer returns
+Gemini's thoughts so when asked with `include_thoughts`). A text or a think block that holds only whitespace does not count:
 chat templates such as Qwen3's emit an empty `<think>\\n\\n</think>` when thinking is off.
 
 The smoke check (`SmokeCheck`): with a declared mode, the first SMOKE_RESPONSES answered responses of an
@@ -18,23 +19,31 @@ from collections.abc import Iterable
 from typing import Any, TypedDict
 
 from evaluator.core.records import ResponseRecord
-from evaluator.data.think import has_inline_think
 
 MODES = ("on", "off")
 SMOKE_RESPONSES = 4
 # Every smoke-stop line starts so (after "error: "); a sweep's unit learns of the stop from the outcome file.
 STOP_LINE_START = "reasoning declared "
-SIGNALS = ("a reasoning text", "reasoning tokens", "a <think> block")
+SIGNALS = ("a reasoning text", "reasoning tokens", "a <think> or <thought> block")
+INLINE_TAGS = ("think", "thought")  # <thought>: Gemini's thoughts through Google's OpenAI layer
 
 
 def inline_think_text(text: str | None) -> str:
     """The reasoning a visible text carries inline: what precedes the first `</think>` (after an opening
-    tag when there is one), or what follows an unclosed `<think ...>`; empty without a think block."""
-    if not has_inline_think(text):
+    tag when there is one), or what follows an unclosed `<think ...>`; the same for a `<thought>` block;
+    empty without one."""
+    for tag in INLINE_TAGS:
+        found = _inline_block(text, tag)
+        if found:
+            return found
+    return ""
+
+
+def _inline_block(text: str | None, tag: str) -> str:
+    if text is None or (f"<{tag}" not in text and f"</{tag}>" not in text):
         return ""
-    assert text is not None
-    head, closed, _ = text.partition("</think>")
-    start = head.find("<think")
+    head, closed, _ = text.partition(f"</{tag}>")
+    start = head.find(f"<{tag}")
     if start >= 0:  # an opening tag: the block starts after its '>'
         opened = head.find(">", start)
         head = head[opened + 1 :] if opened >= 0 else ""
@@ -69,29 +78,36 @@ class ReasoningObserved(TypedDict):
     with_reasoning: int
     answered: int
     observed_share: float | None
+    observable: bool
 
 
-def observed(declared: str | None, shown: Iterable[bool]) -> ReasoningObserved:
+def observed(declared: str | None, shown: Iterable[bool], observable: bool = True) -> ReasoningObserved:
     """summary.json `reasoning`: the declared mode (None: not declared) and, of the answered responses
-    (`shown`: whether each showed reasoning), how many did; observed_share is None when none was answered."""
+    (`shown`: whether each showed reasoning), how many did; observed_share is None when none was answered,
+    and when the provider cannot show reasoning at all (`observable` False: a preset says so)."""
     flags = list(shown)
     with_reasoning = sum(flags)
     return {
         "declared": declared,
         "with_reasoning": with_reasoning,
         "answered": len(flags),
-        "observed_share": with_reasoning / len(flags) if flags else None,
+        "observed_share": with_reasoning / len(flags) if flags and observable else None,
+        "observable": observable,
     }
 
 
-class ReasoningMismatch(Exception):
+class SmokeStop(Exception):
+    """A smoke check's stop: the first answers show the run would not count (exit 2, state "stopped")."""
+
+
+class ReasoningMismatch(SmokeStop):
     """The first answered responses all contradict the declared mode: the run stops (exit 2)."""
 
     def __init__(self, declared: str, seen: list[tuple[bool, bool, bool]]) -> None:
         n = len(seen)
         shown = sum(1 for s in seen if any(s))
         if declared == "on":
-            what = f"{shown} of {n} answered responses showed reasoning (no reasoning text, reasoning tokens or <think> block)"
+            what = f"{shown} of {n} answered responses showed reasoning (no reasoning text, reasoning tokens or <think>/<thought> block)"
             fix = (
                 "turn the model's reasoning on: serve it with a reasoning parser (vLLM --reasoning-parser), "
                 'pass its chat-template kwargs (e.g. --extra-body-json \'{"chat_template_kwargs": '

@@ -329,7 +329,9 @@ def _answered(
     ctx: BatchContext, retry: RowRetry, key: str, base: ResponseRecord, result: LineResult, line_no: int
 ) -> ResponseRecord | None:
     outcome = _outcome(ctx, retry, result, line_no, base.started_at)
-    record = record_from_outcome(base, outcome, ctx.settings.benchmark, _earlier(retry))
+    record = record_from_outcome(
+        base, outcome, ctx.settings.benchmark, _earlier(retry), ctx.settings.strip_tokens
+    )
     if record.parsed_answer is None and len(retry.earlier_attempts) < ctx.settings.retry_parse_failures:
         retry.earlier_attempts.append(attempt_of(outcome, record))
         ctx.ledger.retry[key] = retry  # re-sampled in a later batch, as online re-samples it

@@ -21,6 +21,7 @@ from evaluator.core.output import answer, say
 from evaluator.core.secrets import Redactor
 from evaluator.data.benchmarks.base import ManifestEntry, Sample
 from evaluator.data.parquet import DataSource, iter_samples
+from evaluator.data.parsing import strip_tokens
 from evaluator.data.think import has_inline_think
 from evaluator.evaluation.reachability import answering_base_urls
 from evaluator.evaluation.runner import EvalSettings
@@ -116,7 +117,7 @@ def report_lines(
     field = next((f for f in REASONING_FIELDS if isinstance(message.get(f), str)), None)
     if c.anomalies:
         lines.append(f"protocol anomalies: {'; '.join(c.anomalies)}")
-    parsed = settings.benchmark.parse(c.response_text)
+    parsed = settings.benchmark.parse(strip_tokens(c.response_text, settings.strip_tokens))
     u = c.usage
     lines += [
         f"finish reason: {c.finish_reason}",
@@ -156,4 +157,5 @@ def check_endpoint(settings: EvalSettings, source: DataSource, selection: list[M
         text = completion_from_json(reply, latency, redact).response_text
     except ResponseShapeError:
         return ExitCode.INCOMPLETE
-    return ExitCode.OK if settings.benchmark.parse(text).ok else ExitCode.INCOMPLETE
+    parsed = settings.benchmark.parse(strip_tokens(text, settings.strip_tokens))
+    return ExitCode.OK if parsed.ok else ExitCode.INCOMPLETE

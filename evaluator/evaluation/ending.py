@@ -73,7 +73,7 @@ def note_rows(recorded: Mapping[str, int]) -> Mapping[str, int]:
 
 
 def smoke_stop_line(stop: Exception) -> str:
-    """The `error:` line of a reasoning smoke stop (data.reasoning.ReasoningMismatch), noted as one."""
+    """The `error:` line of a smoke stop (data.reasoning.SmokeStop: reasoning or format), noted as one."""
     if _current is not None:
         _current.smoke_stop = True
     return f"error: {stop}"

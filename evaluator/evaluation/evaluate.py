@@ -156,8 +156,9 @@ def prepare_folder(
 def evaluate(opts: EvaluateOptions, check_only: bool = False, batch_prepare: bool = False) -> int:
     """Run `doccount-evaluate` (with check_only: `doccount check-endpoint`, one row, nothing written; with
     batch_prepare: `doccount batch prepare`, the input files of the rows to do, nothing sent); the exit
-    code: 0 done, 1 dry-run failure, 2 a base URL the server has no chat completions at or a reasoning mode
-    the first answers contradict (data.reasoning), 3 request errors,
+    code: 0 done, 1 dry-run failure, 2 a base URL the server has no chat completions at, a reasoning mode
+    the first answers contradict (data.reasoning) or first answers that all fail the strict parser
+    (data.format_check), 3 request errors,
     an early stop or nothing listening at the base URL (a re-run continues), 130 interrupted."""
     stop_when_orphaned()  # a sweep's child: stop with the sweep
     extra = parse_extra_body(opts.extra_body_json)
@@ -266,6 +267,9 @@ def eval_settings(opts: EvaluateOptions, bench: Benchmark, extra: JSONObject, sh
         seed=opts.seed,
         repeats=opts.repeats,
         reasoning=opts.reasoning,
+        reasoning_observable=shape_preset.reasoning_observable if shape_preset else True,
+        strip_tokens=tuple(dict.fromkeys(opts.strip_token)),
+        smoke_check=not opts.no_smoke_check,
     )
 
 
@@ -306,7 +310,7 @@ def send_pending(plan: RunPlan) -> int:
         plan.folder,
         plan.selection,
     )
-    from evaluator.data.reasoning import ReasoningMismatch
+    from evaluator.data.reasoning import SmokeStop
     from evaluator.evaluation.runner import Evaluator, Progress, RunStopped, run_with_signals
     from evaluator.request.breaker import BudgetReached, EndpointDown, EndpointRefused
 
@@ -339,7 +343,7 @@ def send_pending(plan: RunPlan) -> int:
         progress.close()
         say(f"[evaluate] {exc}")
         return ExitCode.INCOMPLETE
-    except ReasoningMismatch as exc:  # the declared mode is not what the model does: a settings error
+    except SmokeStop as exc:  # the first answers show the run would not count (reasoning, format)
         progress.close()
         say(smoke_stop_line(exc))
         return ExitCode.USAGE

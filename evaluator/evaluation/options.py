@@ -11,7 +11,7 @@ import click
 
 from evaluator.core.docs import see_docs
 from evaluator.data.benchmarks import DEFAULT_BENCHMARK, REGISTRY
-from evaluator.request.shape import FiniteRange, NumberOrNone, preset_names
+from evaluator.request.shape import FiniteRange, NumberOrNone, StripToken, preset_names
 from evaluator.runfolder.run_settings import BatchPolicy
 
 
@@ -56,6 +56,8 @@ class EvaluateOptions:
     batch_max_wait: float | None = None
     rate_limit_patience: float = 600.0
     reasoning: str | None = None  # --reasoning on|off (env REASONING): the declared mode; None: not declared
+    strip_token: tuple[str, ...] = ()  # --strip-token (repeatable): removed before the strict parser
+    no_smoke_check: bool = False  # --no-smoke-check: neither smoke check (reasoning, format) stops the run
 
 
 def common_data_options(f):
@@ -145,6 +147,20 @@ _EVALUATE_OPTIONS = [
         default=None,
         help="The reasoning mode the run claims (env REASONING; default: not declared). The first 4 answered "
         "responses are checked: if all contradict it, the run stops (exit 2) with a line naming the fix.",
+    ),
+    click.option(
+        "--strip-token",
+        type=StripToken(),
+        multiple=True,
+        help="Remove this exact string from each answer before the strict parser (repeatable; records keep "
+        "the raw text), e.g. a special token the server leaves after the tag. A token with a digit or "
+        "<answer / </answer is refused.",
+    ),
+    click.option(
+        "--no-smoke-check",
+        is_flag=True,
+        help="Do not stop when the first answers contradict --reasoning (first 4) or all fail the strict "
+        "parser (first 8): score them as they are.",
     ),
     click.option(
         "--timeout",
@@ -268,6 +284,8 @@ OPTION_GROUPS: list[tuple[str, list[str]]] = [
             "max_tokens_field",
             "preset",
             "reasoning",
+            "strip_token",
+            "no_smoke_check",
             "extra_body_json",
             "seed",
             "repeats",

@@ -27,6 +27,7 @@ from evaluator.core.records import ResponseAttempt, ResponseRecord, Sampling
 from evaluator.core.secrets import Redactor
 from evaluator.core.text import one_line
 from evaluator.data.benchmarks.base import Benchmark, ManifestEntry, Sample
+from evaluator.data.format_check import FORMAT_SMOKE_RESPONSES, FormatCheck
 from evaluator.data.parquet import DataSource, iter_samples
 from evaluator.data.reasoning import SmokeCheck
 from evaluator.evaluation.loop import RowLoop, RunStopped  # noqa: F401 (cli imports RunStopped here)
@@ -78,6 +79,11 @@ class EvalSettings:
     batch: BatchPolicy | None = None
     rate_limit_patience_s: float = 600.0  # --rate-limit-patience: an endpoint refused this long is given up
     reasoning: str | None = None  # --reasoning on|off: the declared mode (smoke-checked); None: not declared
+    reasoning_observable: bool = (
+        True  # False: the preset's provider cannot show reasoning (never stopped for it)
+    )
+    strip_tokens: tuple[str, ...] = ()  # --strip-token: removed from the text before the strict parser
+    smoke_check: bool = True  # --no-smoke-check: neither smoke check stops the run
 
     @property
     def base_url(self) -> str:
@@ -187,7 +193,7 @@ class Evaluator:
         earlier: list[ResponseAttempt] = []
         for parse_try in range(self.s.retry_parse_failures + 1):
             outcome = redact_outcome(await sender.send(body), self.redact)
-            record = record_from_outcome(base, outcome, self.s.benchmark, earlier)
+            record = record_from_outcome(base, outcome, self.s.benchmark, earlier, self.s.strip_tokens)
             last = parse_try == self.s.retry_parse_failures
             if record.status != "ok" or record.parsed_answer is not None or last:
                 return record
@@ -221,7 +227,7 @@ class Evaluator:
             lambda status, message: shape_hint(status, message, self.s.sampling, self.s.base_url),
             rows=len(wanted),
             max_total_tokens=self.s.max_total_tokens,
-            smoke=SmokeCheck(self.s.reasoning) if self.s.reasoning else None,
+            **smoke_checks(self.s, sum(len(r) for r in wanted.values())),
         )
         loop = RowLoop(
             evaluate=lambda sample, repeat: self.evaluate_sample(sample, repeat, sender=sender),
@@ -247,6 +253,18 @@ class Evaluator:
             endpoints,
             gate=lambda: Gate(ceiling=s.concurrency, user=user, patience_s=s.rate_limit_patience_s),
         )
+
+
+def smoke_checks(s: EvalSettings, rows: int) -> dict[str, Any]:
+    """The Breaker's smoke checks: the declared reasoning mode (not where the provider cannot show
+    reasoning), the format of the first answers (FORMAT_SMOKE_RESPONSES, or all `rows` when fewer)."""
+    if not s.smoke_check:
+        return {}
+    reasoning = s.reasoning if s.reasoning and s.reasoning_observable else None
+    return {
+        "smoke": SmokeCheck(reasoning) if reasoning else None,
+        "format_check": FormatCheck(min(FORMAT_SMOKE_RESPONSES, rows), s.strip_tokens),
+    }
 
 
 async def run_with_signals(evaluator: Evaluator, *args: Any) -> RunStats:
@@ -291,6 +309,7 @@ def settings_summary(s: EvalSettings) -> RunSettings:
         **({"seed": s.seed} if s.seed is not None else {}),
         **({"repeats": s.repeats} if s.repeats > 1 else {}),
         **({"reasoning": s.reasoning} if s.reasoning else {}),
+        **({"strip_tokens": list(s.strip_tokens)} if s.strip_tokens else {}),
         "request_policy": {
             "concurrency": s.concurrency,
             "timeout_s": s.timeout_s,
@@ -303,5 +322,6 @@ def settings_summary(s: EvalSettings) -> RunSettings:
             "max_tokens_per_minute": s.max_tokens_per_minute,
             **({"batch": s.batch} if s.batch else {}),
             "rate_limit_patience_s": s.rate_limit_patience_s,
+            **({} if s.smoke_check else {"smoke_check": False}),
         },
     }

@@ -198,6 +198,9 @@ def reasoning_cell(e: BoardEntry) -> Cell:
     """The declared mode and the share of answered responses that showed reasoning (no "best": not a score)."""
     r = e.get("reasoning")
     declared, share = (r["declared"], r["observed_share"]) if r else (None, None)
+    if r and r.get("observable") is False:  # the provider cannot show reasoning: nothing to see
+        title = f"declared {declared or 'nothing'}; the provider returns no reasoning text or tokens"
+        return cell(f"{declared or '–'} (not observable)", title=title, data=("text",))
     seen = "no answers" if share is None else f"{100 * share:.0f}% seen"
     title = f"declared {declared or 'nothing'}; " + (
         "no answered responses"

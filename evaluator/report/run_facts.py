@@ -77,6 +77,8 @@ def sampling_text(config: RunConfig) -> str:
     rpf = config.retry_parse_failures
     if rpf:
         parts.append(f"retry parse failures {rpf}")
+    if strip := config.extra.get("strip_tokens"):
+        parts.append("stripped before parsing " + json.dumps(strip, ensure_ascii=False))
     return ", ".join(parts) or "not recorded"
 
 
@@ -93,6 +95,8 @@ def reasoning_text(block: Any) -> str:
         return "not recorded"
     declared = block.get("declared")
     head = f"declared {declared}" if declared in ("on", "off") else "not declared"
+    if block.get("observable") is False:
+        return f"{head} (not observable: the provider returns no reasoning text or tokens)"
     answered, shown, share = block.get("answered"), block.get("with_reasoning"), block.get("observed_share")
     if not is_int(answered) or not is_int(shown):
         return head

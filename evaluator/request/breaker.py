@@ -11,7 +11,10 @@ Two rules, both fed with every finished record:
   new request is sent; the ones in flight are answered and recorded, then the run stops;
 - the reasoning smoke check (--reasoning on|off, data.reasoning.SmokeCheck): once the first answered
   responses all contradict the declared mode, no new request is sent; the ones in flight are answered
-  and recorded, then the run stops (ReasoningMismatch).
+  and recorded, then the run stops (ReasoningMismatch);
+- the format smoke check (data.format_check.FormatCheck; both smoke checks off with --no-smoke-check):
+  once the first answered responses all failed the strict parser (or were all cut off at the output
+  limit), the same (FormatMismatch).
 A 4xx on one row after others succeeded (one bad image) stays that row's error.
 """
 
@@ -23,7 +26,8 @@ from collections.abc import Callable
 
 from evaluator.core.records import ResponseRecord, Sampling
 from evaluator.core.usage import record_tokens
-from evaluator.data.reasoning import ReasoningMismatch, SmokeCheck
+from evaluator.data.format_check import FormatCheck
+from evaluator.data.reasoning import SmokeCheck, SmokeStop
 from evaluator.request.endpoint import not_found_hint
 from evaluator.request.retry import NEVER_RETRIED_5XX, RETRYABLE_STATUS
 
@@ -124,6 +128,7 @@ class Breaker:
         rows: int | None = None,
         max_total_tokens: int | None = None,
         smoke: SmokeCheck | None = None,
+        format_check: FormatCheck | None = None,
     ) -> None:
         self.concurrency = concurrency
         # how many identical refusals confirm one: two, unless fewer requests can ever be in flight
@@ -138,8 +143,8 @@ class Breaker:
         self.max_total_tokens = max_total_tokens
         self.spent = 0
         self.stopping = False  # final: no new request; the run stops once nothing is in flight
-        self.smoke = smoke
-        self.mismatch: ReasoningMismatch | None = None
+        self.smokes = [c for c in (smoke, format_check) if c is not None]
+        self.mismatch: SmokeStop | None = None
         self._gate = asyncio.Event()
         self._gate.set()
 
@@ -193,10 +198,11 @@ class Breaker:
             raise BudgetReached(self.spent, self.max_total_tokens)
 
     def _smoke(self, record: ResponseRecord) -> None:
-        mismatch = self.smoke.see(record) if self.smoke is not None else None
-        if mismatch is not None:
-            self.mismatch, self.stopping = mismatch, True
-            self._gate.clear()
+        for check in self.smokes:
+            mismatch = check.see(record)
+            if mismatch is not None and self.mismatch is None:  # the first stop seen is the one said
+                self.mismatch, self.stopping = mismatch, True
+                self._gate.clear()
 
     def _spend(self, record: ResponseRecord) -> None:
         self.spent += record_tokens(record)

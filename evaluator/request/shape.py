@@ -17,6 +17,7 @@ import click
 
 from evaluator.core.jsonl import JSONObject
 from evaluator.core.records import MAX_TOKENS_FIELDS, Sampling
+from evaluator.data.parsing import strip_token_problem
 
 NONE = "none"  # the value that leaves a field out of every request
 PRESET_FLAGS = ("temperature", "top_p", "max_tokens", "max_tokens_field")
@@ -67,6 +68,20 @@ class NumberOrNone(click.ParamType):
         return number
 
 
+class StripToken(click.ParamType):
+    """A --strip-token value: refused when removing it could change a count (data.parsing)."""
+
+    name = "token"
+
+    def convert(self, value: Any, param: Any, ctx: Any) -> Any:
+        problem = strip_token_problem(str(value))
+        if problem is not None:
+            self.fail(
+                f"{problem}; strip only the markers around the answer (e.g. '<|end_of_box|>')", param, ctx
+            )
+        return str(value)
+
+
 class PresetFlags(TypedDict, total=False):
     """A shipped preset's flags (PRESET_FLAGS): a value, or 'none' to leave the field out."""
 
@@ -76,12 +91,14 @@ class PresetFlags(TypedDict, total=False):
     max_tokens_field: str
 
 
-class PresetRecord(TypedDict):
-    """run_config.json `preset`: which preset shaped the requests, by name and file hash."""
+class PresetRecord(TypedDict, total=False):
+    """run_config.json `preset`: which preset shaped the requests, by name and file hash; and, only when
+    false, whether its provider can show reasoning at all."""
 
     name: str
     sha256: str
     flags: PresetFlags
+    reasoning_observable: bool
 
 
 @dataclass(frozen=True)
@@ -89,9 +106,15 @@ class Preset:
     name: str
     sha256: str  # of the preset file's bytes
     flags: PresetFlags = field(default_factory=lambda: PresetFlags())
+    # False: the provider returns no reasoning text and no reasoning tokens (a run declared on through it
+    # is never stopped for want of a signal; its summary says the mode cannot be observed)
+    reasoning_observable: bool = True
 
     def record(self) -> PresetRecord:
-        return {"name": self.name, "sha256": self.sha256, "flags": self.flags.copy()}
+        out: PresetRecord = {"name": self.name, "sha256": self.sha256, "flags": self.flags.copy()}
+        if not self.reasoning_observable:
+            out["reasoning_observable"] = False
+        return out
 
 
 def preset_names() -> list[str]:
@@ -113,9 +136,11 @@ def load_preset(name: str) -> Preset:
         raise RequestShapeError(
             f"preset {name} sets {', '.join(unknown)}; a preset may set only {PRESET_FLAGS}"
         )
-    return Preset(
-        name, hashlib.sha256(raw).hexdigest(), flags
-    )  # "description" is for people reading the file
+    observable = data.get("reasoning_observable", True)
+    if not isinstance(observable, bool):
+        raise RequestShapeError(f"preset {name}: reasoning_observable is true or false, not {observable!r}")
+    # "description" is for people reading the file
+    return Preset(name, hashlib.sha256(raw).hexdigest(), flags, observable)
 
 
 def resolve_sampling(

@@ -14,6 +14,7 @@ import msgspec
 from evaluator.core.records import RECORD_SCHEMA_VERSION, ResponseAttempt, ResponseRecord, Sampling
 from evaluator.core.secrets import Redactor
 from evaluator.data.benchmarks.base import Benchmark, ManifestEntry, Sample
+from evaluator.data.parsing import strip_tokens
 from evaluator.data.think import has_inline_think
 from evaluator.request.client import Completion, SendOutcome
 
@@ -88,9 +89,14 @@ def redact_outcome(outcome: SendOutcome, redact: Redactor) -> SendOutcome:
 
 
 def record_from_outcome(
-    base: ResponseRecord, outcome: SendOutcome, benchmark: Benchmark, earlier: list[ResponseAttempt]
+    base: ResponseRecord,
+    outcome: SendOutcome,
+    benchmark: Benchmark,
+    earlier: list[ResponseAttempt],
+    strip: tuple[str, ...] = (),
 ) -> ResponseRecord:
-    """The record of one (redacted) send: every field from this outcome, earlier attempts kept whole."""
+    """The record of one (redacted) send: every field from this outcome, earlier attempts kept whole.
+    `strip` (--strip-token) is removed from the text the parser reads; the record keeps the raw text."""
     common = {
         "protocol_anomalies": list(outcome.anomalies),
         "attempts": outcome.attempts,
@@ -114,7 +120,8 @@ def record_from_outcome(
         return msgspec.structs.replace(
             base, status="request_error", request_error=outcome.error, **common, **seen
         )
-    parsed = benchmark.parse(c.response_text)
+    parsed_text = strip_tokens(c.response_text, strip)
+    parsed = benchmark.parse(parsed_text)
     return msgspec.structs.replace(
         base,
         status="ok",
@@ -127,7 +134,7 @@ def record_from_outcome(
         latency_s=c.latency_s,
         parsed_answer=parsed.answer,
         parse_status=parsed.status,
-        fallback_answer=benchmark.fallback(c.response_text),
+        fallback_answer=benchmark.fallback(parsed_text),
         correct=benchmark.is_correct(parsed.answer, base.ground_truth),
         inline_think=has_inline_think(c.response_text),
         **common,

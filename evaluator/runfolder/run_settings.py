@@ -38,6 +38,7 @@ class RequestPolicy(TypedDict, total=False):
     max_tokens_per_minute: float | None
     batch: BatchPolicy
     rate_limit_patience_s: float
+    smoke_check: bool  # false only: --no-smoke-check
 
 
 class RunSettings(TypedDict, total=False):
@@ -54,6 +55,7 @@ class RunSettings(TypedDict, total=False):
     seed: int
     repeats: int
     reasoning: str
+    strip_tokens: list[str]  # --strip-token, when given
     request_policy: RequestPolicy
     preset: PresetRecord
 

@@ -227,7 +227,7 @@ def _mode(declared: str | None) -> str:
 
 
 # Top-level settings added by other modules (seed, repeats, ...): part of the identity when listed here.
-EXTRA_IDENTITY_FIELDS: tuple[str, ...] = ("seed", "repeats")
+EXTRA_IDENTITY_FIELDS: tuple[str, ...] = ("seed", "repeats", "strip_tokens")
 
 
 def _identity_extra(key: str, old: RunConfig, new: RunConfig) -> bool:

@@ -69,6 +69,7 @@ class Latency(TypedDict):
 class ReasoningSeen(TypedDict):
     declared: str | None
     observed_share: float | None
+    observable: bool  # False: the provider cannot show reasoning (the run's preset says so)
 
 
 class PublishedBlock(TypedDict, total=False):

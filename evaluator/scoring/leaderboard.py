@@ -20,6 +20,7 @@ from urllib.parse import urlsplit
 from evaluator.core.jsonl import JSONObject
 from evaluator.core.records import Usage
 from evaluator.core.values import is_price
+from evaluator.runfolder.runconfig import RunConfig
 from evaluator.scoring import (
     MergedRun,
     ScoreError,
@@ -163,7 +164,7 @@ def run_entry(
         "report": run.report,
         "question_set_sha256": question_set_digest(qrows),
         "latency_s": latency_of(responses),
-        "reasoning": reasoning_of(m.run_config.reasoning, responses),
+        "reasoning": reasoning_of(m.run_config, responses),
     }
     if run.published:
         entry["published"] = published_block(
@@ -172,10 +173,15 @@ def run_entry(
     return entry
 
 
-def reasoning_of(declared: str | None, responses: list[ScoredRow]) -> ReasoningSeen:
-    """The declared mode and the share of answered responses that showed reasoning (summary.json's)."""
-    block = reasoning_block(declared, responses)
-    return {"declared": block["declared"], "observed_share": block["observed_share"]}
+def reasoning_of(config: RunConfig, responses: list[ScoredRow]) -> ReasoningSeen:
+    """The declared mode, the share of answered responses that showed reasoning and whether the provider
+    can show it at all (summary.json's)."""
+    block = reasoning_block(config, responses)
+    return {
+        "declared": block["declared"],
+        "observed_share": block["observed_share"],
+        "observable": block["observable"],
+    }
 
 
 def _denominator(entry: BoardEntry) -> int:

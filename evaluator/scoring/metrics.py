@@ -197,18 +197,26 @@ def usage_stats(rows: list[ScoredRow]) -> UsageSummary:
     return out
 
 
-def reasoning_block(declared: str | None, rows: list[ScoredRow]) -> ReasoningObserved:
+def reasoning_observable(config: RunConfig) -> bool:
+    """False when the run's preset says its provider cannot show reasoning (run_config.json `preset`)."""
+    preset = config.extra.get("preset")
+    return not (isinstance(preset, dict) and preset.get("reasoning_observable") is False)
+
+
+def reasoning_block(config: RunConfig, rows: list[ScoredRow]) -> ReasoningObserved:
     """summary.json `reasoning`: the declared mode and how many answered responses showed reasoning
-    (evaluator.data.reasoning: a reasoning text, reported reasoning tokens or a think block)."""
+    (evaluator.data.reasoning: a reasoning text, reported reasoning tokens or a think block); where the
+    provider cannot show reasoning, observable false and no share."""
     answered = [r for r in rows if r.outcome in ("ok", "parse_failure")]
     return observed(
-        declared,
+        config.reasoning,
         (
             shows_reasoning(
                 r.reasoning_text, r.usage.reasoning_tokens if r.usage is not None else None, r.response_text
             )
             for r in answered
         ),
+        reasoning_observable(config),
     )
 
 
@@ -286,7 +294,9 @@ def summarize(
     }
     if think := inline_think_count(lines).get("inline_think_responses"):
         summary["inline_think_responses"] = think
-    summary["reasoning"] = reasoning_block(config.reasoning, rows)
+    summary["reasoning"] = reasoning_block(config, rows)
+    if strip := config.extra.get("strip_tokens"):
+        summary["strip_tokens"] = strip
     summary["latency_s"] = describe(latencies)
     summary["http_attempts"] = {"sum": sum(attempts), "rows_retried": sum(1 for a in attempts if a > 1)}
     if limits := rate_limit_stats(lines):

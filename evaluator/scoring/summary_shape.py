@@ -207,6 +207,7 @@ class Summary(TypedDict, total=False):
     usage: UsageSummary
     inline_think_responses: int
     reasoning: ReasoningObserved
+    strip_tokens: list[str]  # --strip-token: removed before the strict parser (only when given)
     latency_s: Described
     http_attempts: HttpAttempts
     rate_limits: RateLimitStats

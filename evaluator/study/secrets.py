@@ -25,6 +25,9 @@ SECRET_KEY_PARTS = {
     "auth",
 }
 SECRET_KEY_PARTS |= {"credential", "credentials", "cookie"}
+# Keys whose name has such a part but whose value is no credential (their values are still checked):
+# api_key_env names a variable; strip_token lists markers removed from answers (--strip-token).
+NOT_CREDENTIAL_NAMES = ("api_key_env", "strip_token")
 # Prefixes of providers' key formats (OpenAI/Moonshot/DeepSeek sk-, Anthropic sk-ant-, OpenRouter sk-or-,
 # Google AIza, Fireworks fw_, Hugging Face hf_, GitHub ghp_..., Groq gsk_, xAI xai-, Replicate r8_, ...).
 SECRET_PREFIX_RE = re.compile(
@@ -34,9 +37,6 @@ SECRET_PREFIX_RE = re.compile(
 BEARER_RE = re.compile(r"(?i)\bbearer\s+\S{8,}")
 TOKEN_CHARS_RE = re.compile(r"^[A-Za-z0-9_\-+=./]{20,}$")
 HEX_RE = re.compile(r"^[0-9a-fA-F]{40}$")  # a git commit (a `revision` may pin one)
-# Keys whose name has a credential's word but whose value is not one (their values are still checked):
-# `api_key_env` names a variable, `strip_token` lists strings of the model's output (--strip-token).
-NOT_CREDENTIALS = ("api_key_env", "strip_token")
 
 
 def looks_like_secret(value: str) -> bool:
@@ -103,12 +103,14 @@ def secret_problem(key: str, value: Any, allow_key_names: tuple[str, ...] = ()) 
 
 def secret_places(data: Any, path: list[Any], skip: list[Any]) -> Iterator[tuple[list[Any], str]]:
     """Where a parsed file holds a credential (its path, the problem), tables and lists walked; of the keys
-    in NOT_CREDENTIALS only the values are checked; paths in `skip` are not walked."""
+    in NOT_CREDENTIAL_NAMES only the values are checked; paths in `skip` are not walked."""
     items = enumerate(data) if isinstance(data, list) else data.items() if isinstance(data, dict) else ()
     for key, value in items:
         here, name = [*path, key], key if isinstance(key, str) else str(path[-1])
         nested = isinstance(value, (dict, list))  # a list item is checked under its list's key
-        found = secret_problem(name, None if nested else value, NOT_CREDENTIALS if name == key else (name,))
+        found = secret_problem(
+            name, None if nested else value, NOT_CREDENTIAL_NAMES if name == key else (name,)
+        )
         if found:
             yield here, found
         if nested and here != skip:

@@ -133,6 +133,10 @@ class Rules:
             usage["prompt_tokens_details"] = {"cached_tokens": 0}
         return usage
 
+    def reply_message(self, body: Mapping[str, Any], answer: str, reasoning: str | None) -> dict[str, Any]:
+        """The message of a reply to `body` (a rule set whose reasoning depends on the request overrides it)."""
+        return self.message(answer, reasoning if self.reasoning_style is not None else None)
+
     def message(self, answer: str, reasoning: str | None) -> dict[str, Any]:
         msg: dict[str, Any] = {"role": "assistant", "content": answer}
         style = self.reasoning_style
@@ -250,9 +254,14 @@ class AnthropicCompat(Rules):
 
     name = "anthropic-compat"
     prefix = "/v1"  # Anthropic OpenAI SDK compatibility page: base_url "https://api.anthropic.com/v1/"
-    # Same page: `thinking` in the body works, but the thinking text is not returned; reasoning_effort
-    # is ignored. So no reasoning field, and no reasoning_tokens detail (not documented either way).
+    # Same page (https://docs.anthropic.com/en/api/openai-sdk, "Extended thinking support"): `thinking` in
+    # the body works, "but the OpenAI SDK won't return Claude's detailed thought process"; reasoning_effort
+    # is ignored. So no reasoning field, whatever the request asks, and (its response-fields table, as
+    # issue 48 reads it) usage.completion_tokens_details left empty: no reasoning token count either.
     faults = ("overloaded",)
+
+    def usage(self, prompt: int, completion: int, reasoning: int) -> dict[str, Any]:
+        return {**super().usage(prompt, completion, reasoning), "completion_tokens_details": {}}
 
     MAX_IMAGE_SIDE = 8000
 
@@ -309,6 +318,22 @@ class GeminiCompat(Rules):
         # n4ze3m/page-assist#406: the compat endpoint's 429 body was a JSON list around the error.
         self.list_body = list_body
         self.retry_delay = retry_delay
+
+    def reply_message(self, body: Mapping[str, Any], answer: str, reasoning: str | None) -> dict[str, Any]:
+        # Gemini "OpenAI compatibility" page (https://ai.google.dev/gemini-api/docs/openai, thinking):
+        # thoughts come back only when asked, through the body's
+        # {"extra_body": {"google": {"thinking_config": {"include_thoughts": true}}}} (the OpenAI SDK's
+        # extra_body holding an "extra_body" key, as Google's answer shows in
+        # https://discuss.ai.google.dev/t/how-to-include-thoughts-on-openai-compatibility/87141); they
+        # arrive in the content as a <thought>...</thought> block before the answer (issue 48's reading of
+        # the layer; no reasoning field, and no reasoning token count is emulated).
+        google = (
+            (body.get("extra_body") or {}).get("google") if isinstance(body.get("extra_body"), dict) else None
+        )
+        config = (google or {}).get("thinking_config") if isinstance(google, dict) else None
+        if reasoning is None or not isinstance(config, dict) or config.get("include_thoughts") is not True:
+            return self.message(answer, None)
+        return {"role": "assistant", "content": f"<thought>{reasoning}</thought>{answer}"}
 
     def error(self, status: int, message: str, etype: str = "INVALID_ARGUMENT", **extra: Any) -> Refusal:
         # Google's error shape (google/generative-ai-docs#236, RooCodeInc/Roo-Code#3883):
@@ -594,7 +619,7 @@ class ProviderEmulator:
             "choices": [
                 {
                     "index": 0,
-                    "message": rules.message(answer, reasoning),
+                    "message": rules.reply_message(body, answer, self.reasoning),
                     "finish_reason": self.finish_reasons.get(image_sha or "", "stop"),
                 }
             ],
