@@ -248,13 +248,7 @@ def plan_sweep(
     tasks = _checked_tasks(sw, executor, runs)
     rows = executor.plan([t for t, _, done in tasks.values() if not done])
     finished = [r.name for r in runs if tasks[r.name][2]]
-    sides = request_lines(
-        [
-            request_side(r.name, {"strip_token": r.strip_token, **r.options})
-            for r in runs
-            if not tasks[r.name][2]
-        ]
-    )
+    sides = request_lines([request_side(r.name, r.options) for r in runs if not tasks[r.name][2]])
     for line in plan_lines(sweep, rows, finished, executor.plan_header(), executor.parallel, sides):
         answer(line)  # the plan is the command's answer
     return ExitCode.OK
