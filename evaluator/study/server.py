@@ -18,14 +18,18 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 import httpx2 as httpx
 
 from evaluator.runfolder.provenance import server_info
 from evaluator.study.launch import HOST, ServerSpec, free_port, launch_argv, release_port, remove_argv
+from evaluator.study.secrets import credential_named
 
 POLL_S = 0.25
+# the credential-named variables a server may need: a gated model's weights not yet in the HF cache
+SERVER_NEEDS = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
 ERROR_RE = re.compile(r"error|exception|traceback|out of memory|killed|failed|refused|denied", re.I)
 
 
@@ -53,6 +57,14 @@ def last_error_line(log: Path, tail_bytes: int = 65536) -> str | None:
     errors = [ln for ln in lines if ERROR_RE.search(ln)]
     line = (errors or lines or [""])[-1]
     return line[:300] if line else None
+
+
+def server_environment(env: Mapping[str, str], drop: Iterable[str]) -> dict[str, str]:
+    """What a server process inherits: `env` without `drop` and without any credential-named variable
+    (the Slurm executor's rule, secrets.credential_named: AWS_SECRET_ACCESS_KEY, GITHUB_TOKEN, the users'
+    provider keys), except SERVER_NEEDS. Its own token is added by the unit. Pure."""
+    gone = set(drop)
+    return {k: v for k, v in env.items() if k not in gone and (k in SERVER_NEEDS or not credential_named(k))}
 
 
 class Server:

@@ -57,7 +57,7 @@ from evaluator.runfolder.handoff import (
 from evaluator.runfolder.runconfig import Launch
 from evaluator.runfolder.serving import Serving, parse_gpus
 from evaluator.study.launch import ServerSpec, missing_program
-from evaluator.study.server import Server, ServerFailure, Stopped, last_error_line
+from evaluator.study.server import Server, ServerFailure, Stopped, last_error_line, server_environment
 
 IMAGE_ID_RE = re.compile(r"[0-9a-f]{64}")
 
@@ -181,9 +181,7 @@ def _start_server(
             state="failed", message=f"server: {missing} is not found on this host ([serve] {key})"
         )
     gpus = visible_gpus(env)
-    server_env = {
-        k: v for k, v in env.items() if k not in (*CHILD_DROPS, *task.drop_env, task.api_key_env or "")
-    }
+    server_env = server_environment(env, (*CHILD_DROPS, *task.drop_env, task.api_key_env or ""))
     message = "not started"
     for attempt in range(1, task.tries + 1):
         if stop.is_set():
