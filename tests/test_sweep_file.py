@@ -284,3 +284,102 @@ def test_the_shipped_files_carry_the_published_numbers(specs) -> None:
             got = [round(100 * c / n, 2) for c, n in pairs] + [round(100 * pub["correct"] / 442, 2)]
             assert got == list(paper[name]), name
     assert "319 / 442" in table5["qwen3.6-35b-a3b"]["note"] and table5["qwen3.6-35b-a3b"]["correct"] == 304
+
+
+# ----------------------------------------------------------------------------- trust3 #7: keys go beside
+# their endpoint: [defaults]' api_key_env only to the runs whose endpoint is [defaults]' base_url, a run's
+# only to its own base_url; `--plan` shows each run's key variable and host.
+
+PROVIDER_KEY = "provider-key-0123456789-only-for-its-endpoint"
+
+
+def _auth(server) -> set:
+    """The Authorization headers (SHA-256) the server received (/health and /version are asked without)."""
+    return {a["authorization_sha256"] for a in server.state.access} - {None}
+
+
+def test_a_defaults_key_never_reaches_the_local_default_port(tmp_path: Path) -> None:
+    """A backend = "vllm" run without base_url goes to localhost:8000: the defaults' key must not."""
+    from support.cli import run_cli
+    from support.openai_test_server import TestServer
+    from support.study import Study
+
+    study = Study(tmp_path, rows=2)
+    text = study.header(1) + 'api_key_env = "PROVIDER_KEY"\n\n[[runs]]\nname = "local"\nmodel = "m"\n'
+    study.file.write_text(text + 'backend = "vllm"\n')
+    try:
+        listener = TestServer({"served_model": "m"}, port=8000, api_key="the-local-servers-own").start()
+    except OSError as exc:
+        pytest.fail(f"this test needs 127.0.0.1:8000, the vllm default endpoint, free: {exc}")
+    try:
+        res = run_cli(
+            "sweep", str(study.file), "--run-root", str(study.root), env={"PROVIDER_KEY": PROVIDER_KEY}
+        )
+        seen = _auth(listener)
+    finally:
+        listener.stop()
+    assert seen == set(), "the provider key went to the local default port"
+    assert res.returncode == 2, res.stderr
+    [line] = res.stderr.strip().splitlines()
+    assert (
+        line.startswith(f"error: {study.file}:")
+        and "[defaults] names `api_key_env` but not `base_url`" in line
+    )
+
+
+def test_a_run_naming_its_own_endpoint_gets_no_defaults_key(tmp_path: Path) -> None:
+    import hashlib
+
+    from support.cli import run_cli
+    from support.datagen import doccount_reply
+    from support.openai_test_server import TestServer
+    from support.study import Study
+
+    study = Study(tmp_path, rows=2)
+    cfg = {"answers": doccount_reply(study.rows), "served_model": "m"}
+    with TestServer(cfg, api_key=PROVIDER_KEY) as provider, TestServer(cfg, api_key="EMPTY") as other:
+        text = study.header(1) + f'base_url = "{provider.base_url}"\napi_key_env = "PROVIDER_KEY"\n'
+        text += '\n[[runs]]\nname = "provider"\nmodel = "m"\n'
+        text += f'\n[[runs]]\nname = "other"\nmodel = "m"\nbase_url = "{other.base_url}"\n'
+        study.file.write_text(text)
+        res = run_cli(
+            "sweep", str(study.file), "--run-root", str(study.root), env={"PROVIDER_KEY": PROVIDER_KEY}
+        )
+        to_provider, to_other = _auth(provider), _auth(other)
+    sha = lambda s: hashlib.sha256(f"Bearer {s}".encode()).hexdigest()  # noqa: E731
+    assert to_provider == {sha(PROVIDER_KEY)}  # named beside its endpoint: sent there
+    assert to_other == {sha("EMPTY")}, "the defaults' key went to an endpoint not named with it"
+    assert res.returncode == 0, res.stderr
+
+
+def test_a_runs_own_key_without_its_own_endpoint_is_refused(tmp_path: Path, specs) -> None:
+    text = (
+        'name = "t"\nbenchmark = "doccount"\n\n[defaults]\nbase_url = "http://127.0.0.1:9/v1"\n\n'
+        '[[runs]]\nname = "a"\nmodel = "m"\napi_key_env = "A_KEY"\n'
+    )
+    msg = refused(tmp_path, specs, text)
+    assert "s.toml:10:" in msg and "run a names `api_key_env` but not its `base_url`" in msg, msg
+    vllm = 'name = "t"\nbenchmark = "doccount"\n\n[[runs]]\nname = "a"\nmodel = "m"\nbackend = "vllm"\n'
+    msg = refused(tmp_path, specs, vllm + 'api_key_env = "A_KEY"\n')
+    assert "s.toml:8:" in msg and "not its `base_url`" in msg, msg
+
+
+def test_plan_shows_each_runs_key_variable_and_host(tmp_path: Path) -> None:
+    from support.cli import run_cli
+
+    text = (
+        'name = "t"\nbenchmark = "doccount"\n\n[defaults]\nbase_url = "http://127.0.0.1:9/v1"\n'
+        'api_key_env = "PROVIDER_KEY"\n\n[[runs]]\nname = "inherits"\nmodel = "m"\n\n'
+        '[[runs]]\nname = "own"\nmodel = "m"\nbase_url = "https://api.example.org/v1"\napi_key_env = "OWN_KEY"\n\n'
+        '[[runs]]\nname = "keyless"\nmodel = "m"\nbase_url = "http://localhost:8001/v1"\n'
+    )
+    path = write(tmp_path, text)
+    env = {"PROVIDER_KEY": PROVIDER_KEY, "OWN_KEY": "own-key-0123456789-abcdefghij"}
+    res = run_cli("sweep", str(path), "--plan", "--run-root", str(tmp_path / "runs"), env=env)
+    assert res.returncode == 0, res.stderr
+    lines = [ln.strip() for ln in res.stdout.splitlines()]
+    for run, key in [("inherits", "key: $PROVIDER_KEY to 127.0.0.1:9"), ("own", "key: $OWN_KEY to api.example.org"),
+                     ("keyless", "key: none (EMPTY) to localhost:8001")]:  # fmt: skip
+        row = next(i for i, ln in enumerate(lines) if ln.startswith(f"{run} "))
+        assert lines[row + 1] == key, res.stdout
+    assert PROVIDER_KEY not in res.stdout + res.stderr and "own-key-0123" not in res.stdout + res.stderr
