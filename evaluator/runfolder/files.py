@@ -40,9 +40,16 @@ class RunFolderError(Exception):
 def linked(root: Path, name: str) -> RunFolderError:
     """A run folder file that is a symbolic link: refused, its target never written (a shared folder)."""
     return RunFolderError(
-        f"{root / name} is a symbolic link; a run folder's files are never opened through links: remove "
-        "it (its target is untouched) or use another --run-name"
+        f"{root / name} is a symbolic link; files the bundle writes are never opened through links: "
+        "remove it (its target is untouched)"
     )
+
+
+def refuse_links(folder: Path) -> None:
+    """A folder whose files the bundle writes by name (a sweep's logs/) holding a symbolic link is refused."""
+    for entry in folder.iterdir():
+        if entry.is_symlink():
+            raise linked(folder, entry.name)
 
 
 def ensure_run_root(path: Path) -> Path:

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import httpx2 as httpx
 
+from evaluator.core.atomic import no_follow
 from evaluator.runfolder.provenance import server_info
 from evaluator.study.launch import HOST, ServerSpec, free_port, launch_argv, release_port, remove_argv
 from evaluator.study.port_owner import foreign_listener
@@ -98,7 +99,7 @@ class Server:
         remove = remove_argv(self.spec, self.run, self.port)
         guard += ["--remove", json.dumps(remove)] if remove else []
         env = {**self.env, "CUDA_VISIBLE_DEVICES": ",".join(self.gpus)}
-        with open(self.log, "ab") as log:
+        with open(self.log, "ab", opener=no_follow) as log:
             log.write(f"--- try {attempt}: {' '.join(self.argv)}\n".encode())
             log.flush()
             self.proc = subprocess.Popen(

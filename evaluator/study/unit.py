@@ -41,7 +41,7 @@ from pathlib import Path
 
 import msgspec
 
-from evaluator.core.atomic import write_atomic
+from evaluator.core.atomic import no_follow, write_atomic
 from evaluator.core.exitcode import ExitCode
 from evaluator.core.secrets import Redactor
 from evaluator.core.vocab import UnitEnd, UnitPhase
@@ -340,7 +340,7 @@ def _follow(
     """The child's stderr, line by line, to the log and the status (what it says is for the user: the run's
     state comes from its outcome file)."""
     assert child.stderr is not None
-    with open(log_path, "ab") as log:
+    with open(log_path, "ab", opener=no_follow) as log:
         for raw in child.stderr:
             for piece in raw.decode("utf-8", "replace").replace("\r", "\n").split("\n"):
                 line = redact(piece.strip())
