@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 import secrets
 import string
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -383,3 +384,40 @@ def test_plan_shows_each_runs_key_variable_and_host(tmp_path: Path) -> None:
         row = next(i for i, ln in enumerate(lines) if ln.startswith(f"{run} "))
         assert lines[row + 1] == key, res.stdout
     assert PROVIDER_KEY not in res.stdout + res.stderr and "own-key-0123" not in res.stdout + res.stderr
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.booleans(), st.booleans(), st.booleans(), st.booleans(), st.booleans())
+def test_a_key_is_only_ever_beside_the_url_it_goes_to(
+    defaults_url: bool, defaults_key: bool, run_url: bool, run_key: bool, vllm: bool
+) -> None:
+    """Every shape of where base_url and api_key_env are written: the run's key variable is the one named
+    in the table that also names the URL it goes to; a key with no URL beside it is refused."""
+    from evaluator.cli.main import evaluate_cmd
+    from evaluator.study.sweep_file import option_specs
+
+    specs = option_specs(evaluate_cmd.params)
+    defaults = ('base_url = "http://d.example/v1"\n' * defaults_url) + (
+        'api_key_env = "D_KEY"\n' * defaults_key
+    )
+    run = ('base_url = "http://r.example/v1"\n' * run_url) + ('api_key_env = "R_KEY"\n' * run_key)
+    run += 'backend = "vllm"\n' * vllm
+    text = f'name = "t"\nbenchmark = "doccount"\n\n[defaults]\n{defaults}\n[[runs]]\nname = "a"\nmodel = "m"\n{run}'
+    path = Path(tempfile.mkdtemp()) / "s.toml"
+    path.write_text(text, encoding="utf-8")
+    lonely = (defaults_key and not defaults_url) or (run_key and not run_url)
+    no_endpoint = not (defaults_url or run_url or vllm)
+    if lonely or no_endpoint:
+        with pytest.raises(SweepFileError):
+            load_sweep(path, specs)
+        return
+    [spec] = load_sweep(path, specs).runs
+    url = spec.options.get("base_url")
+    expected = "R_KEY" if run_key else "D_KEY" if defaults_key and not run_url else None
+    assert spec.api_key_env == expected, (text, spec.api_key_env)
+    if spec.api_key_env == "D_KEY":
+        assert url == "http://d.example/v1"
+    if spec.api_key_env == "R_KEY":
+        assert url == "http://r.example/v1"
+    if url is None:
+        assert spec.api_key_env is None  # the vllm default endpoint gets no key
