@@ -15,7 +15,15 @@ from support.openai_test_server import TestServer
 
 from evaluator.core.atomic import temp_path, write_atomic
 from evaluator.runfolder.batches import Ledger, input_path
-from evaluator.runfolder.files import LOCK, PARTIAL, RecordWriter, RunFolderError, RunLock, ensure_run_root
+from evaluator.runfolder.files import (
+    LOCK,
+    PARTIAL,
+    RecordWriter,
+    RunFolderError,
+    RunLock,
+    ensure_run_root,
+    refuse_links,
+)
 
 SECRET = b"the victim's own content\n"
 
@@ -102,3 +110,14 @@ def test_a_record_writer_still_appends_to_a_real_file(tmp_path: Path) -> None:
 
     asyncio.run(go())
     assert (tmp_path / PARTIAL).read_bytes() == b'{"a": 1}\n'
+
+
+def test_refuse_links_names_only_the_files_written_by_name(tmp_path: Path) -> None:
+    """A sweep's own links (a Slurm sweep's logs/<run>.job.out) stay; a link where a log is written is refused."""
+    victim = _victim(tmp_path)
+    (tmp_path / "a.job.out").symlink_to(victim)
+    refuse_links(tmp_path, ["a.log", "a.server.log"])
+    (tmp_path / "a.server.log").symlink_to(victim)
+    with pytest.raises(RunFolderError, match="a.server.log is a symbolic link"):
+        refuse_links(tmp_path, ["a.log", "a.server.log"])
+    assert victim.read_bytes() == SECRET

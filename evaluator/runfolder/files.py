@@ -13,7 +13,7 @@ import fcntl
 import gc
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -45,11 +45,11 @@ def linked(root: Path, name: str) -> RunFolderError:
     )
 
 
-def refuse_links(folder: Path) -> None:
-    """A folder whose files the bundle writes by name (a sweep's logs/) holding a symbolic link is refused."""
-    for entry in folder.iterdir():
-        if entry.is_symlink():
-            raise linked(folder, entry.name)
+def refuse_links(folder: Path, names: Iterable[str]) -> None:
+    """Refused when a file the bundle writes by name in `folder` (a sweep's logs) is a symbolic link."""
+    for name in names:
+        if (folder / name).is_symlink():
+            raise linked(folder, name)
 
 
 def ensure_run_root(path: Path) -> Path:

@@ -290,7 +290,9 @@ def run_sweep(
     tasks = _checked_tasks(sw, executor, runs)
     check_key_variables(sweep, runs, sw.env)
     (sw.folder / LOGS).mkdir(parents=True, exist_ok=True)
-    refuse_links(sw.folder / LOGS)  # its files are opened by name; never through a link (no_follow too)
+    # the logs it appends to by name, never through a link (their opens refuse one too); the links a
+    # Slurm sweep makes itself (<run>.job.out) are only read
+    refuse_links(sw.folder / LOGS, [f"{r.name}{end}" for r in runs for end in (".log", ".server.log")])
     with RunLock(sw.folder), forward_signals(sw):
         sw.state.invocations += 1
         write_atomic(sw.folder / SWEEP_COPY, sweep.raw)
