@@ -185,11 +185,11 @@ benchmark = "doccount"
 [defaults]
 api_key_env = "NO_KEY_SET_HERE"
 concurrency = 2
+base_url = "http://127.0.0.1:9/v1"
 
 [[runs]]
 name = "a"
 model = "m-a"
-base_url = "http://127.0.0.1:9/v1"
 
 [[runs]]
 name = "b"
@@ -228,7 +228,7 @@ def test_a_typo_inside_a_run_gets_a_did_you_mean(tmp_path) -> None:
     specs = option_specs(evaluate_cmd.params)
     with pytest.raises(SweepFileError) as info:
         load_sweep(_sweep(tmp_path, SWEEP.replace('model = "m-a"', 'modle = "m-a"')), specs)
-    assert "s.toml:10:" in str(info.value) and "did you mean `model`?" in str(info.value)
+    assert "s.toml:11:" in str(info.value) and "did you mean `model`?" in str(info.value)
 
 
 # ----------------------------------------------------------------------------- 8. ties

@@ -297,3 +297,27 @@ def test_children_stop_when_the_sweep_alone_is_killed(tmp_path: Path) -> None:
         res = sweep_cli("sweep", str(sweep_file), "--run-root", str(root), env=KEYS)
         assert res.returncode == 0, res.stderr
         assert len({(r["body"]["model"], r["image_sha256"]) for r in srv.requests()}) == 2 * len(rows)
+
+
+def test_a_planted_log_link_refuses_the_sweep_and_leaves_its_target(tmp_path: Path) -> None:
+    """Issue #46 point 11: the sweep writes logs/<run>.log by name; a link planted there (a shared runs
+    folder) is refused with one line before anything is sent, and its target is never written."""
+    from support.study import Study
+
+    study = Study(tmp_path, rows=2)
+    victim = tmp_path / "victim.txt"
+    victim.write_bytes(b"untouched\n")
+    (study.folder / "logs").mkdir(parents=True)
+    (study.folder / "logs" / "a.log").symlink_to(victim)
+    with TestServer({"answers": doccount_reply(study.rows)}) as server:
+        text = (
+            study.header(1)
+            + f'\n[[runs]]\nname = "a"\nmodel = "test-model"\nbase_url = "{server.base_url}"\n'
+        )
+        study.file.write_text(text)
+        res = sweep_cli("sweep", str(study.file), "--run-root", str(study.root))
+        sent = server.requests()
+    assert res.returncode == 2, res.stderr
+    [line] = res.stderr.strip().splitlines()
+    assert line.startswith("error: ") and "a.log is a symbolic link" in line, line
+    assert victim.read_bytes() == b"untouched\n" and sent == []

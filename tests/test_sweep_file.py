@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 import secrets
 import string
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -292,10 +293,146 @@ def test_strip_token_is_a_runs_list_of_strings_not_a_credential(specs, tmp_path:
     sweep = load_sweep(write(tmp_path, BASE.replace('name = "b"\n', f'name = "b"\n{run}')), specs)
     by_name = {r.name: r for r in sweep.runs}
     tokens = ["<|begin_of_box|>", "<|end_of_box|>"]
-    assert by_name["b"].strip_token == tokens or by_name["b"].options.get("strip_token") == tokens
-    assert by_name["a"].strip_token == [] and "strip_token" not in by_name["a"].options
+    assert by_name["b"].options.get("strip_token") == tokens
+    assert "strip_token" not in by_name["a"].options
     # its values are still looked at: a key pasted into it is refused, and not repeated
     bad = BASE.replace('name = "b"\n', f'name = "b"\nstrip_token = ["{SECRET}"]\n')
     with pytest.raises(SweepFileError) as err:
         load_sweep(write(tmp_path, bad), specs)
     assert "looks like a secret" in str(err.value) and SECRET not in str(err.value)
+
+
+# ----------------------------------------------------------------------------- trust3 #7: keys go beside
+# their endpoint: [defaults]' api_key_env only to the runs whose endpoint is [defaults]' base_url, a run's
+# only to its own base_url; `--plan` shows each run's key variable and host.
+
+PROVIDER_KEY = "provider-key-0123456789-only-for-its-endpoint"
+
+
+def _auth(server) -> set:
+    """The Authorization headers (SHA-256) the server received (/health and /version are asked without)."""
+    return {a["authorization_sha256"] for a in server.state.access} - {None}
+
+
+def test_a_defaults_key_never_reaches_the_local_default_port(tmp_path: Path) -> None:
+    """A backend = "vllm" run without base_url goes to localhost:8000: the defaults' key must not."""
+    from support.cli import run_cli
+    from support.openai_test_server import TestServer
+    from support.study import Study
+
+    study = Study(tmp_path, rows=2)
+    text = study.header(1) + 'api_key_env = "PROVIDER_KEY"\n\n[[runs]]\nname = "local"\nmodel = "m"\n'
+    study.file.write_text(text + 'backend = "vllm"\n')
+    try:
+        listener = TestServer({"served_model": "m"}, port=8000, api_key="the-local-servers-own").start()
+    except OSError as exc:
+        pytest.fail(f"this test needs 127.0.0.1:8000, the vllm default endpoint, free: {exc}")
+    try:
+        res = run_cli(
+            "sweep", str(study.file), "--run-root", str(study.root), env={"PROVIDER_KEY": PROVIDER_KEY}
+        )
+        seen = _auth(listener)
+    finally:
+        listener.stop()
+    assert seen == set(), "the provider key went to the local default port"
+    assert res.returncode == 2, res.stderr
+    [line] = res.stderr.strip().splitlines()
+    assert (
+        line.startswith(f"error: {study.file}:")
+        and "[defaults] names `api_key_env` but not `base_url`" in line
+    )
+
+
+def test_a_run_naming_its_own_endpoint_gets_no_defaults_key(tmp_path: Path) -> None:
+    import hashlib
+
+    from support.cli import run_cli
+    from support.datagen import doccount_reply
+    from support.openai_test_server import TestServer
+    from support.study import Study
+
+    study = Study(tmp_path, rows=2)
+    cfg = {"answers": doccount_reply(study.rows), "served_model": "m"}
+    with TestServer(cfg, api_key=PROVIDER_KEY) as provider, TestServer(cfg, api_key="EMPTY") as other:
+        text = study.header(1) + f'base_url = "{provider.base_url}"\napi_key_env = "PROVIDER_KEY"\n'
+        text += '\n[[runs]]\nname = "provider"\nmodel = "m"\n'
+        text += f'\n[[runs]]\nname = "other"\nmodel = "m"\nbase_url = "{other.base_url}"\n'
+        study.file.write_text(text)
+        res = run_cli(
+            "sweep", str(study.file), "--run-root", str(study.root), env={"PROVIDER_KEY": PROVIDER_KEY}
+        )
+        to_provider, to_other = _auth(provider), _auth(other)
+    sha = lambda s: hashlib.sha256(f"Bearer {s}".encode()).hexdigest()  # noqa: E731
+    assert to_provider == {sha(PROVIDER_KEY)}  # named beside its endpoint: sent there
+    assert to_other == {sha("EMPTY")}, "the defaults' key went to an endpoint not named with it"
+    assert res.returncode == 0, res.stderr
+
+
+def test_a_runs_own_key_without_its_own_endpoint_is_refused(tmp_path: Path, specs) -> None:
+    text = (
+        'name = "t"\nbenchmark = "doccount"\n\n[defaults]\nbase_url = "http://127.0.0.1:9/v1"\n\n'
+        '[[runs]]\nname = "a"\nmodel = "m"\napi_key_env = "A_KEY"\n'
+    )
+    msg = refused(tmp_path, specs, text)
+    assert "s.toml:10:" in msg and "run a names `api_key_env` but not its `base_url`" in msg, msg
+    vllm = 'name = "t"\nbenchmark = "doccount"\n\n[[runs]]\nname = "a"\nmodel = "m"\nbackend = "vllm"\n'
+    msg = refused(tmp_path, specs, vllm + 'api_key_env = "A_KEY"\n')
+    assert "s.toml:8:" in msg and "not its `base_url`" in msg, msg
+
+
+def test_plan_shows_each_runs_key_variable_and_host(tmp_path: Path) -> None:
+    from support.cli import run_cli
+
+    text = (
+        'name = "t"\nbenchmark = "doccount"\n\n[defaults]\nbase_url = "http://127.0.0.1:9/v1"\n'
+        'api_key_env = "PROVIDER_KEY"\n\n[[runs]]\nname = "inherits"\nmodel = "m"\n\n'
+        '[[runs]]\nname = "own"\nmodel = "m"\nbase_url = "https://api.example.org/v1"\napi_key_env = "OWN_KEY"\n\n'
+        '[[runs]]\nname = "keyless"\nmodel = "m"\nbase_url = "http://localhost:8001/v1"\n'
+    )
+    path = write(tmp_path, text)
+    env = {"PROVIDER_KEY": PROVIDER_KEY, "OWN_KEY": "own-key-0123456789-abcdefghij"}
+    res = run_cli("sweep", str(path), "--plan", "--run-root", str(tmp_path / "runs"), env=env)
+    assert res.returncode == 0, res.stderr
+    lines = [ln.strip() for ln in res.stdout.splitlines()]
+    for run, key in [("inherits", "key: $PROVIDER_KEY to 127.0.0.1:9"), ("own", "key: $OWN_KEY to api.example.org"),
+                     ("keyless", "key: none (EMPTY) to localhost:8001")]:  # fmt: skip
+        row = next(i for i, ln in enumerate(lines) if ln.startswith(f"{run} "))
+        assert lines[row + 1] == key, res.stdout
+    assert PROVIDER_KEY not in res.stdout + res.stderr and "own-key-0123" not in res.stdout + res.stderr
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.booleans(), st.booleans(), st.booleans(), st.booleans(), st.booleans())
+def test_a_key_is_only_ever_beside_the_url_it_goes_to(
+    defaults_url: bool, defaults_key: bool, run_url: bool, run_key: bool, vllm: bool
+) -> None:
+    """Every shape of where base_url and api_key_env are written: the run's key variable is the one named
+    in the table that also names the URL it goes to; a key with no URL beside it is refused."""
+    from evaluator.cli.main import evaluate_cmd
+    from evaluator.study.sweep_file import option_specs
+
+    specs = option_specs(evaluate_cmd.params)
+    defaults = ('base_url = "http://d.example/v1"\n' * defaults_url) + (
+        'api_key_env = "D_KEY"\n' * defaults_key
+    )
+    run = ('base_url = "http://r.example/v1"\n' * run_url) + ('api_key_env = "R_KEY"\n' * run_key)
+    run += 'backend = "vllm"\n' * vllm
+    text = f'name = "t"\nbenchmark = "doccount"\n\n[defaults]\n{defaults}\n[[runs]]\nname = "a"\nmodel = "m"\n{run}'
+    path = Path(tempfile.mkdtemp()) / "s.toml"
+    path.write_text(text, encoding="utf-8")
+    lonely = (defaults_key and not defaults_url) or (run_key and not run_url)
+    no_endpoint = not (defaults_url or run_url or vllm)
+    if lonely or no_endpoint:
+        with pytest.raises(SweepFileError):
+            load_sweep(path, specs)
+        return
+    [spec] = load_sweep(path, specs).runs
+    url = spec.options.get("base_url")
+    expected = "R_KEY" if run_key else "D_KEY" if defaults_key and not run_url else None
+    assert spec.api_key_env == expected, (text, spec.api_key_env)
+    if spec.api_key_env == "D_KEY":
+        assert url == "http://d.example/v1"
+    if spec.api_key_env == "R_KEY":
+        assert url == "http://r.example/v1"
+    if url is None:
+        assert spec.api_key_env is None  # the vllm default endpoint gets no key

@@ -19,6 +19,7 @@ benchmark = "doccount"
 
 [defaults]
 concurrency = 4
+base_url = "http://127.0.0.1:9/v1"
 api_key_env = "A_KEY"
 
 [pricing."m-a"]
@@ -33,7 +34,6 @@ command = ["vllm", "serve"]
 [[runs]]
 name = "a"
 model = "m-a"
-base_url = "http://127.0.0.1:9/v1"
 max_tokens = 100
 published = { correct = 3, questions = 4, source = "paper", reasoning = "on" }
 

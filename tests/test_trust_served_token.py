@@ -105,8 +105,10 @@ def test_defaults_key_variable_goes_to_endpoint_runs_only_never_a_served_one(tmp
     (it is not refused for a variable it never named)."""
     study = Study(tmp_path, rows=2)
     study.write([{"name": "a", "serve": {"gpus": 1}}])
-    text = study.file.read_text().replace(
-        "[defaults]\n", '[defaults]\napi_key_env = "DOCCOUNT_USER_KEY"\n', 1
+    text = study.file.read_text().replace(  # a defaults key goes beside its base_url (trust3 #7)
+        "[defaults]\n",
+        '[defaults]\nbase_url = "http://127.0.0.1:9/v1"\napi_key_env = "DOCCOUNT_USER_KEY"\n',
+        1,
     )
     study.file.write_text(text)
     res = run_cli(
@@ -114,3 +116,4 @@ def test_defaults_key_variable_goes_to_endpoint_runs_only_never_a_served_one(tmp
     )
     assert res.returncode == 0, res.stderr
     assert USER_KEY not in res.stdout + res.stderr
+    assert "key: its server's own fresh token (none of yours)" in res.stdout

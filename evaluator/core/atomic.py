@@ -11,6 +11,12 @@ from pathlib import Path
 from typing import BinaryIO
 
 
+def no_follow(path: str, flags: int) -> int:
+    """An `opener` for open(): the file at `path` itself, never the target of a symbolic link put there
+    (OSError ELOOP for a link), so a link planted in a shared folder cannot redirect a write."""
+    return os.open(path, flags | os.O_NOFOLLOW, 0o666)
+
+
 def temp_path(path: Path) -> Path:
     """The temporary file `atomic_file` writes before the rename (hidden, ends in .tmp)."""
     return path.with_name(f".{path.name}.tmp")
@@ -22,7 +28,8 @@ def atomic_file(path: Path) -> Iterator[BinaryIO]:
     path = Path(path)
     tmp = temp_path(path)
     try:
-        with open(tmp, "wb") as f:
+        tmp.unlink(missing_ok=True)  # a link left there is removed, never written through
+        with open(tmp, "xb", opener=no_follow) as f:
             yield f
             f.flush()
             os.fsync(f.fileno())

@@ -26,6 +26,7 @@ from typing import Any
 
 import msgspec
 
+from evaluator.core.atomic import no_follow
 from evaluator.core.jsonl import JSONObject, decode_line, split_lines
 from evaluator.core.keys import Key, derive_seed
 from evaluator.core.records import ResponseAttempt, ResponseRecord, RetryError
@@ -176,7 +177,7 @@ class InputWriter:
 
     def _open(self) -> None:
         self._path = input_path(self.ctx.root, self.ctx.ledger, self.prefix)
-        self._file = open(self._path, "wb")  # noqa: SIM115 - closed in _close
+        self._file = open(self._path, "wb", opener=no_follow)  # noqa: SIM115 - closed in _close
         self._budget = FileBudget(self.ctx.max_bytes)
         self._rows = []
 

@@ -15,6 +15,7 @@ The order of steps, each saved before the next one starts:
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 from datetime import datetime
 from pathlib import Path
@@ -136,7 +137,7 @@ def input_path(root: Path, ledger: Ledger, prefix: str) -> Path:
     n = len(ledger.batches) + 1
     while True:
         path = root / INPUT_DIR / f"{prefix}-{n:04d}.jsonl"
-        if not path.exists():
+        if not os.path.lexists(path):  # a link there (even a dangling one) is never written through
             return path
         n += 1
 

@@ -13,12 +13,12 @@ import fcntl
 import gc
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from evaluator.core.atomic import write_atomic
+from evaluator.core.atomic import no_follow, write_atomic
 from evaluator.core.jsonl import JSONObject, NotJSON, decode_line, decode_strict_lines, split_lines, utf8_json
 from evaluator.core.keys import Key
 from evaluator.core.records import ResponseRecord
@@ -37,6 +37,21 @@ class RunFolderError(Exception):
     pass
 
 
+def linked(root: Path, name: str) -> RunFolderError:
+    """A run folder file that is a symbolic link: refused, its target never written (a shared folder)."""
+    return RunFolderError(
+        f"{root / name} is a symbolic link; files the bundle writes are never opened through links: "
+        "remove it (its target is untouched)"
+    )
+
+
+def refuse_links(folder: Path, names: Iterable[str]) -> None:
+    """Refused when a file the bundle writes by name in `folder` (a sweep's logs) is a symbolic link."""
+    for name in names:
+        if (folder / name).is_symlink():
+            raise linked(folder, name)
+
+
 def ensure_run_root(path: Path) -> Path:
     if path.exists() and not path.is_dir():
         raise RunFolderError(
@@ -45,9 +60,13 @@ def ensure_run_root(path: Path) -> Path:
     try:
         path.mkdir(parents=True, exist_ok=True)
         probe = path / ".write-test"
-        probe.write_bytes(b"")
+        probe.unlink(missing_ok=True)  # a link left there is removed, never written through
+        with open(probe, "xb", opener=no_follow):
+            pass
         probe.unlink()
     except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise linked(path, probe.name) from None
         raise RunFolderError(
             f"run root {path} is not writable ({exc.strerror}); choose another --run-root"
         ) from None
@@ -75,7 +94,12 @@ class RunLock:
         self.fd: int | None = None
 
     def __enter__(self) -> RunLock:
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise linked(self.path.parent, LOCK) from None
+            raise
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as exc:
@@ -228,8 +252,13 @@ class RecordWriter:
 
     def __init__(self, root: Path) -> None:
         self.path = root / PARTIAL
-        self._repair_torn_tail()
-        self.file = open(self.path, "ab", buffering=0)  # noqa: SIM115 - closed in close()
+        try:
+            self._repair_torn_tail()
+            self.file = open(self.path, "ab", buffering=0, opener=no_follow)  # noqa: SIM115 - closed in close()
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise linked(root, PARTIAL) from None
+            raise
         self.queue: asyncio.Queue[tuple[ResponseRecord, asyncio.Future[None]] | None] = asyncio.Queue()
         self.task: asyncio.Task[None] | None = None
         self.written = 0
@@ -238,7 +267,7 @@ class RecordWriter:
         """Terminate a torn last line so the next record starts on its own line."""
         if not self.path.exists() or self.path.stat().st_size == 0:
             return
-        with open(self.path, "rb+") as f:
+        with open(self.path, "rb+", opener=no_follow) as f:
             f.seek(-1, os.SEEK_END)
             if f.read(1) != b"\n":
                 f.write(b"\n")

@@ -10,7 +10,9 @@ import shlex
 import textwrap
 from collections.abc import Sequence
 from typing import Any
+from urllib.parse import urlsplit
 
+from evaluator.request.endpoint import VLLM_DEFAULT_BASE_URL
 from evaluator.study.launch import PORT_PLACEHOLDER
 
 WIDTH = 100
@@ -57,6 +59,26 @@ def wait_text(row: Any, parallel_note: str) -> str:
     return f"waits for a free slot ({parallel_note})" if row.slot else ""
 
 
+def key_text(run: Any) -> str:
+    """Which key a run sends, and to which host (sweep_file.RunSpec): never the key itself."""
+    if run.serve is not None:
+        return "key: its server's own fresh token (none of yours)"
+    urls = str(run.options.get("base_url") or VLLM_DEFAULT_BASE_URL).split(",")
+    hosts = ", ".join(_host(u.strip()) for u in urls if u.strip())
+    return f"key: ${run.api_key_env} to {hosts}" if run.api_key_env else f"key: none (EMPTY) to {hosts}"
+
+
+def _host(url: str) -> str:
+    """host[:port] of a URL (no user or password part)."""
+    try:
+        parts = urlsplit(url)
+        port = f":{parts.port}" if parts.port else ""
+    except ValueError:
+        return "(an unreadable URL)"
+    host = parts.hostname or "?"
+    return f"[{host}]{port}" if ":" in host else f"{host}{port}"
+
+
 def plan_lines(
     sweep: Any,
     rows: list[Any],
@@ -79,12 +101,15 @@ def plan_lines(
     width = max([len(",".join(r.gpus)) for r in rows] + [4])
     out.append(f"{'run':<{pad}}  {'start':>5}  {'gpus':<{width}}  endpoint, or when its server starts")
     note = f"--parallel {parallel}" if parallel else "--parallel"
+    specs = {run.name: run for run in sweep.runs}
     for r in rows:
         order = "" if r.order is None else str(r.order)
         gpus = ",".join(r.gpus) or "-"
         what = r.where or wait_text(r, note) or "starts at once"
         tail = f"  [{r.note}]" if r.note else ""
         out.append(f"{r.run:<{pad}}  {order:>5}  {gpus:<{width}}  {what}{tail}".rstrip())
+        if r.run in specs:
+            out.append(f"{INDENT}{key_text(specs[r.run])}")
         if r.command:
             out += shell_lines(r.command)
     for name in finished:

@@ -39,6 +39,13 @@ TOKEN_CHARS_RE = re.compile(r"^[A-Za-z0-9_\-+=./]{20,}$")
 HEX_RE = re.compile(r"^[0-9a-fA-F]{40}$")  # a git commit (a `revision` may pin one)
 
 
+def credential_named(name: str) -> bool:
+    """A variable named like a credential (AWS_SECRET_ACCESS_KEY, GITHUB_TOKEN, OPENAI_API_KEY, SSH_AUTH_SOCK):
+    one of its `_`/`-`/`.`-separated words names a credential. The one rule for what a process the sweep
+    starts does not inherit (executors.slurm, study.server)."""
+    return bool(set(re.split(r"[_\-.]+", name.lower())) & SECRET_KEY_PARTS)
+
+
 def looks_like_secret(value: str) -> bool:
     """A provider key format, a `Bearer ...` header value, or a long random-looking token.
 

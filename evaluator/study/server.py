@@ -3,7 +3,9 @@ is ready and serves the right model, watched, and stopped with its whole process
 
 Ready means GET /health answers 200 and GET /v1/models (asked with the server's token) lists the served
 name (read through the trust boundary, runfolder.provenance.server_info). A server that answers /health but lists other models is
-refused at once (it is another server, or the wrong weights): that is not retried. A server process
+refused at once (it is another server, or the wrong weights): that is not retried. Before the first
+request that carries the token, the socket answering the port must be the server's own (study.port_owner:
+another local user may bind the announced port first); otherwise the run fails at once. A server process
 that exits before it is ready is noticed within a poll and may be tried again (unit.serve_and_evaluate).
 """
 
@@ -18,14 +20,20 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 import httpx2 as httpx
 
+from evaluator.core.atomic import no_follow
 from evaluator.runfolder.provenance import server_info
 from evaluator.study.launch import HOST, ServerSpec, free_port, launch_argv, release_port, remove_argv
+from evaluator.study.port_owner import foreign_listener
+from evaluator.study.secrets import credential_named
 
 POLL_S = 0.25
+# the credential-named variables a server may need: a gated model's weights not yet in the HF cache
+SERVER_NEEDS = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
 ERROR_RE = re.compile(r"error|exception|traceback|out of memory|killed|failed|refused|denied", re.I)
 
 
@@ -53,6 +61,14 @@ def last_error_line(log: Path, tail_bytes: int = 65536) -> str | None:
     errors = [ln for ln in lines if ERROR_RE.search(ln)]
     line = (errors or lines or [""])[-1]
     return line[:300] if line else None
+
+
+def server_environment(env: Mapping[str, str], drop: Iterable[str]) -> dict[str, str]:
+    """What a server process inherits: `env` without `drop` and without any credential-named variable
+    (the Slurm executor's rule, secrets.credential_named: AWS_SECRET_ACCESS_KEY, GITHUB_TOKEN, the users'
+    provider keys), except SERVER_NEEDS. Its own token is added by the unit. Pure."""
+    gone = set(drop)
+    return {k: v for k, v in env.items() if k not in gone and (k in SERVER_NEEDS or not credential_named(k))}
 
 
 class Server:
@@ -83,7 +99,7 @@ class Server:
         remove = remove_argv(self.spec, self.run, self.port)
         guard += ["--remove", json.dumps(remove)] if remove else []
         env = {**self.env, "CUDA_VISIBLE_DEVICES": ",".join(self.gpus)}
-        with open(self.log, "ab") as log:
+        with open(self.log, "ab", opener=no_follow) as log:
             log.write(f"--- try {attempt}: {' '.join(self.argv)}\n".encode())
             log.flush()
             self.proc = subprocess.Popen(
@@ -110,6 +126,7 @@ class Server:
                     why = last_error_line(self.log) or "no output"
                     raise ServerFailure(f"the server exited ({code}) before it was ready: {why}", retry=True)
                 if self._healthy(http):
+                    self._check_owner()  # before the first request that carries the token
                     return self._check_identity()
                 if time.monotonic() > deadline:
                     raise ServerFailure(f"the server was not ready within {timeout_s:g} s", retry=True)
@@ -120,6 +137,16 @@ class Server:
             return http.get(f"http://{HOST}:{self.port}/health").status_code == 200
         except httpx.HTTPError:
             return False
+
+    def _check_owner(self) -> None:
+        assert self.proc is not None
+        stranger = foreign_listener(self.port, self.proc.pid, self.spec.launcher == "container")
+        if stranger:
+            raise ServerFailure(
+                f"port {self.port} is answered by a process the sweep did not start ({stranger}); "
+                "its token was not sent and nothing was evaluated: re-run the sweep (it picks another port)",
+                retry=False,
+            )
 
     def _check_identity(self) -> dict:
         info = server_info(self.base_url, self.token)  # /v1/models needs the token; /health does not

@@ -35,13 +35,13 @@ from typing import Any
 
 import msgspec
 
-from evaluator.core.atomic import write_atomic
+from evaluator.core.atomic import no_follow, write_atomic
 from evaluator.core.exitcode import ExitCode
 from evaluator.core.output import answer, say
 from evaluator.core.secrets import Redactor
 from evaluator.core.text import utc_now
 from evaluator.core.vocab import ExecutorName, run_state
-from evaluator.runfolder.files import RunLock
+from evaluator.runfolder.files import RunLock, refuse_links
 from evaluator.study.drive import Task, follow_all, forward_signals, submit_all
 from evaluator.study.executors.base import Executor, ExecutorError, Handle
 from evaluator.study.launch import ServerSpec
@@ -172,7 +172,7 @@ class Sweep:
         """`score` on the run folder: summary.json, summary.md and report.html, for the leaderboard."""
         cmd = [self.python, "-m", "evaluator.cli", "score", "--run-root", str(self.folder / run.name)]
         env = {k: v for k, v in self.env.items() if k not in CHILD_DROPS and k not in self.key_vars}
-        with open(self.folder / LOGS / f"{run.name}.log", "ab") as log:
+        with open(self.folder / LOGS / f"{run.name}.log", "ab", opener=no_follow) as log:
             subprocess.run(
                 cmd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log, check=False
             )
@@ -293,6 +293,9 @@ def run_sweep(
     tasks = _checked_tasks(sw, executor, runs)
     check_key_variables(sweep, runs, sw.env)
     (sw.folder / LOGS).mkdir(parents=True, exist_ok=True)
+    # the logs it appends to by name, never through a link (their opens refuse one too); the links a
+    # Slurm sweep makes itself (<run>.job.out) are only read
+    refuse_links(sw.folder / LOGS, [f"{r.name}{end}" for r in runs for end in (".log", ".server.log")])
     with RunLock(sw.folder), forward_signals(sw):
         sw.state.invocations += 1
         write_atomic(sw.folder / SWEEP_COPY, sweep.raw)

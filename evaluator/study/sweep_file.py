@@ -35,6 +35,8 @@ NAME_RE = re.compile(r"^(?!(?:leaderboard|logs|sweep\.json)$)[A-Za-z0-9][A-Za-z0
 ENV_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 TOP_OPTIONS = ("benchmark", "data_files", "dataset", "revision")
 RUN_ONLY = ("name", "api_key_env", "serve", "served_model_name", "published")  # not evaluate options
+# a key goes only to the endpoint named beside it (a run's, or [defaults]' for the runs naming none)
+KEY_WITH_URL = "a key goes only to the endpoint named beside it; add that `base_url` next to `api_key_env`"
 FOLDER = "letters, digits, '.', '_' or '-' (it names a folder; not leaderboard, logs, sweep.json)"
 Name = Annotated[str, Meta(pattern=NAME_RE.pattern, description=FOLDER)]
 EnvName = Annotated[str, Meta(pattern=ENV_RE.pattern, description="a variable's name (letters, digits, _)")]
@@ -124,6 +126,10 @@ def load_sweep(path: Path, specs: Mapping[str, OptionSpec]) -> SweepSpec:
     for parts, message in option_problems(data, specs, options):  # as evaluate's click types take them
         raise fail(parts, message)
     defaults = {k: v for k, v in data.get("defaults", {}).items() if k != "api_key_env"}
+    if doc.defaults and doc.defaults.api_key_env and "base_url" not in defaults:
+        raise fail(
+            ["defaults", "api_key_env"], f"[defaults] names `api_key_env` but not `base_url`: {KEY_WITH_URL}"
+        )
     inherited = {**{k: data[k] for k in TOP_OPTIONS if k in data}, **defaults}
     env = doc.defaults.api_key_env if doc.defaults else None
     runs = [_run(fail, i, run, data["runs"][i], inherited, env) for i, run in enumerate(doc.runs)]
@@ -183,7 +189,9 @@ def _run(fail: _Fail, i: int, run: Any, table: dict, inherited: dict, default_en
     at = lambda k, m: fail(["runs", i, k], m)  # noqa: E731
     serve = run_serve(run.name, run.model, run.serve, run.served_model_name, table, at)
     env, key_line = run.api_key_env, fail.lines.line_of(("runs",), "api_key_env", i)
-    if env is None and serve is None:  # [defaults]' variable (never a served run's), and its line
+    if env is not None and serve is None and "base_url" not in table:
+        raise at("api_key_env", f"run {run.name} names `api_key_env` but not its `base_url`: {KEY_WITH_URL}")
+    if env is None and serve is None and "base_url" not in table:  # its endpoint is [defaults]' own
         env, key_line = default_env, fail.lines.line_of(("defaults",), "api_key_env")
     wrong = published_problem(run.published) if run.published else None
     if wrong:

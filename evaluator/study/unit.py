@@ -41,7 +41,7 @@ from pathlib import Path
 
 import msgspec
 
-from evaluator.core.atomic import write_atomic
+from evaluator.core.atomic import no_follow, write_atomic
 from evaluator.core.exitcode import ExitCode
 from evaluator.core.secrets import Redactor
 from evaluator.core.vocab import UnitEnd, UnitPhase
@@ -57,7 +57,7 @@ from evaluator.runfolder.handoff import (
 from evaluator.runfolder.runconfig import Launch
 from evaluator.runfolder.serving import Serving, parse_gpus
 from evaluator.study.launch import ServerSpec, missing_program
-from evaluator.study.server import Server, ServerFailure, Stopped, last_error_line
+from evaluator.study.server import Server, ServerFailure, Stopped, last_error_line, server_environment
 
 IMAGE_ID_RE = re.compile(r"[0-9a-f]{64}")
 
@@ -181,9 +181,7 @@ def _start_server(
             state="failed", message=f"server: {missing} is not found on this host ([serve] {key})"
         )
     gpus = visible_gpus(env)
-    server_env = {
-        k: v for k, v in env.items() if k not in (*CHILD_DROPS, *task.drop_env, task.api_key_env or "")
-    }
+    server_env = server_environment(env, (*CHILD_DROPS, *task.drop_env, task.api_key_env or ""))
     message = "not started"
     for attempt in range(1, task.tries + 1):
         if stop.is_set():
@@ -342,7 +340,7 @@ def _follow(
     """The child's stderr, line by line, to the log and the status (what it says is for the user: the run's
     state comes from its outcome file)."""
     assert child.stderr is not None
-    with open(log_path, "ab") as log:
+    with open(log_path, "ab", opener=no_follow) as log:
         for raw in child.stderr:
             for piece in raw.decode("utf-8", "replace").replace("\r", "\n").split("\n"):
                 line = redact(piece.strip())

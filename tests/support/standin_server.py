@@ -13,6 +13,7 @@ It takes the contract's arguments (the sweep's process launcher passes them) and
 --record FILE     append {"name","gpus","pid","start","end"} JSON lines: once listening, and at exit;
 --hold-s S        sleep S seconds before answering each request (a run that takes time);
 --request-log F   append each chat request to F (openai_test_server's request log);
+--env-log F       at start, write its environment as one JSON object to F (what a server inherits);
 --access-log F    at exit, append one JSON line per request received (path, Authorization SHA-256,
                   allowed), with the server's token and command line (a test reads what it was sent).
 
@@ -58,6 +59,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--hold-s", type=float, default=0.0)
     p.add_argument("--request-log")
     p.add_argument("--access-log")
+    p.add_argument("--env-log")
     return p.parse_args(argv)
 
 
@@ -80,6 +82,8 @@ def failed_start(ns: argparse.Namespace) -> bool:
 def main(argv: list[str] | None = None) -> int:
     ns = parse(sys.argv[1:] if argv is None else argv)
     print(f"INFO standin: serving {ns.model} as {ns.served_model_name} revision={ns.revision}", flush=True)
+    if ns.env_log:
+        Path(ns.env_log).write_text(json.dumps(dict(os.environ)), encoding="utf-8")
     time.sleep(ns.startup_s)
     if failed_start(ns):
         print("ValueError: torch.OutOfMemoryError: CUDA out of memory (stand-in)", flush=True)

@@ -24,7 +24,6 @@ gave (CUDA_VISIBLE_DEVICES); the run folder must be on a file system the nodes s
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import signal
 import time
@@ -46,7 +45,7 @@ from evaluator.study.executors.slurm_queue import (
     rows_text,
 )
 from evaluator.study.launch import plan_argv
-from evaluator.study.secrets import SECRET_KEY_PARTS
+from evaluator.study.secrets import credential_named
 from evaluator.study.slurm_settings import SlurmSettings, job_parameters, mem_scaled, time_minutes
 from evaluator.study.state import RunState
 from evaluator.study.unit import CHILD_DROPS, UnitResult, UnitStatus, UnitTask, serve_and_evaluate
@@ -58,9 +57,7 @@ def withheld_variables(env: Mapping[str, str], key_vars: Sequence[str], own_key:
     """Names a job must not inherit: every credential-named variable and the sweep's key variables
     (MODEL_API_KEY, HF_TOKEN, ..._SECRET), except the run's own key variable. Pure."""
     out = set(CHILD_DROPS) | set(key_vars)
-    for name in env:
-        if set(re.split(r"[_\-.]+", name.lower())) & SECRET_KEY_PARTS:
-            out.add(name)
+    out |= {name for name in env if credential_named(name)}
     out.discard(own_key or "")
     return sorted(n for n in out if n)
 
