@@ -69,6 +69,7 @@ def board_headers(board: Board) -> list[str]:
         "Parse failures",
         "Cut off",
         "Request errors",
+        "Timeouts last / answered after",
         "Missing",
         "Tokens prompt / completion / reasoning",
     ]
@@ -93,7 +94,8 @@ def run_cells(board: Board, e: BoardEntry, link: bool = True) -> list[str]:
         sd = "" if not r or r["sd"] is None else f" ± {100 * r['sd']:.2f}"
         cells.append(f"{pct(r['mean'])}{sd} (K={r['k']})" if r else "")
     cells += [pct(e["per_group"][c["field"]][c["value"]]["accuracy"]) for c in board["columns"]]
-    cells += [str(o["parse_failure"]), str(o["cut_off"]), str(o["request_error"]), str(o["missing"])]
+    cells += [str(o["parse_failure"]), str(o["cut_off"]), str(o["request_error"]), timeouts_cell(e)]
+    cells.append(str(o["missing"]))
     cells.append(f"{t['prompt']:,} / {t['completion']:,} / {t['reasoning']:,}")
     cells.append(cost_cell(e))
     cells.append(latency(e))
@@ -101,6 +103,13 @@ def run_cells(board: Board, e: BoardEntry, link: bool = True) -> list[str]:
     report = e["report"] or ""
     cells.append(f"[report]({safe_href(report)})" if report and link else md_text(report))
     return cells
+
+
+def timeouts_cell(e: BoardEntry) -> str:
+    """Rows whose last attempt timed out / rows answered only after a timed-out attempt ("" for a board
+    written before entries carried them)."""
+    t = e.get("timeouts")
+    return f"{t['last_attempt_timed_out']} / {t['answered_after_timeout']}" if t else ""
 
 
 def pair_cells(p: BoardPair) -> list[str]:

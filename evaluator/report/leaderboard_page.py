@@ -27,6 +27,7 @@ from evaluator.report.leaderboard_markdown import (
     latency,
     pct,
     published_mark,
+    timeouts_cell,
     verdict_detail,
 )
 from evaluator.report.templates import render
@@ -217,6 +218,7 @@ def columns(board: Board) -> list[Column]:
         ("Missing", "missing"),
     ):
         cols.append((head, "num", _outcome_cell(key)))
+    cols.append(("Timeouts last / answered after", "num", _timeouts_cell))
     cols += [
         ("Tokens prompt / completion / reasoning", "num", _tokens_cell),
         ("Cost USD", "num", lambda e: cell(cost_cell(e))),
@@ -226,6 +228,11 @@ def columns(board: Board) -> list[Column]:
         ("Report", "txt", lambda e: cell("report", href=safe_href(e["report"])) if e["report"] else cell("")),
     ]
     return cols
+
+
+def _timeouts_cell(e: BoardEntry) -> Cell:
+    title = "rows whose last attempt timed out / rows answered only after a timed-out attempt"
+    return cell(timeouts_cell(e), title=title)
 
 
 def _complete_cell(e: BoardEntry) -> Cell:
