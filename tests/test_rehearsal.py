@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import json
 import statistics
+from datetime import datetime
 from pathlib import Path
 
 import pytest
 from support.datagen import doccount_reply
 from support.study import Study
+
+from evaluator.study.rehearsal import figures, warm_latencies
 
 pytestmark = pytest.mark.timeout(500)
 
@@ -43,6 +46,10 @@ def sent(study: Study, model: str) -> list[str]:
         [json.loads(x) for x in study.requests.read_text().splitlines()] if study.requests.exists() else []
     )
     return [r["image_sha256"] for r in lines if (r.get("body") or {}).get("model") == model]
+
+
+def seconds(stamp: str) -> float:
+    return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
 
 
 def table_row(stdout: str, run: str) -> str:
@@ -78,7 +85,11 @@ def test_a_rehearsal_tells_which_runs_would_count_and_the_full_run_resumes_from_
     ]
     assert len(records) == SMOKE
     latencies = [r["latency_s"] for r in records]
-    assert runs["fine"]["projected_s"] == pytest.approx(ROWS * statistics.fmean(latencies) / 2)
+    # warm: sent (finished_at - latency) after the first wave (the first 2 answers, concurrency 2) came back
+    ends = sorted(seconds(r["finished_at"]) for r in records)
+    warm = [r["latency_s"] for r in records if seconds(r["finished_at"]) - r["latency_s"] >= ends[1]]
+    assert runs["fine"]["projected_from"] == len(warm or latencies)
+    assert runs["fine"]["projected_s"] == pytest.approx(ROWS * statistics.fmean(warm or latencies) / 2)
     assert runs["fine"]["median_latency_s"] == pytest.approx(statistics.median(latencies))
     tokens = sum(r["usage"]["completion_tokens"] for r in records)
     assert runs["fine"]["output_tokens_per_s"] == pytest.approx(tokens / sum(latencies))
@@ -107,3 +118,34 @@ def test_smoke_and_detach_together_are_refused_with_one_line(tmp_path: Path) -> 
         "error: --smoke follows each run to the end of its rehearsal: leave out --detach"
     ]
     assert not study.requests.exists()
+
+
+# The first 8 answers of a rehearsal on the vLLM CPU server (tiny Qwen2-VL, concurrency 4, a structured-output
+# regex of 60 words): (finished_at, latency_s). The first request paid the fresh server's one-time costs.
+MEASURED = [
+    ("2026-12-07T05:15:07.987Z", 38.1544),
+    ("2026-12-07T05:15:15.857Z", 7.8686),
+    ("2026-12-07T05:15:16.143Z", 7.6437),
+    ("2026-12-07T05:15:16.158Z", 7.4069),
+    ("2026-12-07T05:15:16.197Z", 7.9488),
+    ("2026-12-07T05:15:16.961Z", 1.0963),
+    ("2026-12-07T05:15:17.377Z", 1.148),
+    ("2026-12-07T05:15:17.429Z", 1.2596),
+]
+
+
+def test_the_projection_leaves_out_the_first_wave_of_a_fresh_server() -> None:
+    records = [
+        {"status": "ok", "finished_at": end, "latency_s": lat, "usage": {"completion_tokens": 70}}
+        for end, lat in MEASURED
+    ]
+    # the fourth answer came back at 16.158: only the requests sent after it are warm
+    assert warm_latencies(records, 4) == [1.148, 1.2596]
+    got = figures(records, 96, 4)
+    assert got["projected_from"] == 2 and got["projected_s"] == pytest.approx(96 * (1.148 + 1.2596) / 2 / 4)
+    assert got["median_latency_s"] == pytest.approx(7.5253)
+    # no answer after the first wave (N not above the concurrency): every answer is used
+    assert warm_latencies(records[:4], 4) == []
+    few = figures(records[:4], 96, 4)
+    assert few["projected_from"] == 4
+    assert few["projected_s"] == pytest.approx(96 * statistics.fmean(lat for _, lat in MEASURED[:4]) / 4)

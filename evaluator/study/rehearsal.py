@@ -9,8 +9,13 @@ full run, and the line that stopped any run that would not count (the run's outc
 it). `<sweep folder>/rehearsal.json` holds the same rows.
 
 Projection: the full run's rows (its questions, or its own `limit`, times its repeats) x the mean latency
-of the answered rows / the run's concurrency (the workers stay busy: the wall time is the sum of the
-latencies over the workers). The remaining rows are the ones the full run still sends (those not done:
+of the warm answers / the run's concurrency (the workers stay busy: the wall time is the sum of the
+latencies over the workers). Warm: sent after the first wave (the first `concurrency` answers) came back;
+a freshly started server's first requests pay one-time costs (compilation, caches, a structured-output
+grammar: vLLM's own `vllm bench serve` sends warm-up requests before it measures). Measured on the vLLM
+CPU server (8 of 96 rows at concurrency 4): the first answer took 38 s, the next wave 7.5 s each, the
+warm ones 1.1 s. With no warm answer (N not above the concurrency) every answer is used, and the
+projection is high. The remaining rows are the ones the full run still sends (those not done:
 evaluation.selection's rule). Server start-up is not in it.
 """
 
@@ -18,6 +23,7 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Iterable, Mapping
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +66,8 @@ class RehearsalRow(msgspec.Struct, kw_only=True):
     projected_s: float | None = None
     """The full run's projected time at its concurrency."""
     projected_remaining_s: float | None = None
+    projected_from: int = 0
+    """The answers the projection's mean latency is over (the warm ones, else all)."""
     stop_line: str | None = None
     """Why the run would not count: its outcome's line (a smoke stop, a server that failed, ...)."""
 
@@ -95,9 +103,35 @@ def figures(
         "output_tokens_per_s": sum(t for t, _ in timed) / seconds if seconds else None,
     }
     if rows_total is not None and latencies and concurrency:
-        mean = statistics.fmean(latencies)
-        out["projected_s"] = rows_total * mean / min(concurrency, rows_total)
+        used = warm_latencies(answered, concurrency) or latencies
+        out["projected_s"] = rows_total * statistics.fmean(used) / min(concurrency, rows_total)
+        out["projected_from"] = len(used)
     return out
+
+
+def _seconds(stamp: Any) -> float | None:
+    """A record's UTC ISO 8601 time as seconds, or None."""
+    if not isinstance(stamp, str):
+        return None
+    try:
+        return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def warm_latencies(answered: list[Mapping[str, Any]], concurrency: int) -> list[float]:
+    """The latencies of the answers sent after the first `concurrency` answers came back (an answer's
+    request was sent at its finished_at minus its latency)."""
+    timed = []
+    for r in answered:
+        end, latency = _seconds(r.get("finished_at")), r.get("latency_s")
+        if end is not None and is_num(latency):
+            timed.append((end, float(latency)))
+    ends = sorted(end for end, _ in timed)
+    if len(ends) <= concurrency:
+        return []
+    first_wave = ends[concurrency - 1]
+    return [latency for end, latency in timed if end - latency >= first_wave]
 
 
 def rehearsal_row(run: RunSpec, folder: Path, st: RunState | None) -> RehearsalRow:
@@ -158,7 +192,7 @@ def _cells(r: RehearsalRow) -> list[str]:
     seen = f"{r.with_reasoning} of {r.answered}" if r.answered else "-"
     full = (
         f"{r.rows_total} rows at {r.concurrency}: {duration(r.projected_s)}"
-        f" ({r.rows_remaining} left: {duration(r.projected_remaining_s)})"
+        f" ({r.rows_remaining} left: {duration(r.projected_remaining_s)}; over {r.projected_from} answers)"
         if r.projected_s is not None
         else "-"
     )
