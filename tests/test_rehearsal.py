@@ -61,6 +61,7 @@ def test_a_rehearsal_tells_which_runs_would_count_and_the_full_run_resumes_from_
     study = Study(tmp_path, rows=ROWS, name="rehearsal")
     write_sweep(study)
     res = study.sweep("--smoke", str(SMOKE), timeout=400)
+    print("\n" + res.stdout)  # the rehearsal's table (pytest -s shows it)
     assert res.returncode == 3, res.stderr  # not every run would count
     assert "Traceback" not in res.stderr
     fine, plain, broken = (table_row(res.stdout, r) for r in ("fine", "plain", "broken"))
