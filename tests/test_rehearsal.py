@@ -69,6 +69,7 @@ def test_a_rehearsal_tells_which_runs_would_count_and_the_full_run_resumes_from_
     assert f"{ROWS} rows at 2: " in fine and f"({ROWS - SMOKE} left: " in fine
     assert " stopped " in plain and STOP in plain and f"on / 0 of {SMOKE}" in plain
     assert " failed " in broken and "server: " in broken and "gave up after 3 tries" in broken
+    assert "on / -" in broken  # the mode its file declares, though it never answered
     assert "2 run(s) would not count (plain, broken)" in res.stdout
     assert not (study.folder / "leaderboard").exists()  # N questions are not a result
     assert not study.servers_alive()

@@ -137,7 +137,10 @@ def warm_latencies(answered: list[Mapping[str, Any]], concurrency: int) -> list[
 def rehearsal_row(run: RunSpec, folder: Path, st: RunState | None) -> RehearsalRow:
     """A run's row: its state and stop line from sweep.json, its figures from its folder."""
     state = st.state if st is not None else "pending"
-    row = RehearsalRow(run=run.name, state=state)
+    declared = run.options.get("reasoning")  # the file's, for a run that never wrote run_config.json
+    row = RehearsalRow(
+        run=run.name, state=state, reasoning_declared=declared if isinstance(declared, str) else None
+    )
     if state != "done":
         row.stop_line = one_line(st.message) if st is not None and st.message else f"the run ended {state}"
     try:
