@@ -60,6 +60,7 @@ _.accuracy_a
 _.accuracy_b
 _.agreement
 _.always_right
+_.answered_after_timeout
 _.attempts_with_usage
 _.axis_y
 _.batch_default
@@ -92,6 +93,7 @@ _.has_published
 _.http_attempts
 _.inline_think_responses
 _.labels_sha256
+_.last_attempt_timed_out
 _.leaderboard
 _.majority_vote
 _.manifest_sha256
@@ -141,6 +143,7 @@ _.short
 _.size_matches
 _.sometimes_right
 _.std_accuracy
+_.timeouts
 _.token_definition
 _.under_count
 _.under_count_rate

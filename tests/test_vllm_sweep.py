@@ -13,6 +13,7 @@ import json
 import subprocess
 import time
 import uuid
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -77,3 +78,62 @@ def test_a_sweep_serves_two_real_vllm_servers_one_after_the_other(tmp_path: Path
     print(f"\nreal vLLM sweep: 2 servers started, checked, used and stopped in {took:.0f} s")
     recorded = json.loads((folder / "tiny-a" / "run_config.json").read_text())
     print(json.dumps({"launch": recorded["launch"], "serving": recorded["serving"]}, indent=1))
+
+
+def test_a_rehearsal_on_a_real_vllm_server_projects_the_full_run_which_resumes_from_it(
+    tmp_path: Path,
+) -> None:
+    """`--smoke N` against the real CPU server, then the full run: every row answered once (the full run
+    sends only the rows the rehearsal did not), and the projected time printed beside the real one
+    (the span of the full run's requests; the CPU is shared, so the two are compared, not asserted)."""
+    python = vllm_python()
+    model = tiny_model(python)
+    rows, smoke, words = 48, 12, 60
+    write_doccount(tmp_path / "data" / "test-00000-of-00001.parquet", doccount_rows(rows))
+    command = [python, str(REPO / "scripts" / "vllm_cpu_serve.py")]
+    # parseable answers (structured outputs), so that the rehearsal's rows are done and not sent again
+    regex = f"( (page|table|logo|chart|photo|count|region|answer)){{{words}}}<answer>[0-9]</answer>"
+    text = (
+        f'name = "vllm-smoke"\ndata_files = "{tmp_path / "data" / "*.parquet"}"\n\n[defaults]\nconcurrency = 4\n'
+        f"max_tokens = 128\ntimeout = 300\nmax_retries = 1\n"
+        f"extra_body = {{ structured_outputs = {{ regex = {json.dumps(regex)} }} }}\n\n"
+        f"[serve]\ngpus = []\ncommand = {json.dumps(command)}\n"
+        f'\n[[runs]]\nname = "tiny"\nmodel = "{model}"\nserved_model_name = "tiny"\n'
+        f"serve = {{ gpus = 0, args = {json.dumps(FLAGS)} }}\n"
+    )
+    sweep_file = tmp_path / "sweep.toml"
+    sweep_file.write_text(text)
+    token = uuid.uuid4().hex
+    env = vllm_env(token)
+    root, folder = tmp_path / "runs", tmp_path / "runs" / "vllm-smoke"
+    res = run_cli(
+        "sweep", str(sweep_file), "--run-root", str(root), "--smoke", str(smoke), env=env, timeout=1500
+    )
+    logs = "".join(p.read_text()[-3000:] for p in (folder / "logs").glob("*.server.log"))
+    assert res.returncode == 0, res.stderr[-4000:] + logs
+    assert "every run would count" in res.stdout
+    [row] = json.loads((folder / "rehearsal.json").read_text())["runs"]
+    assert (row["state"], row["parsed"], row["answered"], row["rows_remaining"]) == (
+        "done",
+        smoke,
+        smoke,
+        rows - smoke,
+    )
+    full = run_cli("sweep", str(sweep_file), "--run-root", str(root), env=env, timeout=1500)
+    assert full.returncode == 0, full.stderr[-4000:]
+    records = [json.loads(x) for x in (folder / "tiny" / "responses.partial.jsonl").read_text().splitlines()]
+    assert len(records) == rows and {r["parse_status"] for r in records} == {"ok"}  # each row sent once
+    log = (folder / "logs" / "tiny.server.log").read_text()
+    assert log.count('"POST /v1/chat/completions HTTP/1.1" 200') == rows
+    assert marked(token) == [], "a process of a vLLM server outlived the sweep"
+
+    def at(stamp: str) -> float:
+        return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+
+    rest = records[smoke:]
+    real = max(at(r["finished_at"]) for r in rest) - min(at(r["started_at"]) for r in rest)
+    print(
+        f"\n--smoke {smoke} of {rows} rows at concurrency 4: projected {row['projected_remaining_s']:.1f} s for the "
+        f"{rows - smoke} rows left (over {row['projected_from']} warm answers), real {real:.1f} s; "
+        f"median latency {row['median_latency_s']:.2f} s, {row['output_tokens_per_s']:.1f} output tokens/s"
+    )

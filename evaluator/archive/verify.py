@@ -101,7 +101,7 @@ def _check_dataset(archive: Archive, run_dir: str, config: RunConfig, problems: 
 
 
 # summary.json keys added within schema 3 (compatible additions): an archive from before lacks them.
-SUMMARY_KEYS_ADDED = ("reasoning",)
+SUMMARY_KEYS_ADDED = ("reasoning", "timeouts")
 
 
 def _rescore(

@@ -11,6 +11,17 @@ import click
 from evaluator.cli.base import UserError
 from evaluator.core.docs import see_docs
 
+SMOKE_OPTION = click.option(
+    "--smoke",
+    type=click.IntRange(1),
+    default=None,
+    metavar="N",
+    help="A dress rehearsal: every run answers its first N questions in its own folder (the full run "
+    "resumes from them), servers started and stopped as in the sweep; then one table (state, reasoning, "
+    "parsed, latency, tokens/s, the full run's projected time, the stop line). Exit 0 only if every run "
+    "would count.",
+)
+
 
 def sweep_command(evaluate_cmd: click.Command) -> click.Command:
     """`doccount sweep`, its file's option keys taken from `evaluate_cmd`'s own parameters (so every
@@ -46,6 +57,7 @@ def sweep_command(evaluate_cmd: click.Command) -> click.Command:
         is_flag=True,
         help='executor = "slurm": submit the runs\' jobs, print the queue and exit (the jobs go on).',
     )
+    @SMOKE_OPTION
     @click.option(
         "--status",
         is_flag=True,
@@ -58,10 +70,11 @@ def sweep_command(evaluate_cmd: click.Command) -> click.Command:
         parallel: int | None,
         plan: bool,
         detach: bool,
+        smoke: int | None,
         status: bool,
     ) -> None:
         # the help text is the command's `help` above: docs/ is named only where it exists
-        sys.exit(_run_file(evaluate_cmd, sweep_file, run_root, only, parallel, plan, detach, status))
+        sys.exit(_run_file(evaluate_cmd, sweep_file, run_root, only, parallel, plan, detach, status, smoke))
 
     return sweep_cmd
 
@@ -75,6 +88,7 @@ def _run_file(
     plan: bool,
     detach: bool,
     status: bool,
+    smoke: int | None = None,
 ) -> int:
     """The sweep file loaded and run (or planned, or its status shown); its exit code. A bad file, run
     folder or executor setting is a UserError."""
@@ -90,7 +104,7 @@ def _run_file(
             return sweep_status(sweep, specs, run_root, list(only))
         if plan:
             return plan_sweep(sweep, specs, run_root, list(only), parallel)
-        return run_sweep(sweep, specs, run_root, list(only), parallel, detach=detach)
+        return run_sweep(sweep, specs, run_root, list(only), parallel, detach=detach, smoke=smoke)
     except (SweepFileError, RunFolderError, ExecutorError) as exc:
         raise UserError(str(exc)) from None
 

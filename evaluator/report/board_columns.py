@@ -107,6 +107,7 @@ def columns(board: Board) -> list[Column]:
         )
     ]
     return cols + [
+        Column("Timeouts last / answered after", "num", _timeouts_cell),
         Column("Tokens prompt / completion / reasoning", "num", _tokens_cell),
         Column("Cost USD", "num", lambda e: cell(cost_cell(e)), main=True),
         Column("Latency s median / p95", "num", lambda e: cell(latency(e)), main=True),
@@ -261,6 +262,16 @@ def _group_cell(field: str, value: str) -> Callable[[BoardEntry], Cell]:
         return cell(pct(block["accuracy"]), block["accuracy"], title=ci(block["ci95"]))
 
     return one
+
+
+def _timeouts_cell(e: BoardEntry) -> Cell:
+    """Rows whose last attempt timed out / rows answered only after a timed-out attempt ("" for a board
+    written before entries carried them)."""
+    t = e.get("timeouts")
+    text = f"{t['last_attempt_timed_out']} / {t['answered_after_timeout']}" if t else ""
+    return cell(
+        text, title="rows whose last attempt timed out / rows answered only after a timed-out attempt"
+    )
 
 
 def _tokens_cell(e: BoardEntry) -> Cell:

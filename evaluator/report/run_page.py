@@ -38,6 +38,7 @@ from evaluator.report.run_facts import data_parts, dates_text, reasoning_text, s
 from evaluator.report.templates import render
 from evaluator.runfolder.batches import batch_line
 from evaluator.scoring import MergedRun, merge_run
+from evaluator.scoring.markdown import timeouts_text
 from evaluator.scoring.row import ScoredRow
 from evaluator.scoring.summary_shape import Summary
 
@@ -100,6 +101,7 @@ def _meta(merged: MergedRun, title: str, model: Any, written: str) -> list[tuple
         ("question set", question_set),
         ("sampling", [("", sampling_text(config))]),
         *([("reasoning", [("", reasoning_text(summary["reasoning"]))])] if "reasoning" in summary else []),
+        *([("timeouts", [("", timeouts_text(summary["timeouts"]))])] if "timeouts" in summary else []),
         ("run dates", [("", dates_text(config))]),
         *([("batch", [("", batch_line(summary["batch"]))])] if summary.get("batch") else []),
         ("report", [("", f"written {written}")]),

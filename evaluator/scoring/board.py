@@ -66,6 +66,15 @@ class Latency(TypedDict):
     responses: int
 
 
+class Timeouts(TypedDict):
+    """summary.json `timeouts` (metrics.timeout_block), also a leaderboard.json run entry's."""
+
+    last_attempt_timed_out: int
+    """Rows given up on (request errors) whose last attempt timed out."""
+    answered_after_timeout: int
+    """Rows answered (ok or a parse failure) only after a timed-out attempt: a new sample, possibly shorter."""
+
+
 class ReasoningSeen(TypedDict):
     declared: str | None
     observed_share: float | None
@@ -119,6 +128,7 @@ class BoardEntry(AccuracyBlock, total=False):
     state: str | None
     report: str | None
     question_set_sha256: str
+    timeouts: Timeouts
     latency_s: Latency
     reasoning: ReasoningSeen
     published: PublishedBlock

@@ -42,7 +42,7 @@ from evaluator.scoring.board import (
     Tokens,
 )
 from evaluator.scoring.compare import competition_ranks, group_columns, paired_comparison
-from evaluator.scoring.metrics import reasoning_block
+from evaluator.scoring.metrics import reasoning_block, timeout_block
 from evaluator.scoring.published import INTERVAL, MIN_DETECTABLE, PER_CLASS, TEST, published_block
 from evaluator.scoring.repeat_scoring import compare_block, run_repeats
 from evaluator.scoring.row import ScoredQuestion, ScoredRow, question_rows, responses_of
@@ -165,6 +165,7 @@ def run_entry(
         "question_set_sha256": question_set_digest(qrows),
         "latency_s": latency_of(responses),
         "reasoning": reasoning_of(m.run_config, responses),
+        "timeouts": timeout_block(responses),
     }
     if run.published:
         entry["published"] = published_block(

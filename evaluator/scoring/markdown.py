@@ -6,12 +6,16 @@ ids, warnings) goes through core.escape (md_text, md_code): it cannot break a ta
 
 from __future__ import annotations
 
+from typing import Any
+
 from evaluator.core.escape import md_code, md_text
 from evaluator.core.usage import usage_markdown
+from evaluator.core.values import is_int
 from evaluator.data.benchmarks import title_of
 from evaluator.request.ratelimit import rate_limit_markdown
 from evaluator.runfolder.batches import batch_line
 from evaluator.scoring.base import OUTCOME_LABELS, ci_text, num, pct_text
+from evaluator.scoring.board import Timeouts
 from evaluator.scoring.repeat_scoring import headline_markdown, repeats_markdown
 from evaluator.scoring.stats import PERCENTILES
 from evaluator.scoring.summary_shape import Summary
@@ -131,6 +135,7 @@ def _usage(s: Summary) -> list[str]:
         f"Earlier (parse-retried) responses: {ea['responses']}, {ea['total_tokens']} total tokens. "
         f"HTTP attempts: {s['http_attempts']['sum']}, rows that needed a retry: {s['http_attempts']['rows_retried']}.",
         "",
+        *([timeouts_text(s["timeouts"]), ""] if "timeouts" in s else []),
         *([md_text(batch_line(s["batch"])), ""] if s.get("batch") else []),
         *rate_limit_markdown(s.get("rate_limits", {})),
         *usage_markdown(s["usage"]),
@@ -146,6 +151,19 @@ def _usage(s: Summary) -> list[str]:
             "",
         ]
     return out
+
+
+def timeouts_text(block: Timeouts | Any) -> str:
+    """summary.json `timeouts` in one sentence (summary.md and the report); a block read from a file that
+    is not one says so."""
+    last = block.get("last_attempt_timed_out") if isinstance(block, dict) else None
+    after = block.get("answered_after_timeout") if isinstance(block, dict) else None
+    if not is_int(last) or not is_int(after):
+        return "Timeouts: not recorded."
+    return (
+        f"Timeouts: {last} row(s) whose last attempt timed out (request errors), {after} row(s) answered "
+        "only after a timed-out attempt (a new sample)."
+    )
 
 
 def _diagnostic(s: Summary) -> list[str]:

@@ -26,7 +26,7 @@ from evaluator.scoring.base import (
     ordered_values,
     wilson_ci,
 )
-from evaluator.scoring.board import AccuracyBlock
+from evaluator.scoring.board import AccuracyBlock, Timeouts
 from evaluator.scoring.repeat_scoring import apply_repeats, run_repeats
 from evaluator.scoring.row import ScoredRow
 from evaluator.scoring.stats import CONFIDENCE, PERCENTILES, describe
@@ -220,6 +220,20 @@ def reasoning_block(config: RunConfig, rows: list[ScoredRow]) -> ReasoningObserv
     )
 
 
+def timeout_block(rows: list[ScoredRow]) -> Timeouts:
+    """summary.json `timeouts`: the rows given up on whose last attempt timed out, and the rows answered
+    only after a timed-out attempt (of their last send or of an earlier, parse-retried one). A timed-out
+    attempt that is retried is a new sample (at temperature > 0, maybe a shorter answer): how many rows a
+    slow server touched so."""
+    last = after = 0
+    for r in rows:
+        if r.outcome == "request_error":
+            last += bool(r.retry_errors) and r.retry_errors[-1].kind == "timeout"
+        elif r.outcome in ("ok", "parse_failure"):
+            after += any(e.kind == "timeout" for e in r.failed_attempts)
+    return {"last_attempt_timed_out": last, "answered_after_timeout": after}
+
+
 def fallback_diagnostic(benchmark: Benchmark, rows: list[ScoredRow]) -> FallbackDiagnostic:
     """Last-integer fallback over the visible text of every response: a diagnostic, never the score."""
     correct = rescued = lost = 0
@@ -299,6 +313,7 @@ def summarize(
         summary["strip_tokens"] = strip
     summary["latency_s"] = describe(latencies)
     summary["http_attempts"] = {"sum": sum(attempts), "rows_retried": sum(1 for a in attempts if a > 1)}
+    summary["timeouts"] = timeout_block(rows)
     if limits := rate_limit_stats(lines):
         summary["rate_limits"] = limits
     if batch := run_batch_summary(run_root, lines):

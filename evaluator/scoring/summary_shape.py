@@ -15,7 +15,7 @@ from evaluator.data.parquet import DataOrigin
 from evaluator.data.reasoning import ReasoningObserved
 from evaluator.request.ratelimit import RateLimitStats
 from evaluator.runfolder.batches import BatchSummary
-from evaluator.scoring.board import AccuracyBlock
+from evaluator.scoring.board import AccuracyBlock, Timeouts
 
 Described = dict[str, float | int | None]
 """stats.describe: n, (sum,) mean, min, p50/p90/p95/p99, max."""
@@ -210,6 +210,7 @@ class Summary(TypedDict, total=False):
     strip_tokens: list[str]  # --strip-token: removed before the strict parser (only when given)
     latency_s: Described
     http_attempts: HttpAttempts
+    timeouts: Timeouts
     rate_limits: RateLimitStats
     batch: BatchSummary
     diagnostic: Diagnostic

@@ -49,6 +49,7 @@ from evaluator.study.plan_checks import check_runs
 from evaluator.study.plan_requests import request_lines, request_side
 from evaluator.study.plan_text import plan_lines
 from evaluator.study.progress import SweepProgress, end_table, status_lines
+from evaluator.study.rehearsal import rehearsal_row, smoke_run, table_lines, write_rehearsal
 from evaluator.study.run_select import check_key_variables, select_runs
 from evaluator.study.state import SWEEP_STATE, RunState, args_digest, load_state
 from evaluator.study.sweep_file import (
@@ -84,6 +85,7 @@ class Sweep:
         self.stopping = False
         self.scoring: list[threading.Thread] = []
         self.handles: dict[str, Handle] = {}  # the submitted runs not yet ended
+        self.smoke: int | None = None  # --smoke N: every run limited to its first N questions (rehearsal)
 
     def save(self) -> None:
         with self.lock:
@@ -101,9 +103,13 @@ class Sweep:
         """The run's unit, the digest of its arguments, and whether it finished with them already."""
         folder = self.folder / run.name
         args = run_args(run, self.specs, folder)
+        digests = {args_digest(args, run.api_key_env)}
+        if self.smoke:  # a rehearsal: its own arguments (the full run is not "finished" by it)
+            args = run_args(smoke_run(run, self.smoke), self.specs, folder)
+            digests.add(args_digest(args, run.api_key_env))
         digest = args_digest(args, run.api_key_env)
         old = self.state.runs.get(run.name)
-        finished = old is not None and old.state == "done" and old.args_sha256 == digest
+        finished = old is not None and old.state == "done" and old.args_sha256 in digests
         logs = self.folder / LOGS
         task = UnitTask(
             run=run.name,
@@ -160,7 +166,7 @@ class Sweep:
             result.exit_code in (ExitCode.OK, ExitCode.INCOMPLETE, ExitCode.INTERRUPTED)
             or result.state == "stopped"
         )  # a smoke stop keeps its rows
-        if (self.folder / run.name / "run_config.json").is_file() and rows_kept:
+        if (self.folder / run.name / "run_config.json").is_file() and rows_kept and not self.smoke:
             progress.update(run.name, st.state, "scoring")
             self.score(run)
         st.finished_at = utc_now()
@@ -280,12 +286,17 @@ def run_sweep(
     out: Any = None,
     executor: Executor | None = None,
     detach: bool = False,
+    smoke: int | None = None,
 ) -> int:
     """Run the selected runs on the executor, write the leaderboard; 0 if every run finished, 3 if some
-    did not, 130 when interrupted. `detach`: submit, print the status and return 0 (the units go on)."""
+    did not, 130 when interrupted. `detach`: submit, print the status and return 0 (the units go on).
+    `smoke`: a rehearsal (evaluator.study.rehearsal), its table instead of the leaderboard."""
     out = out or sys.stderr  # the progress display's stream (a terminal is redrawn in place)
     sw, runs = _open(sweep, specs, run_root, only, env)
+    sw.smoke = smoke
     executor = executor or make_executor(sw, runs, parallel, sw.env)
+    if detach and smoke:
+        raise ExecutorError("--smoke follows each run to the end of its rehearsal: leave out --detach")
     if detach and not executor.can_detach:
         raise ExecutorError(
             f'--detach needs executor = "slurm" in [serve] of {sweep.path}: a local sweep runs its units itself'
@@ -310,6 +321,8 @@ def run_sweep(
         for thread in sw.scoring:
             thread.join()
         progress.close()
+        if smoke:
+            return _rehearsed(sw, runs, smoke, interrupted)
         board = _write_board(sw)
     for line in end_table(sweep, sw.state, runs, board):
         say(line)
@@ -322,6 +335,15 @@ def _exit_code(sw: Sweep, runs: list[RunSpec], interrupted: bool) -> ExitCode:
         return ExitCode.INTERRUPTED
     done = all(sw.state.runs.get(r.name, RunState()).state == "done" for r in runs)
     return ExitCode.OK if done else ExitCode.INCOMPLETE
+
+
+def _rehearsed(sw: Sweep, runs: list[RunSpec], n: int, interrupted: bool) -> ExitCode:
+    """The rehearsal's table (the command's answer) and rehearsal.json; the sweep's exit code."""
+    rows = [rehearsal_row(r, sw.folder / r.name, sw.state.runs.get(r.name)) for r in runs]
+    write_rehearsal(sw.folder, n, rows)
+    for line in table_lines(sw.sweep.name, n, rows):
+        answer(line)
+    return _exit_code(sw, runs, interrupted)
 
 
 def _print_status(sw: Sweep, executor: Executor, runs: list[RunSpec], out: Any) -> None:
