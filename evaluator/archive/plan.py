@@ -72,10 +72,10 @@ def evaluate_args(
         ]
     if c.retry_parse_failures:
         args += ["--retry-parse-failures", str(c.retry_parse_failures)]
-    if c.extra.get("seed") is not None:
-        args += ["--seed", str(c.extra["seed"])]
-    if c.extra.get("repeats"):
-        args += ["--repeats", str(c.extra["repeats"])]
+    if c.seed is not None:
+        args += ["--seed", str(c.seed)]
+    if c.repeats:
+        args += ["--repeats", str(c.repeats)]
     if c.reasoning:  # the reproduction claims, and is checked against, the same mode
         args += ["--reasoning", c.reasoning]
     return args + _policy_args(c.request_policy, concurrency) + _limit_args(c.data)

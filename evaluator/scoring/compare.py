@@ -24,7 +24,7 @@ from evaluator.scoring import (
     outcome_counts,
 )
 from evaluator.scoring.board import AccuracyBlock, CompareData, CompareEntry, PairedComparison
-from evaluator.scoring.repeat_scoring import compare_block, paired_mean_table, run_repeats
+from evaluator.scoring.repeat_scoring import compare_block, paired_mean_table
 from evaluator.scoring.row import ScoredQuestion, question_rows, responses_of
 from evaluator.scoring.stats import (
     BOOTSTRAP_RESAMPLES,
@@ -151,7 +151,7 @@ def compare_runs(
     warnings: list[str] = []
     for lab, run in zip(labels, runs, strict=True):
         warnings += [f"{lab}: {w}" for w in run.warnings]
-    ks = [run_repeats(run.run_config) for run in runs]
+    ks = [run.run_config.repeat_count for run in runs]
     qrows = [question_rows(run.rows, k) for run, k in zip(runs, ks, strict=True)]  # one row per question
     common = _question_sets(qrows, labels, intersect, warnings)
     rows_by_run = _aligned_rows(qrows, common)

@@ -43,7 +43,7 @@ from evaluator.scoring.board import (
 from evaluator.scoring.compare import competition_ranks, group_columns, paired_comparison
 from evaluator.scoring.metrics import reasoning_block
 from evaluator.scoring.published import INTERVAL, MIN_DETECTABLE, PER_CLASS, TEST, published_block
-from evaluator.scoring.repeat_scoring import compare_block, run_repeats
+from evaluator.scoring.repeat_scoring import compare_block
 from evaluator.scoring.row import ScoredQuestion, ScoredRow, question_rows, responses_of
 from evaluator.scoring.stats import (
     BOOTSTRAP_RESAMPLES,
@@ -105,7 +105,7 @@ def build_board(
         raise ScoreError(
             f"the runs are on different benchmarks ({', '.join(sorted(benches))}); one per board"
         )
-    qrows = {r.name: question_rows(r.merged.rows, run_repeats(r.merged.run_config)) for r in runs}
+    qrows = {r.name: question_rows(r.merged.rows, r.merged.run_config.repeat_count) for r in runs}
     columns = group_columns(runs[0].merged.benchmark, list(qrows.values()))
     entries = [
         run_entry(r, qrows[r.name], columns, (pricing or {}).get(str(r.merged.run_config.model)))
@@ -133,7 +133,7 @@ def run_entry(
 ) -> BoardEntry:
     """One run's row over its own question set."""
     m = run.merged
-    k = run_repeats(m.run_config)
+    k = m.run_config.repeat_count
     responses = responses_of(qrows)
     per_group: dict[str, dict[str, AccuracyBlock]] = {}
     for name, value in columns:

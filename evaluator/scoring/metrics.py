@@ -28,7 +28,7 @@ from evaluator.scoring.base import (
     wilson_ci,
 )
 from evaluator.scoring.board import AccuracyBlock
-from evaluator.scoring.repeat_scoring import apply_repeats, run_repeats
+from evaluator.scoring.repeat_scoring import apply_repeats
 from evaluator.scoring.row import ScoredRow
 from evaluator.scoring.stats import CONFIDENCE, PERCENTILES, describe
 from evaluator.scoring.summary_shape import (
@@ -297,7 +297,7 @@ def summarize(
     summary["diagnostic"] = {"last_integer_fallback": fallback_diagnostic(benchmark, rows)}
     summary["plots"] = {}
     summary["warnings"] = list(warnings) + inline_think_warnings(lines)
-    k = run_repeats(config)
+    k = config.repeat_count
     if k > 1:
         _apply_repeats_view(summary, benchmark, rows, k)
     return summary
