@@ -40,12 +40,15 @@ from evaluator.archive.base import (
     sha256_hex,
 )
 from evaluator.archive.endpoints import Confirm, key_endpoints
-from evaluator.archive.opened import SWEEP_FORMAT, SWEEP_STATE, OpenedArchive, config_of
+from evaluator.archive.opened import SWEEP_FORMAT, OpenedArchive, config_of
 from evaluator.archive.pack import create_archive, write_tar_gz
 from evaluator.archive.read import read_archive
 from evaluator.archive.verify import check_sums, verify_archive
 from evaluator.core.atomic import atomic_file
 from evaluator.core.boundary import clip
+from evaluator.runfolder.files import CONFIG
+from evaluator.runfolder.sweep_state import SWEEP_COPY, SWEEP_STATE, SweepState, read_sweep_state
+from evaluator.scoring.base import BOARD_DIR, BOARD_FILES
 
 try:
     import tomllib
@@ -54,24 +57,22 @@ except ModuleNotFoundError:  # Python 3.10
 
 SWEEP_FORMAT_VERSION = 1
 SWEEP_TOP_SUFFIX = ".sweep-archive"
-BOARD_FILES = ("index.html", "leaderboard.md", "leaderboard.json")
-STATE, COPY, BOARD = SWEEP_STATE, "sweep.toml", "leaderboard"
+STATE, COPY, BOARD = SWEEP_STATE, SWEEP_COPY, BOARD_DIR
 
 
 def is_sweep_folder(root: Path) -> bool:
-    return (root / STATE).is_file() and not (root / "run_config.json").is_file()
+    return (root / STATE).is_file() and not (root / CONFIG).is_file()
 
 
 def is_sweep_archive(archive: OpenedArchive) -> bool:
     return (archive.index or {}).get("format") == SWEEP_FORMAT
 
 
-def _state(root: Path) -> dict[str, Any]:
+def _state(root: Path) -> SweepState:
     try:
-        data = json.loads((root / STATE).read_text(encoding="utf-8"))
+        return read_sweep_state(root / STATE)
     except (OSError, ValueError) as exc:
         raise ArchiveError(f"cannot read {root / STATE} ({exc}); is it a sweep folder?") from None
-    return data if isinstance(data, dict) else {}
 
 
 def create_sweep_archive(
@@ -80,13 +81,10 @@ def create_sweep_archive(
     """Write the deterministic archive of a sweep folder (each run archived as `doccount archive` does)."""
     env = os.environ if env is None else env
     state = _state(root)
-    runs = sorted(p for p in root.iterdir() if (p / "run_config.json").is_file())
+    runs = sorted(p for p in root.iterdir() if (p / CONFIG).is_file())
     if not runs:
         raise ArchiveError(f"{root} holds no run folder; run the sweep first")
-    keys = {
-        name: env.get(str((s or {}).get("api_key_env") or ""), "")
-        for name, s in (state.get("runs") or {}).items()
-    }
+    keys = {name: env.get(s.api_key_env or "", "") for name, s in state.runs.items()}
     entries: dict[str, bytes] = {}
     index_runs = {}
     with tempfile.TemporaryDirectory(prefix="doccount-sweep-archive-") as work:
@@ -104,7 +102,7 @@ def create_sweep_archive(
     hits = [h for key in set(keys.values()) if key.strip() for h in secret_hits(entries, key)]
     if hits:
         raise ArchiveError(f"refusing to archive: a run's key occurs in {', '.join(sorted(set(hits)))}")
-    name = str(state.get("sweep") or root.resolve().name)
+    name = state.sweep or root.resolve().name
     entries[INDEX] = json_bytes(
         {"format": SWEEP_FORMAT, "format_version": SWEEP_FORMAT_VERSION, "sweep": name, "runs": index_runs}
     )
@@ -195,17 +193,16 @@ def _check_board(
         checks.append("leaderboard: not archived or no run re-scored; not checked")
         return
     try:
-        state = _object(archive)
+        state = _archived_state(archive) or SweepState("", "", "")
         archived = archive.json_object(entry)
     except ArchiveError as exc:
         problems.append(Problem(entry, f"cannot be checked: {exc}"))
         return
-    states, published = _dict(state.get("runs")), _dict(state.get("published"))
     runs = [
-        BoardRun(n, merge_run(p), None, _dict(states.get(n)).get("state"), published.get(n))
+        BoardRun(n, merge_run(p), None, state.run_state(n), state.published.get(n))
         for n, p in sorted(rescored.items())
     ]
-    fresh = build_leaderboard(runs, _dict(state.get("pricing")))
+    fresh = build_leaderboard(runs, state.pricing)
     if _numbers(fresh) != _numbers(archived):
         problems.append(
             Problem(entry, "its numbers differ from a leaderboard rebuilt from the archived records")
@@ -251,20 +248,9 @@ def _check_renderings(
     checks.append(f"leaderboard: {same} rendering(s) match the ones rebuilt from leaderboard.json")
 
 
-def _archived_state(archive: OpenedArchive) -> Any:
-    """sweep.json as parsed when the archive was read ({} when absent); ArchiveError when it is not JSON."""
-    return archive.sweep_state.get() if archive.sweep_state is not None else {}
-
-
-def _object(archive: OpenedArchive) -> dict[str, Any]:
-    state = _archived_state(archive)
-    if not isinstance(state, dict):
-        raise ArchiveError(f"{STATE} is not a JSON object")
-    return state
-
-
-def _dict(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
+def _archived_state(archive: OpenedArchive) -> SweepState | None:
+    """sweep.json as read when the archive was (None when absent); ArchiveError when it is not a state."""
+    return archive.sweep_state.get() if archive.sweep_state is not None else None
 
 
 def _numbers(board: dict[str, Any]) -> Any:
@@ -278,13 +264,12 @@ def key_variables(archive: OpenedArchive, runs: Mapping[str, str]) -> dict[str, 
     checksum recomputed) or when a run names a variable the archive has no sweep file to check against."""
     try:
         state = _archived_state(archive)
-        states = state.get("runs") if isinstance(state, dict) else None
         toml = tomllib.loads(archive.whole(COPY).decode("utf-8")) if COPY in archive.files else None
     except (ValueError, UnicodeDecodeError) as exc:  # tomllib.TOMLDecodeError is a ValueError
         raise ArchiveError(
             f"{archive.source}: cannot read {STATE} or {COPY} ({clip(str(exc), 120)})"
         ) from None
-    states = states if isinstance(states, dict) else {}
+    states = state.runs if state else {}
     toml_runs = toml.get("runs") if isinstance(toml, dict) else None
     declared = {
         str(r.get("name")): r.get("api_key_env") for r in toml_runs or [] if isinstance(r, dict)
@@ -292,7 +277,7 @@ def key_variables(archive: OpenedArchive, runs: Mapping[str, str]) -> dict[str, 
     out: dict[str, str | None] = {}
     for name in runs:
         st = states.get(name)
-        var = st.get("api_key_env") if isinstance(st, dict) else None
+        var = st.api_key_env if st else None
         if var != declared.get(name) and (var is not None or name in declared):
             raise ArchiveError(
                 f"{archive.source}: {STATE} names the key variable {clip(repr(var), 60)} for run {name} where the "

@@ -19,9 +19,9 @@ from evaluator.core.atomic import write_atomic
 from evaluator.core.escape import csv_cell
 from evaluator.core.records import Usage
 from evaluator.data.benchmarks.base import Benchmark
-from evaluator.report.base import SCORES_DIR
 from evaluator.report.pieces import repeats_of
 from evaluator.scoring import MergedRun
+from evaluator.scoring.base import SCORES_DIR
 from evaluator.scoring.row import ScoredRow
 
 PER_QUESTION_FILE = "per_question.csv"

@@ -21,7 +21,6 @@ from evaluator.report.base import (
     DIRECTION_LABELS,
     IMAGE_PX,
     REPORT_FILE,
-    SCORES_DIR,
     TITLES,
     Log,
     ReportError,
@@ -39,6 +38,7 @@ from evaluator.report.run_facts import data_parts, dates_text, reasoning_text, s
 from evaluator.report.templates import render
 from evaluator.runfolder.batches import batch_line
 from evaluator.scoring import MergedRun, merge_run
+from evaluator.scoring.base import SCORES_DIR
 from evaluator.scoring.row import ScoredRow
 from evaluator.scoring.summary_shape import Summary
 

@@ -21,6 +21,12 @@ SUMMARY_SCHEMA_VERSION = 3  # 3: responses.jsonl in the compact form of evaluato
 SCORES_DIR = "scores"
 SUMMARY_JSON = "summary.json"
 SUMMARY_MD = "summary.md"
+# A leaderboard's folder (a sweep's `leaderboard/`) and its three files
+BOARD_DIR = "leaderboard"
+LEADERBOARD_JSON = "leaderboard.json"
+LEADERBOARD_MD = "leaderboard.md"
+BOARD_PAGE = "index.html"
+BOARD_FILES = (BOARD_PAGE, LEADERBOARD_MD, LEADERBOARD_JSON)
 
 OUTCOME_LABELS = {
     "ok": "ok (answer parsed)",
