@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar, cast
+from typing import Any, Generic, TypeVar
 
 from evaluator.archive.base import INDEX, RUNS, SUMS, Archive, ArchiveError
 from evaluator.runfolder.files import CONFIG
@@ -27,14 +27,18 @@ T = TypeVar("T")
 class Decoded(Generic[T]):
     """A member as parsed when the archive was read: its value, or why it could not be parsed."""
 
-    value: T | None = None
-    error: str | None = None
+    outcome: T | ArchiveError
+
+    @property
+    def error(self) -> str | None:
+        """Why the member could not be parsed, or None."""
+        return str(self.outcome) if isinstance(self.outcome, ArchiveError) else None
 
     def get(self) -> T:
         """The value; ArchiveError with the kept reason when the member could not be parsed."""
-        if self.error is not None:
-            raise ArchiveError(self.error)
-        return cast(T, self.value)
+        if isinstance(self.outcome, ArchiveError):
+            raise ArchiveError(str(self.outcome))
+        return self.outcome
 
 
 @dataclass(frozen=True)
@@ -79,7 +83,7 @@ def _decode(read: Callable[[], T]) -> Decoded[T]:
     try:
         return Decoded(read())
     except ArchiveError as exc:
-        return Decoded(error=str(exc))
+        return Decoded(ArchiveError(str(exc)))
 
 
 def _index(archive: Archive) -> dict[str, Any] | None:

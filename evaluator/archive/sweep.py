@@ -23,7 +23,7 @@ import re
 import subprocess
 import sys
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +49,7 @@ from evaluator.core.boundary import clip
 from evaluator.runfolder.files import CONFIG
 from evaluator.runfolder.sweep_state import SWEEP_COPY, SWEEP_STATE, SweepState, read_sweep_state
 from evaluator.scoring.base import BOARD_DIR, BOARD_FILES
+from evaluator.scoring.board import Board, is_board
 
 try:
     import tomllib
@@ -198,6 +199,9 @@ def _check_board(
     except ArchiveError as exc:
         problems.append(Problem(entry, f"cannot be checked: {exc}"))
         return
+    if not is_board(archived):
+        problems.append(Problem(entry, "cannot be checked: it is not a leaderboard this evaluator writes"))
+        return
     runs = [
         BoardRun(n, merge_run(p), None, state.run_state(n), state.published.get(n))
         for n, p in sorted(rescored.items())
@@ -214,9 +218,7 @@ def _check_board(
     _check_renderings(archive, archived, problems, checks)
 
 
-def _check_renderings(
-    archive: Archive, board: dict[str, Any], problems: list[Problem], checks: list[str]
-) -> None:
+def _check_renderings(archive: Archive, board: Board, problems: list[Problem], checks: list[str]) -> None:
     """leaderboard.md and index.html rebuilt from the archived leaderboard.json (whose numbers were just
     checked against the re-scored records) and compared byte for byte: an edited rendering is caught even
     when SHA256SUMS was recomputed."""
@@ -227,16 +229,16 @@ def _check_renderings(
     page = archive.whole(f"{BOARD}/index.html", b"").decode("utf-8", "replace")
     found = re.search(r"Written by doccount-eval (\S+) on (\d{4}-\d\d-\d\d \d\d:\d\d UTC)\.", page)
     stamp = (found.group(1), found.group(2)) if found else None
-    rebuilt = {
-        f"{BOARD}/leaderboard.md": lambda: leaderboard_markdown(board).encode("utf-8"),
-        f"{BOARD}/index.html": lambda: render_page(board, stamp).encode("utf-8"),
+    rebuilt: dict[str, Callable[[Board], bytes]] = {
+        f"{BOARD}/leaderboard.md": lambda b: leaderboard_markdown(b).encode("utf-8"),
+        f"{BOARD}/index.html": lambda b: render_page(b, stamp).encode("utf-8"),
     }
     same = 0
     for entry, build in rebuilt.items():
         if entry not in archive.files:
             continue
         try:
-            fresh = build()
+            fresh = build(board)
         except (KeyError, TypeError, ValueError):  # a leaderboard.json this evaluator cannot render
             fresh = None
         if fresh != archive.whole(entry):
@@ -253,7 +255,7 @@ def _archived_state(archive: OpenedArchive) -> SweepState | None:
     return archive.sweep_state.get() if archive.sweep_state is not None else None
 
 
-def _numbers(board: dict[str, Any]) -> Any:
+def _numbers(board: Mapping[str, Any]) -> Any:
     runs = [{k: v for k, v in e.items() if k != "report"} for e in board.get("runs") or []]
     return json.loads(json.dumps({"runs": runs, "pairwise": board.get("pairwise")}))
 

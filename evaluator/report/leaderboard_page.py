@@ -10,12 +10,11 @@ network request); the only links are to each run's own report, relative to the p
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, TypedDict, cast
+from typing import Any, TypedDict
 
 from markupsafe import Markup
 
 from evaluator.core.escape import safe_href
-from evaluator.core.jsonl import JSONObject
 from evaluator.core.vocab import NOT_COMPARABLE
 from evaluator.report.base import asset
 from evaluator.report.leaderboard_forest import forest
@@ -125,10 +124,9 @@ def cell(
     }
 
 
-def render_page(board: Board | JSONObject, stamp: tuple[str, str] | None = None) -> str:
+def render_page(board: Board, stamp: tuple[str, str] | None = None) -> str:
     """index.html of a board built here, or of a leaderboard.json read back (the archive check renders the
-    archived one again: a board this code wrote, so of the same shape)."""
-    board = cast(Board, board)
+    archived one again once scoring.board.is_board says it has the shape this code writes)."""
     title = f"Leaderboard: {board['title']}"
     main, full = main_columns(board), columns(board)
     return render(

@@ -56,7 +56,7 @@ def per_question_line(row: ScoredRow, benchmark: Benchmark, question: str | None
 
 
 def per_question_csv(merged: MergedRun, questions: dict[str, str]) -> str:
-    repeats = repeats_of(merged.typed_summary) > 1
+    repeats = repeats_of(merged.summary) > 1
     out = io.StringIO()
     writer = csv.writer(out)
     writer.writerow([csv_cell(c) for c in per_question_header(merged.benchmark, repeats)])

@@ -46,7 +46,7 @@ from evaluator.scoring.summary_shape import Summary
 def render_report(merged: MergedRun, page: PageData, stamp: tuple[str, str] | None = None) -> str:
     """The HTML of one run's report. `stamp`: the (version, time) it says it was written by and at
     (default: this version, now)."""
-    bench, summary = merged.benchmark, merged.typed_summary
+    bench, summary = merged.benchmark, merged.summary
     title = TITLES.get(bench.name, bench.name)
     model = merged.run_config.model or summary.get("model")
     figs, plot_notes = pieces.plots(merged.run_root)
@@ -91,7 +91,7 @@ def _image_note(page: PageData, rows: int) -> str | None:
 
 
 def _meta(merged: MergedRun, title: str, model: Any, written: str) -> list[tuple[str, pieces.Parts]]:
-    config, summary = merged.run_config, merged.typed_summary
+    config, summary = merged.run_config, merged.summary
     data, question_set = data_parts(config, summary)
     return [
         ("model", [("code", model), ("", f" ({config.backend} backend)")]),

@@ -5,7 +5,6 @@ from __future__ import annotations
 import hashlib
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, cast
 
 from evaluator.core.jsonl import JSONObject
 from evaluator.core.keys import Key
@@ -146,8 +145,7 @@ def _merge_run(run_root: Path) -> MergedRun:
         if lenient or lenient_keys
         else set()
     )
-    plain = cast(dict[str, Any], summary)  # the same object, as the archive reads it (MergedRun.summary)
-    return MergedRun(run_root, config, benchmark, manifest, rows, plain, warnings, lenient_rows)
+    return MergedRun(run_root, config, benchmark, manifest, rows, summary, warnings, lenient_rows)
 
 
 # ----------------------------------------------------------------------------- metrics

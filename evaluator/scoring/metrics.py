@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, Literal
 
 from evaluator.core.usage import extra_usage_stats
 from evaluator.core.values import is_int, is_num
@@ -238,10 +238,16 @@ def fallback_diagnostic(benchmark: Benchmark, rows: list[ScoredRow]) -> Fallback
     }
 
 
+OriginKey = Literal["source", "dataset", "requested_revision", "revision", "pattern"]
+
+
 def _config_digest(config: RunConfig) -> SummaryData:
     data = config.data
-    keep = ("source", "dataset", "requested_revision", "revision", "pattern")
-    origin = cast(DataOrigin, {k: data[k] for k in keep if k in data})  # as run_config.json holds them
+    keep: tuple[OriginKey, ...] = ("source", "dataset", "requested_revision", "revision", "pattern")
+    origin: DataOrigin = {}
+    for k in keep:  # as run_config.json holds them
+        if k in data:
+            origin[k] = data[k]
     return {
         "origin": origin,
         "dataset_questions": data.get("questions"),

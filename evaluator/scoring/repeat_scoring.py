@@ -74,7 +74,7 @@ def _pct(x: float | None) -> str:
     return "n/a" if x is None else f"{100 * x:.2f}%"
 
 
-def _ci(ci: list[float] | tuple[float, float] | None) -> str:
+def _ci(ci: Sequence[float] | None) -> str:
     return "n/a" if not ci else f"{100 * ci[0]:.1f}-{100 * ci[1]:.1f}%"
 
 
