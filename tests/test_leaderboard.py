@@ -165,3 +165,35 @@ def test_pairs_of_repeated_runs_get_the_sign_flip_p() -> None:
     out = pair_p(a, b, None, 2000, 1)
     assert out["p_test"] == "sign_flip" and out["p_value"] == pytest.approx(2 / 16)  # 4 ups of 4: 2 of 16
     assert pair_p([True], [False], 1.0, 2000, 1) == {"p_value": 1.0, "p_test": "mcnemar_exact"}
+
+
+def test_leaderboard_md_and_the_page_show_the_same_table() -> None:
+    """Each column is declared once (report/board_columns.py): the page's every-column table and
+    leaderboard.md have the same headings, and each Markdown cell says what the page's cell says."""
+    import html
+    import re
+
+    from evaluator.report.leaderboard_markdown import leaderboard_markdown
+    from evaluator.report.leaderboard_page import render_page
+
+    runs = [("a", [row(i, i % 3 != 0) for i in range(9)]), ("b", [row(i, i % 2 == 0) for i in range(9)])]
+    out = board(*runs)
+    out["title"] = "t"
+    md_lines = [x for x in leaderboard_markdown(out).splitlines() if x.startswith("| ")]
+    md_head = [c.strip() for c in md_lines[0].strip("|").split("|")]
+    page = render_page(out)
+    table = page[page.index('id="board-all"') :]
+    page_head = [
+        html.unescape(h) for h in re.findall(r"<th(?: [^>]*)?>(.*?)</th>", table[: table.index("</thead>")])
+    ]
+    assert md_head == page_head
+    for expected in ("Model / provider", "Reasoning declared / seen", "Accuracy % [95% CI]"):
+        assert expected in md_head
+    first = [c.strip() for c in md_lines[2].strip("|").split("|")]
+    body = html.unescape(
+        re.sub(r"<[^>]+>", " ", table[table.index("<tbody>") : table.index("</tr>", table.index("<tbody>"))])
+    )
+    for text in first:
+        plain = re.sub(r"\\(.)", r"\1", text).replace("[report](./a/scores/report.html)", "report")
+        for word in plain.replace("(", " ").replace(")", " ").split():
+            assert word in body, (word, text)

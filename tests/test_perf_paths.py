@@ -308,9 +308,7 @@ def _plain_groups(benchmark, rows: list[ScoredRow]) -> dict:
 
 def _plain_buckets(benchmark, rows: list[ScoredRow]) -> dict:
     buckets = list(scoring.BUCKETS)
-    if benchmark.name in scoring.BENCHMARKS_WITH_ZERO_COUNTS or 0 in [
-        r.line.get("ground_truth") for r in rows
-    ]:
+    if benchmark.zero_counts or 0 in [r.line.get("ground_truth") for r in rows]:
         buckets.insert(0, scoring.ZERO_BUCKET)
     members: dict[str, list[ScoredRow]] = {name: [] for name, _, _ in buckets}
     for row in rows:

@@ -6,8 +6,8 @@ interpreter through a path line (so nothing is downloaded) but not the checkout:
 finder lives in a .pth file that a path line does not run. `doccount demo --pages 4` and a CountQA
 evaluation then run from a folder without a checkout in it, with DOCCOUNT_PROMPTS_DIR and PYTHONPATH unset.
 
-Also here: the package's copy of the prompt files equals the repository's prompts/ (the folder people read
-and edit), so the two cannot drift apart unnoticed.
+Also here: the prompt files exist once in the repository, in the top-level prompts/ (the folder people read
+and edit); the package's evaluator/data/prompts is a link to it, which the wheel build turns into files.
 """
 
 from __future__ import annotations
@@ -30,15 +30,16 @@ PROMPTS = REPO / "prompts"
 PACKAGE_PROMPTS = REPO / "evaluator" / "data" / "prompts"
 
 
-def test_the_package_prompts_are_the_repository_prompts():
-    top = sorted(p.name for p in PROMPTS.iterdir() if p.is_file())
-    shipped = sorted(p.name for p in PACKAGE_PROMPTS.iterdir() if p.is_file())
-    assert top == shipped and top, f"prompts/ has {top}, evaluator/data/prompts/ has {shipped}"
-    for name in top:
-        assert (PROMPTS / name).read_bytes() == (PACKAGE_PROMPTS / name).read_bytes(), (
-            f"prompts/{name} differs from evaluator/data/prompts/{name}: copy the edited file over "
-            "(cp prompts/* evaluator/data/prompts/)"
-        )
+def test_the_prompts_exist_once_in_the_repository():
+    assert PACKAGE_PROMPTS.is_symlink() and PACKAGE_PROMPTS.resolve() == PROMPTS.resolve()
+    tracked = subprocess.run(
+        ["git", "ls-files", "-s", "evaluator/data/prompts"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    assert tracked[:1] == ["120000"], f"evaluator/data/prompts is tracked as {tracked}, not as one link"
 
 
 def _run(
@@ -55,7 +56,10 @@ def installed(tmp_path_factory) -> dict[str, object]:
     src.mkdir()
     for name in ("pyproject.toml", "README.md"):
         shutil.copy2(REPO / name, src / name)
-    shutil.copytree(REPO / "evaluator", src / "evaluator", ignore=shutil.ignore_patterns("__pycache__"))
+    # as a clone has them: prompts/ once, and the package's link to it
+    shutil.copytree(REPO / "prompts", src / "prompts")
+    skip = shutil.ignore_patterns("__pycache__")
+    shutil.copytree(REPO / "evaluator", src / "evaluator", symlinks=True, ignore=skip)
     env = {
         k: v
         for k, v in os.environ.items()

@@ -26,7 +26,7 @@ from evaluator.cli.demo import demo_cmd, serve_reference_cmd
 from evaluator.cli.sweep import leaderboard_cmd, sweep_command
 from evaluator.core.exitcode import ExitCode
 from evaluator.core.jsonl import printable
-from evaluator.data.benchmarks import REGISTRY, get_benchmark
+from evaluator.data.benchmarks import DEFAULT_BENCHMARK, REGISTRY, get_benchmark
 from evaluator.evaluation.options import OPTION_GROUPS, EvaluateOptions, evaluate_options
 
 if TYPE_CHECKING:
@@ -273,7 +273,9 @@ main.add_command(reproduce_cmd)
 
 
 @click.command("data")
-@click.option("--benchmark", type=click.Choice(sorted(REGISTRY)), default="doccount", show_default=True)
+@click.option(
+    "--benchmark", type=click.Choice(sorted(REGISTRY)), default=DEFAULT_BENCHMARK, show_default=True
+)
 @click.option("--dataset", default=None, help="Hub dataset id (default: the benchmark's).")
 @click.option("--revision", default=None, help="Branch, tag or commit to fetch (default: main).")
 @click.option("--local-dir", default=None, help="Copy the files into this folder instead of the HF cache.")

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from evaluator.core.text import one_line
+from evaluator.data.benchmarks import DEFAULT_BENCHMARK
 from evaluator.data.benchmarks.base import Benchmark
 
 if TYPE_CHECKING:
@@ -80,7 +81,7 @@ def make_command(benchmark: str, repo_id: str, default_repo: str, revision: str 
         return None
     return " ".join(
         ["make data"]
-        + ([f"BENCHMARK={benchmark}"] if benchmark != "doccount" else [])
+        + ([f"BENCHMARK={benchmark}"] if benchmark != DEFAULT_BENCHMARK else [])
         + ([f"DATASET_REVISION={revision}"] if revision else [])
     )
 

@@ -10,7 +10,7 @@ from typing import Any
 import click
 
 from evaluator.core.docs import see_docs
-from evaluator.data.benchmarks import REGISTRY
+from evaluator.data.benchmarks import DEFAULT_BENCHMARK, REGISTRY
 from evaluator.request.shape import FiniteRange, NumberOrNone, preset_names
 from evaluator.runfolder.run_settings import BatchPolicy
 
@@ -69,7 +69,7 @@ def common_data_options(f):
     f = click.option(
         "--benchmark",
         type=click.Choice(sorted(REGISTRY)),
-        default="doccount",
+        default=DEFAULT_BENCHMARK,
         show_default=True,
         help="Which benchmark the data is: its schema, prompt, answer parser and subgroups.",
     )(f)

@@ -29,7 +29,6 @@ CSP = (
     f"default-src 'none'; img-src data:; style-src 'unsafe-inline'; script-src {SCRIPT_HASHES}; "
     "base-uri 'none'; form-action 'none'"
 )
-TITLES = {"doccount": "DocCount", "countqa": "CountQA"}
 STATUS_LABELS = {
     "ok": "ok",
     "parse_failure": "parse failure",

@@ -10,7 +10,6 @@ from evaluator.data.benchmarks.base import Benchmark
 from evaluator.report import pieces
 from evaluator.report.base import (
     IMAGE_PX,
-    TITLES,
     VERDICT_RANK,
     VERDICTS,
     Log,
@@ -50,7 +49,7 @@ def verdict_of(a: ScoredRow | None, b: ScoredRow | None) -> str:
 
 def render_compare(ma: MergedRun, mb: MergedRun, page: PageData, names: tuple[str, str]) -> str:
     bench = ma.benchmark
-    title = TITLES.get(bench.name, bench.name)
+    title = bench.title
     # paired by (question, repeat): with --repeats each response meets its own counterpart
     a_rows = {r.key: r for r in ma.rows}
     b_rows = {r.key: r for r in mb.rows}

@@ -9,42 +9,17 @@ network request); the only links are to each run's own report, relative to the p
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any, TypedDict
 
 from markupsafe import Markup
 
-from evaluator.core.escape import safe_href
 from evaluator.core.vocab import NOT_COMPARABLE
 from evaluator.report.base import asset
+from evaluator.report.board_columns import Cell, Column, columns, pct
 from evaluator.report.leaderboard_forest import forest
-from evaluator.report.leaderboard_markdown import (
-    ci,
-    column_label,
-    cost_cell,
-    extra_metric_names,
-    latency,
-    pct,
-    published_mark,
-    verdict_detail,
-)
+from evaluator.report.leaderboard_markdown import verdict_detail
 from evaluator.report.templates import render
-from evaluator.scoring.board import Board, BoardEntry, BoardPair, PublishedBlock
-
-
-class Cell(TypedDict, total=False):
-    """One table cell: text, sub, title, href; value: the number that can be "best" (bold); cls and best
-    are set by board_rows."""
-
-    text: Any
-    value: float | None
-    sub: str
-    title: str
-    href: str
-    note: str
-    flag: str
-    cls: str
-    best: bool
+from evaluator.scoring.board import Board, BoardPair, PublishedBlock
 
 
 class BoardRow(TypedDict):
@@ -101,43 +76,21 @@ class PublishedRow(VerdictCells):
     classes: list[PublishedClassRow]
 
 
-Column = tuple[str, str, Callable[[BoardEntry], Cell]]  # header, css class, cell(entry)
-
-
-def cell(
-    text: Any,
-    value: float | None = None,
-    sub: str = "",
-    title: str = "",
-    href: str = "",
-    note: str = "",
-    flag: str = "",
-) -> Cell:
-    return {
-        "text": text,
-        "value": value,
-        "sub": sub,
-        "title": title,
-        "href": href,
-        "note": note,
-        "flag": flag,
-    }
-
-
 def render_page(board: Board, stamp: tuple[str, str] | None = None) -> str:
     """index.html of a board built here, or of a leaderboard.json read back (the archive check renders the
     archived one again once scoring.board.is_board says it has the shape this code writes)."""
     title = f"Leaderboard: {board['title']}"
-    main, full = main_columns(board), columns(board)
+    every = columns(board)
+    main, full = [c for c in every if c.main], [c for c in every if c.full]
     return render(
         "leaderboard.html",
         title,
         stamp=stamp,
         board_css=Markup(asset("leaderboard.css")),
         board=board,
-        main_heads=[(head, cls) for head, cls, _ in main],
+        main_heads=[(c.heading, c.align) for c in main],
         main_rows=board_rows(board, main),
-        heads=[(head, cls) for head, cls, _ in full],
+        heads=[(c.heading, c.align) for c in full],
         rows=board_rows(board, full),
         forest=forest(board),
         published=published_rows(board),
@@ -146,135 +99,9 @@ def render_page(board: Board, stamp: tuple[str, str] | None = None) -> str:
     )
 
 
-def main_columns(board: Board) -> list[Column]:
-    """What a reader compares, narrow enough for 1280 pixels: the rest is in columns()."""
-    cols: list[Column] = [
-        ("Rank", "txt", lambda e: cell(e["rank"])),
-        ("Run / model", "txt", _run_cell),
-        ("Accuracy % [95% CI]", "num", _accuracy_cell),
-    ]
-    cols += [
-        (f"{k.replace('_', ' ').capitalize()} %", "num", _extra_cell(k)) for k in extra_metric_names(board)
-    ]
-    cols += [(column_label(board, c), "num", _group_cell(c["field"], c["value"])) for c in board["columns"]]
-    cols += [
-        ("Cost USD", "num", lambda e: cell(cost_cell(e))),
-        ("Latency s median / p95", "num", lambda e: cell(latency(e))),
-        ("Reasoning declared / seen", "txt", _reasoning_cell),
-        ("Complete", "txt", _complete_cell),
-    ]
-    return cols
-
-
-def _reasoning_cell(e: BoardEntry) -> Cell:
-    """The declared mode and the share of answered responses that showed reasoning (no "best": not a score)."""
-    r = e.get("reasoning")
-    declared, share = (r["declared"], r["observed_share"]) if r else (None, None)
-    seen = "no answers" if share is None else f"{100 * share:.0f}% seen"
-    title = f"declared {declared or 'nothing'}; " + (
-        "no answered responses"
-        if share is None
-        else f"{100 * share:.1f}% of answered responses showed reasoning"
-    )
-    return cell(declared or "–", sub=seen, title=title)
-
-
-def _run_cell(e: BoardEntry) -> Cell:
-    href = safe_href(e["report"]) if e["report"] else ""
-    return cell(e["name"], href=href, sub=f"{e['model']} · {e['provider']}")
-
-
-def _accuracy_cell(e: BoardEntry) -> Cell:
-    note, flag = published_mark(e)
-    return cell(pct(e["accuracy"]), e["accuracy"], sub=ci(e["ci95"]), note=note, flag=flag)
-
-
-def columns(board: Board) -> list[Column]:
-    """Every column (the "all columns" table, as leaderboard.md has them)."""
-    cols: list[Column] = [
-        ("Rank", "txt", lambda e: cell(e["rank"])),
-        ("Run", "txt", lambda e: cell(e["name"])),
-        ("Model / provider", "txt", lambda e: cell(e["model"], sub=e["provider"])),
-        ("Correct", "num", lambda e: cell(f"{e['correct']} / {e.get('responses', e['questions'])}")),
-        (
-            "Accuracy % [95% CI]",
-            "num",
-            lambda e: cell(pct(e["accuracy"]), e["accuracy"], sub=ci(e["ci95"])),
-        ),
-    ]
-    for k in extra_metric_names(board):
-        cols.append((f"{k.replace('_', ' ').capitalize()} %", "num", _extra_cell(k)))
-    if any("repeats" in e for e in board["runs"]):
-        cols.append(("Mean ± sd over repeats", "num", _repeats_cell))
-    for c in board["columns"]:
-        cols.append((column_label(board, c), "num", _group_cell(c["field"], c["value"])))
-    for head, key in (
-        ("Parse failures", "parse_failure"),
-        ("Cut off", "cut_off"),
-        ("Request errors", "request_error"),
-        ("Missing", "missing"),
-    ):
-        cols.append((head, "num", _outcome_cell(key)))
-    cols += [
-        ("Tokens prompt / completion / reasoning", "num", _tokens_cell),
-        ("Cost USD", "num", lambda e: cell(cost_cell(e))),
-        ("Latency s median / p95", "num", lambda e: cell(latency(e))),
-        ("Reasoning declared / seen", "txt", _reasoning_cell),
-        ("Complete", "txt", _complete_cell),
-        ("Report", "txt", lambda e: cell("report", href=safe_href(e["report"])) if e["report"] else cell("")),
-    ]
-    return cols
-
-
-def _complete_cell(e: BoardEntry) -> Cell:
-    return cell("yes" if e["complete"] else f"no ({e['state']})" if e.get("state") else "no")
-
-
-def _repeats_cell(e: BoardEntry) -> Cell:
-    r = e.get("repeats")
-    if not r:
-        return cell("")
-    sd = "" if r["sd"] is None else f" ± {100 * r['sd']:.2f}"
-    return cell(f"{pct(r['mean'])}{sd} (K={r['k']})")
-
-
-def _outcome_cell(key: str) -> Callable[[BoardEntry], Cell]:
-    def one(e: BoardEntry) -> Cell:
-        return cell(e["outcomes"][key])
-
-    return one
-
-
-def _extra_cell(key: str) -> Callable[[BoardEntry], Cell]:
-    def one(e: BoardEntry) -> Cell:
-        value = (e.get("extra_metrics") or {}).get(key)
-        return cell(pct(value), value)
-
-    return one
-
-
-def _group_cell(field: str, value: str) -> Callable[[BoardEntry], Cell]:
-    def one(e: BoardEntry) -> Cell:
-        block = e["per_group"][field][value]
-        return cell(pct(block["accuracy"]), block["accuracy"], title=ci(block["ci95"]))
-
-    return one
-
-
-def _tokens_cell(e: BoardEntry) -> Cell:
-    t = e["tokens"]
-    full = f"prompt {t['prompt']:,}, completion {t['completion']:,}, reasoning {t['reasoning']:,}"
-    full += f", cached {t['cached']:,}, of failed attempts {t['failed_attempts']:,}"
-    return cell(" / ".join(_short(t[k]) for k in ("prompt", "completion", "reasoning")), title=full)
-
-
-def _short(n: int) -> str:
-    return f"{n:,}" if n < 10_000 else f"{n / 1000:.1f}k" if n < 1_000_000 else f"{n / 1e6:.2f}M"
-
-
 def board_rows(board: Board, cols: list[Column]) -> list[BoardRow]:
     """Each run's cells, the best value of each accuracy column marked (bold, as in the paper's Table 5)."""
-    cells: list[list[Cell]] = [[{**one(e), "cls": cls} for _, cls, one in cols] for e in board["runs"]]
+    cells: list[list[Cell]] = [[{**c.cell(e), "cls": c.align} for c in cols] for e in board["runs"]]
     for j in range(len(cols)):
         values = [v for row in cells if (v := row[j]["value"]) is not None]
         best = max(values) if len(values) > 1 else None

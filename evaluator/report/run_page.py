@@ -21,7 +21,6 @@ from evaluator.report.base import (
     DIRECTION_LABELS,
     IMAGE_PX,
     REPORT_FILE,
-    TITLES,
     Log,
     ReportError,
     direction_of,
@@ -47,7 +46,7 @@ def render_report(merged: MergedRun, page: PageData, stamp: tuple[str, str] | No
     """The HTML of one run's report. `stamp`: the (version, time) it says it was written by and at
     (default: this version, now)."""
     bench, summary = merged.benchmark, merged.summary
-    title = TITLES.get(bench.name, bench.name)
+    title = bench.title
     model = merged.run_config.model or summary.get("model")
     figs, plot_notes = pieces.plots(merged.run_root)
     limit = count_errors.absurd_limit(merged.rows)

@@ -21,7 +21,6 @@ May import: core, data, request, runfolder.
 
 from evaluator.runfolder.selection import RECORD_STATUSES
 from evaluator.scoring.base import (
-    BENCHMARKS_WITH_ZERO_COUNTS,
     BUCKETS,
     OUTCOME_LABELS,
     OUTCOMES,
@@ -56,7 +55,6 @@ from evaluator.scoring.metrics import (
 from evaluator.scoring.write import answer_pairs, merged_jsonl, score_run, summary_json
 
 __all__ = [
-    "BENCHMARKS_WITH_ZERO_COUNTS",
     "BUCKETS",
     "OUTCOME_LABELS",
     "OUTCOMES",

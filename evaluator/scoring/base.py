@@ -43,7 +43,6 @@ BUCKETS: tuple[tuple[str, int, int | None], ...] = (
     ("21+", 21, None),
 )
 ZERO_BUCKET = ("0", 0, 0)
-BENCHMARKS_WITH_ZERO_COUNTS = ("countqa",)
 
 
 class ScoreError(Exception):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from evaluator.core.escape import md_code, md_text
 from evaluator.core.usage import usage_markdown
+from evaluator.data.benchmarks import title_of
 from evaluator.request.ratelimit import rate_limit_markdown
 from evaluator.runfolder.batches import batch_line
 from evaluator.scoring.base import OUTCOME_LABELS, ci_text, num, pct_text
@@ -26,7 +27,7 @@ def render_markdown(summary: Summary) -> str:
 def _headline(s: Summary) -> list[str]:
     p = s["primary"]
     n = p["questions"]
-    title = {"doccount": "DocCount", "countqa": "CountQA"}.get(s["benchmark"], md_text(s["benchmark"]))
+    title = md_text(title_of(s["benchmark"]))
     out = [f"# {title}: {md_text(s['model'])} (run {md_code(s['run_name'])})", ""]
     if "repeats" in s:
         out += headline_markdown(s)

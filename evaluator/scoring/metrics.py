@@ -16,7 +16,6 @@ from evaluator.request.ratelimit import rate_limit_stats
 from evaluator.runfolder.batches import run_batch_summary
 from evaluator.runfolder.runconfig import RunConfig
 from evaluator.scoring.base import (
-    BENCHMARKS_WITH_ZERO_COUNTS,
     BUCKETS,
     OUTCOMES,
     SUMMARY_SCHEMA_VERSION,
@@ -145,7 +144,7 @@ def error_anatomy(rows: list[ScoredRow]) -> ErrorAnatomy:
 def bucket_breakdown(benchmark: Benchmark, rows: list[ScoredRow]) -> BucketBreakdown:
     buckets = list(BUCKETS)
     truths = [r.ground_truth for r in rows]
-    if benchmark.name in BENCHMARKS_WITH_ZERO_COUNTS or 0 in truths:
+    if benchmark.zero_counts or 0 in truths:
         buckets.insert(0, ZERO_BUCKET)
     members: dict[str, list[ScoredRow]] = {name: [] for name, _, _ in buckets}
     bucket_by_truth: dict[int, str] = {}  # ints only (bools are not ground truths here)

@@ -23,7 +23,7 @@ from collections.abc import Iterable, Iterator
 from importlib import resources
 from pathlib import Path
 
-from evaluator.data.benchmarks import get_benchmark
+from evaluator.data.benchmarks import DEFAULT_BENCHMARK, get_benchmark
 from evaluator.study.serve_file import ServeTable
 from evaluator.study.sweep_file import RunSpec, SweepFileError, SweepSpec
 
@@ -115,7 +115,7 @@ def run_max_tokens(run: RunSpec) -> int | None:
     None when none is sent (`max_tokens = "none"`, or a benchmark that sends none)."""
     value = run.options.get("max_tokens")
     if value is None:
-        return get_benchmark(str(run.options.get("benchmark", "doccount"))).default_sampling.max_tokens
+        return get_benchmark(str(run.options.get("benchmark", DEFAULT_BENCHMARK))).default_sampling.max_tokens
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
@@ -125,7 +125,7 @@ def context_problem(run: RunSpec) -> str | None:
     max_tokens = run_max_tokens(run)
     if limit is None or max_tokens is None:
         return None
-    bench = get_benchmark(str(run.options.get("benchmark", "doccount")))
+    bench = get_benchmark(str(run.options.get("benchmark", DEFAULT_BENCHMARK)))
     need = max_tokens + bench.prompt_budget
     if need <= limit:
         return None

@@ -142,6 +142,7 @@ class Benchmark(ABC):
     """A counting benchmark: dataset, schema, samples, messages, parser, metrics, subgroups."""
 
     name: str
+    title: str  # how pages, summaries and leaderboards name it
     hub_id: str
     split: str = "test"
     hub_files: str = "data/test-*.parquet"
@@ -157,6 +158,9 @@ class Benchmark(ABC):
     # must hold it beside max_tokens: the sweep's checks before starting (study.plan_checks) add the two.
     # An estimate per benchmark, documented in docs/serving.md; each benchmark declares its own.
     prompt_budget: int
+    # True when zero is a valid count (some questions have none): the metrics then keep a zero's own
+    # error terms rather than treating it as a data error.
+    zero_counts: bool = False
 
     # -- data -> samples
     @abstractmethod

@@ -35,6 +35,8 @@ def relaxed_correct(answer: int | None, truth: int | None) -> bool:
 
 class CountQA(Benchmark):
     name = "countqa"
+    title = "CountQA"
+    zero_counts = True
     hub_id = "Jayant-Sravan/CountQA"
     split = "test"
     hub_files = "data/test-*.parquet"

@@ -28,6 +28,7 @@ _SHA256 = re.compile(r"[0-9a-f]{64}")
 
 class DocCount(Benchmark):
     name = "doccount"
+    title = "DocCount"
     hub_id = "adopd/DocCount"
     split = "test"
     hub_files = "data/test-*.parquet"
