@@ -84,3 +84,15 @@ def test_a_damaged_sweep_json_is_refused_in_one_line(
     errors = [x for x in res.stderr.splitlines() if x.startswith("error:")]
     assert len(errors) == 1 and SWEEP_STATE in errors[0], res.stderr
     assert not (folder / "leaderboard" / "leaderboard.json").exists()
+
+
+@pytest.mark.parametrize("damaged", [{**STATE, "runs": {"a": 3}}, []], ids=["run-not-object", "array"])
+def test_archiving_a_sweep_with_a_damaged_sweep_json_is_refused_in_one_line(
+    run_folder: Path, tmp_path: Path, damaged: object
+) -> None:
+    folder = sweep_folder(run_folder, tmp_path, damaged)
+    res = run_cli("archive", "--run-root", str(folder), "--output", str(tmp_path / "s.tar.gz"))
+    assert res.returncode == 2, res.stdout + res.stderr
+    errors = [x for x in res.stderr.splitlines() if x.startswith("error:")]
+    assert len(errors) == 1 and SWEEP_STATE in errors[0] and "Traceback" not in res.stderr, res.stderr
+    assert not (tmp_path / "s.tar.gz").exists()
