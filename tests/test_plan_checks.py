@@ -257,8 +257,11 @@ def test_the_plan_names_the_pool_the_order_and_the_run_each_waits_for(tmp_path: 
     out = res.stdout
     assert res.returncode == 0, res.stderr
     assert "GPU pool 0,1,2,3,4,5,6,7 (8 GPUs); --parallel 2" in out and "same time" in out
+    servers = out.split("\nrequests:")[0]  # the request side follows (tests/test_plan_requests.py)
     rows = {
-        ln.split()[0]: ln for ln in out.splitlines() if ln.split() and ln.split()[0] in ("big", "two", "one")
+        ln.split()[0]: ln
+        for ln in servers.splitlines()
+        if ln.split() and ln.split()[0] in ("big", "two", "one")
     }
     assert rows["big"].split()[1:] == ["1", "0,1,2,3,4,5,6,7", "starts", "at", "once"]
     assert rows["two"].endswith("waits for big's GPUs") and rows["one"].split()[2] == "2"

@@ -284,3 +284,18 @@ def test_the_shipped_files_carry_the_published_numbers(specs) -> None:
             got = [round(100 * c / n, 2) for c, n in pairs] + [round(100 * pub["correct"] / 442, 2)]
             assert got == list(paper[name]), name
     assert "319 / 442" in table5["qwen3.6-35b-a3b"]["note"] and table5["qwen3.6-35b-a3b"]["correct"] == 304
+
+
+def test_strip_token_is_a_runs_list_of_strings_not_a_credential(specs, tmp_path: Path) -> None:
+    # the name has a credential's word (token); its values are what a model writes (--strip-token)
+    run = 'strip_token = ["<|begin_of_box|>", "<|end_of_box|>"]\n'
+    sweep = load_sweep(write(tmp_path, BASE.replace('name = "b"\n', f'name = "b"\n{run}')), specs)
+    by_name = {r.name: r for r in sweep.runs}
+    tokens = ["<|begin_of_box|>", "<|end_of_box|>"]
+    assert by_name["b"].strip_token == tokens or by_name["b"].options.get("strip_token") == tokens
+    assert by_name["a"].strip_token == [] and "strip_token" not in by_name["a"].options
+    # its values are still looked at: a key pasted into it is refused, and not repeated
+    bad = BASE.replace('name = "b"\n', f'name = "b"\nstrip_token = ["{SECRET}"]\n')
+    with pytest.raises(SweepFileError) as err:
+        load_sweep(write(tmp_path, bad), specs)
+    assert "looks like a secret" in str(err.value) and SECRET not in str(err.value)

@@ -11,6 +11,9 @@ scripts/vllm_cpu_serve.py, or the container launcher, whose image runs `vllm ser
   (a run with `gpus = 0` runs on the CPU and is not checked);
 - every flag must be one the pinned vLLM's `vllm serve` accepts (the list shipped in
   vllm_serve_flags.txt, made by scripts/vllm_flags.py); the closest real flag is named.
+- its memory need (weights, one sequence's KV cache, an overhead: study.memory) must fit 0.9 x its
+  `gpus` x one GPU's memory (`[serve] gpu_memory_gb`, else nvidia-smi's on this host); a size that
+  cannot be known is a note line, not a problem.
 A custom `command` is not vLLM: its flags are its own and nothing here applies to it.
 """
 
@@ -24,6 +27,7 @@ from importlib import resources
 from pathlib import Path
 
 from evaluator.data.benchmarks import DEFAULT_BENCHMARK, get_benchmark
+from evaluator.study import memory
 from evaluator.study.serve_file import ServeTable
 from evaluator.study.sweep_file import RunSpec, SweepFileError, SweepSpec
 
@@ -34,6 +38,8 @@ PARALLEL = (
     ("--data-parallel-size", "-dp"),
 )
 MAX_MODEL_LEN = ("--max-model-len",)
+KV_CACHE_DTYPE = ("--kv-cache-dtype",)
+DTYPE = ("--dtype",)
 _NUMBER = re.compile(r"^-?\d+(\.\d+)?$")
 _LENGTH = re.compile(r"^(\d+(?:\.\d+)?)([kKmMgG]?)$")
 
@@ -181,8 +187,72 @@ def run_problems(sweep: SweepSpec, run: RunSpec) -> list[str]:
     return [f"{where}run {run.name}: {p}" for p in found if p]
 
 
-def check_runs(sweep: SweepSpec, runs: Iterable[RunSpec]) -> None:
-    """Raise PlanCheckError with every problem of these runs (nothing started yet)."""
+def gpu_memory(sweep: SweepSpec) -> tuple[int | None, str]:
+    """One GPU's memory in bytes and where it comes from; (None, why) when it is not known here."""
+    table = sweep.serve
+    if table.gpu_memory_gb is not None:
+        return int(table.gpu_memory_gb * memory.GB), "[serve] gpu_memory_gb"
+    if table.executor != "local":
+        return None, f"the {table.executor} pool's GPU memory is not known here: set [serve] gpu_memory_gb"
+    found = memory.pool_memory(memory.nvidia_smi_memory(), table.gpus)
+    if found is None:
+        return None, "nvidia-smi reports no GPU memory on this host: set [serve] gpu_memory_gb"
+    return found, "nvidia-smi memory.total"
+
+
+def memory_problem(run: RunSpec, per_gpu: int, source: str) -> tuple[str | None, str | None]:
+    """(the problem, the note) of a served run's memory need against 0.9 x its GPUs x per_gpu."""
+    assert run.serve is not None
+    gpus, args = run.serve.gpus, run.serve.args
+    found = memory.model_weights(run.model, run.serve.revision)
+    if found.size is None:
+        return None, f"memory not checked: the size of {run.model} is unknown ({found.why})"
+    config = found.config or {}
+    tokens = length(flag_value(args, MAX_MODEL_LEN)) or memory.text_config(config).get(
+        "max_position_embeddings"
+    )
+    tp = length(flag_value(args, PARALLEL[0])) or 1
+    elem = memory.dtype_bytes(config, flag_value(args, DTYPE), flag_value(args, KV_CACHE_DTYPE))
+    kv = memory.kv_cache_bytes(config, tokens, tp, elem) if isinstance(tokens, int) and tokens > 0 else None
+    need, cap = memory.need_bytes(found.size, kv, gpus), memory.capacity_bytes(per_gpu, gpus)
+    if need <= cap:
+        return None, None
+    kv_text = (
+        f"{memory.gb(kv)} of KV cache for one {tokens:,}-token sequence"
+        if kv is not None
+        else "no KV cache counted (config.json gives no dimensions)"
+    )
+    return (
+        f"needs {memory.gb(need)} of GPU memory ({memory.gb(found.size)} of weights in {found.where} "
+        f"x {memory.HEADROOM} + {kv_text} + {max(gpus, 1)} x 1 GiB) > {memory.gb(cap)} = "
+        f"{memory.UTILIZATION} x {gpus} GPU(s) x {memory.gb(per_gpu)} ({source}): serve it on more GPUs "
+        "or GPUs with more memory, or a smaller (quantized) checkpoint"
+    ), None
+
+
+def memory_lines(sweep: SweepSpec, runs: Iterable[RunSpec]) -> tuple[list[str], list[str]]:
+    """(problems, notes) of the memory of these runs' servers (vLLM's, on GPUs)."""
+    served = [r for r in runs if r.serve is not None and r.serve.gpus > 0 and is_vllm(sweep.serve)]
+    if not served:
+        return [], []
+    per_gpu, source = gpu_memory(sweep)
+    if per_gpu is None:
+        return [], [f"note: the memory of served runs is not checked: {source}"]
+    problems, notes = [], []
+    for run in served:
+        problem, note = memory_problem(run, per_gpu, source)
+        where = f"{sweep.path}:{run.line}: " if run.line else f"{sweep.path}: "
+        problems += [f"{where}run {run.name}: {problem}"] if problem else []
+        notes += [f"note: run {run.name}: {note}"] if note else []
+    return problems, notes
+
+
+def check_runs(sweep: SweepSpec, runs: Iterable[RunSpec]) -> list[str]:
+    """Raise PlanCheckError with every problem of these runs (nothing started yet); else the note lines
+    (a size that could not be known)."""
+    runs = list(runs)
     lines = [line for run in runs for line in run_problems(sweep, run)]
-    if lines:
-        raise PlanCheckError(lines)
+    problems, notes = memory_lines(sweep, runs)
+    if lines or problems:
+        raise PlanCheckError(lines + problems)
+    return notes

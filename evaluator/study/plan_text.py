@@ -1,6 +1,7 @@
 """`doccount sweep FILE --plan` as a person reads it: a header (the executor, its GPU pool or partition,
 `--parallel`, what the start order assumes), then one row per run (start order, GPUs, the run whose
-GPUs it waits for) with its server command under it, shell-quoted and wrapped so that it pastes.
+GPUs it waits for) with its server command under it, shell-quoted and wrapped so that it pastes; then
+what each run's requests carry (plan_requests).
 """
 
 from __future__ import annotations
@@ -57,9 +58,15 @@ def wait_text(row: Any, parallel_note: str) -> str:
 
 
 def plan_lines(
-    sweep: Any, rows: list[Any], finished: list[str], header: Sequence[str] = (), parallel: int | None = None
+    sweep: Any,
+    rows: list[Any],
+    finished: list[str],
+    header: Sequence[str] = (),
+    parallel: int | None = None,
+    requests: Sequence[str] = (),
 ) -> list[str]:
-    """`--plan`: the header, each run's row and its server command (executors.base.PlanRow)."""
+    """`--plan`: the header, each run's row and its server command (executors.base.PlanRow), then the
+    request side of each run (plan_requests.request_lines)."""
     out = [f"sweep {sweep.name}: plan; nothing is started"]
     for line in header:
         out += textwrap.wrap(line, WIDTH, initial_indent="  ", subsequent_indent="    ")
@@ -84,4 +91,4 @@ def plan_lines(
         out.append(
             f"{name:<{pad}}  {'':>5}  {'-':<{width}}  finished earlier with the same settings: not started"
         )
-    return out
+    return out + ([""] + list(requests) if requests else [])

@@ -34,6 +34,9 @@ SECRET_PREFIX_RE = re.compile(
 BEARER_RE = re.compile(r"(?i)\bbearer\s+\S{8,}")
 TOKEN_CHARS_RE = re.compile(r"^[A-Za-z0-9_\-+=./]{20,}$")
 HEX_RE = re.compile(r"^[0-9a-fA-F]{40}$")  # a git commit (a `revision` may pin one)
+# Keys whose name has a credential's word but whose value is not one (their values are still checked):
+# `api_key_env` names a variable, `strip_token` lists strings of the model's output (--strip-token).
+NOT_CREDENTIALS = ("api_key_env", "strip_token")
 
 
 def looks_like_secret(value: str) -> bool:
@@ -99,13 +102,13 @@ def secret_problem(key: str, value: Any, allow_key_names: tuple[str, ...] = ()) 
 
 
 def secret_places(data: Any, path: list[Any], skip: list[Any]) -> Iterator[tuple[list[Any], str]]:
-    """Where a parsed file holds a credential (its path, the problem), tables and lists walked; `api_key_env`
-    names a variable, so only its value is checked; paths in `skip` are not walked."""
+    """Where a parsed file holds a credential (its path, the problem), tables and lists walked; of the keys
+    in NOT_CREDENTIALS only the values are checked; paths in `skip` are not walked."""
     items = enumerate(data) if isinstance(data, list) else data.items() if isinstance(data, dict) else ()
     for key, value in items:
         here, name = [*path, key], key if isinstance(key, str) else str(path[-1])
         nested = isinstance(value, (dict, list))  # a list item is checked under its list's key
-        found = secret_problem(name, None if nested else value, ("api_key_env",) if name == key else (name,))
+        found = secret_problem(name, None if nested else value, NOT_CREDENTIALS if name == key else (name,))
         if found:
             yield here, found
         if nested and here != skip:

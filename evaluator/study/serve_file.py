@@ -44,6 +44,10 @@ class ServeTable(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
     launcher: Launcher = "process"
     image: Annotated[str, Meta(pattern=r"\S", description="an image name")] = DEFAULT_IMAGE
     runtime: Program | None = None  # a path to a program, too
+    # one GPU's memory, for the memory check (study.memory) where nvidia-smi here does not see the pool
+    gpu_memory_gb: (
+        Annotated[float, Meta(gt=0, le=100_000, description="a number of GB > 0, e.g. 80")] | None
+    ) = None
     partition: Text | None = None
     account: Text | None = None
     qos: Text | None = None

@@ -54,6 +54,7 @@ from evaluator.study.drive import Task, follow_all, forward_signals, submit_all
 from evaluator.study.executors.base import Executor, ExecutorError, Handle
 from evaluator.study.launch import ServerSpec
 from evaluator.study.plan_checks import check_runs
+from evaluator.study.plan_requests import request_lines, request_side
 from evaluator.study.plan_text import plan_lines
 from evaluator.study.progress import SweepProgress, end_table, status_lines
 from evaluator.study.run_select import check_key_variables, select_runs
@@ -246,7 +247,8 @@ def _checked_tasks(sw: Sweep, executor: Executor, runs: list[RunSpec]) -> dict[s
     tasks = {r.name: sw.task(r) for r in runs}
     executor.check([t for t, _, _ in tasks.values()])
     # the settings a server would refuse or waste, found before any server starts or job is submitted
-    check_runs(sw.sweep, [r for r in runs if not tasks[r.name][2]])
+    for note in check_runs(sw.sweep, [r for r in runs if not tasks[r.name][2]]):
+        say(note)  # a size that could not be known: not a refusal
     return tasks
 
 
@@ -265,7 +267,14 @@ def plan_sweep(
     tasks = _checked_tasks(sw, executor, runs)
     rows = executor.plan([t for t, _, done in tasks.values() if not done])
     finished = [r.name for r in runs if tasks[r.name][2]]
-    for line in plan_lines(sweep, rows, finished, executor.plan_header(), executor.parallel):
+    sides = request_lines(
+        [
+            request_side(r.name, {"strip_token": r.strip_token, **r.options})
+            for r in runs
+            if not tasks[r.name][2]
+        ]
+    )
+    for line in plan_lines(sweep, rows, finished, executor.plan_header(), executor.parallel, sides):
         answer(line)  # the plan is the command's answer
     return ExitCode.OK
 

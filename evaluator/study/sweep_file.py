@@ -35,6 +35,10 @@ NAME_RE = re.compile(r"^(?!(?:leaderboard|logs|sweep\.json)$)[A-Za-z0-9][A-Za-z0
 ENV_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 TOP_OPTIONS = ("benchmark", "data_files", "dataset", "revision")
 RUN_ONLY = ("name", "api_key_env", "serve", "served_model_name", "published")  # not evaluate options
+# `strip_token = [...]` on a run: the exact strings evaluate's `--strip-token` removes before the strict
+# parser (a parallel change adds the flag). Until evaluate has it, the run's list is read and kept on the
+# RunSpec (shown by --plan, not sent); once evaluate has the flag it is an evaluate option like any other.
+PENDING = "strip_token"
 FOLDER = "letters, digits, '.', '_' or '-' (it names a folder; not leaderboard, logs, sweep.json)"
 Name = Annotated[str, Meta(pattern=NAME_RE.pattern, description=FOLDER)]
 EnvName = Annotated[str, Meta(pattern=ENV_RE.pattern, description="a variable's name (letters, digits, _)")]
@@ -65,6 +69,7 @@ class RunSpec(msgspec.Struct, frozen=True):
     key_line: int | None  # of its api_key_env
     serve: RunServe | None = None  # a run the sweep serves itself (no base_url)
     published: dict[str, Any] | None = None  # the result it reproduces (shown on the leaderboard)
+    strip_token: list[str] = msgspec.field(default_factory=list)  # PENDING: read, not yet sent
 
 
 class SweepSpec(msgspec.Struct, frozen=True):
@@ -88,6 +93,7 @@ def _schema(options: dict[str, Any]) -> Any:
         ("api_key_env", EnvName | None, None),
         ("serve", Annotated[ServeRequest, Meta(description="a table: serve = { revision, gpus, args }")] | None, None),
         ("served_model_name", served | None, None), ("published", PUBLISHED_TYPE | None, None),
+        *([] if PENDING in options else [(PENDING, list[str], [])]),
         *(o for o in opt if o[0] not in ("model", "base_url")),
     ], **kw)  # fmt: skip
     defaults = msgspec.defstruct("Defaults", [("api_key_env", EnvName | None, None), *opt], **kw)
@@ -126,7 +132,8 @@ def load_sweep(path: Path, specs: Mapping[str, OptionSpec]) -> SweepSpec:
     defaults = {k: v for k, v in data.get("defaults", {}).items() if k != "api_key_env"}
     inherited = {**{k: data[k] for k in TOP_OPTIONS if k in data}, **defaults}
     env = doc.defaults.api_key_env if doc.defaults else None
-    runs = [_run(fail, i, run, data["runs"][i], inherited, env) for i, run in enumerate(doc.runs)]
+    pending = PENDING not in options
+    runs = [_run(fail, i, run, data["runs"][i], inherited, env, pending) for i, run in enumerate(doc.runs)]
     folded = [r.name.lower() for r in runs]  # one folder on a case-insensitive file system
     if (dup := next((i for i, n in enumerate(folded) if n in folded[:i]), 0)) > 0:
         raise fail(["runs", dup, "name"], f"two runs are named {runs[dup].name}: run names name folders")
@@ -178,7 +185,9 @@ def _label(path: list[Any], data: dict[str, Any]) -> str:
     return f"[{head}] `{'.'.join(rest)}`" if rest else f"`{head}`"
 
 
-def _run(fail: _Fail, i: int, run: Any, table: dict, inherited: dict, default_env: str | None) -> RunSpec:
+def _run(
+    fail: _Fail, i: int, run: Any, table: dict, inherited: dict, default_env: str | None, pending: bool
+) -> RunSpec:
     """A run's spec: its own options over the inherited ones, its server or endpoint, its key variable."""
     at = lambda k, m: fail(["runs", i, k], m)  # noqa: E731
     serve = run_serve(run.name, run.model, run.serve, run.served_model_name, table, at)
@@ -188,7 +197,8 @@ def _run(fail: _Fail, i: int, run: Any, table: dict, inherited: dict, default_en
     wrong = published_problem(run.published) if run.published else None
     if wrong:
         raise at("published", f"run {run.name}: `published` {wrong}")
-    options = {**inherited, **{k: v for k, v in table.items() if k not in RUN_ONLY}}
+    skip = (*RUN_ONLY, PENDING) if pending else RUN_ONLY
+    options = {**inherited, **{k: v for k, v in table.items() if k not in skip}}
     if serve is not None:  # its server's URL is added when it is ready; requests name the served model
         options = {"backend": "vllm", **options, "model": serve.served_name}
         options.pop("base_url", None)
@@ -197,4 +207,5 @@ def _run(fail: _Fail, i: int, run: Any, table: dict, inherited: dict, default_en
         raise fail(["runs", i], f"run {run.name} needs {needs}")
     line = fail.lines.line_of(("runs",), "name", i)
     published = dict(table["published"]) if run.published else None
-    return RunSpec(run.name, run.model, env, options, line, key_line, serve, published)
+    strip = list(run.strip_token) if pending else []
+    return RunSpec(run.name, run.model, env, options, line, key_line, serve, published, strip)

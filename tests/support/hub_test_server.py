@@ -12,6 +12,8 @@ installed package):
   commit) from the JSON body (`DatasetInfo.__init__`). `HfApi.resolve_revision` and
   `snapshot_download` (_snapshot_download.py) call it through `repo_info`. A model repo is the same
   under `/api/models/{repo_id}` (`HfApi.model_info`, read by `ModelInfo.__init__`).
+  With `blobs` (files_metadata=True) each sibling also gets `size`, `blobId` and `lfs` {`size`,
+  `sha256`, `pointerSize`} (`RepoSibling` in `ModelInfo.__init__`).
 * file listing: `HfApi._iter_repo_tree_pages` (hf_api.py) GETs
   `{endpoint}/api/datasets/{repo_id}/tree/{revision}?recursive=True&expand=False` and builds a
   `RepoFile` from `type`, `path`, `size`, `oid` and optional `lfs` {`oid`, `size`, `pointerSize`}
@@ -137,7 +139,15 @@ async def revision_info(request: web.Request) -> web.Response:
     if isinstance(found, web.Response):
         return found
     repo, commit = found
-    siblings = [{"rfilename": p} for p in sorted(repo.commits[commit])]
+    files = repo.commits[commit]
+    siblings: list[dict[str, Any]] = [{"rfilename": p} for p in sorted(files)]
+    if request.query.get("blobs"):  # HfApi.model_info(files_metadata=True) asks `blobs` (hf_api.py)
+        for sib in siblings:  # read by ModelInfo.__init__ into RepoSibling(size, blob_id, lfs)
+            entry = _file_entry(sib["rfilename"], files[sib["rfilename"]])
+            sib.update({"size": entry["size"], "blobId": entry["oid"]})
+            if "lfs" in entry:
+                sib["lfs"] = {"size": entry["lfs"]["size"], "sha256": entry["lfs"]["oid"],
+                              "pointerSize": entry["lfs"]["pointerSize"]}  # fmt: skip
     return web.json_response({"id": repo.repo_id, "sha": commit, "private": False, "siblings": siblings})
 
 
