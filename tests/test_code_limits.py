@@ -61,3 +61,46 @@ def test_the_measure_counts_a_long_function(tmp_path: Path) -> None:
     probe = tmp_path / "probe.py"
     probe.write_text(src, encoding="utf-8")
     assert [f.split()[1] for f in long_functions(probe, tmp_path)] == ["long", "meth"]
+
+
+# Each file a run or sweep folder holds, by the name its one declaration gives it (issue #47, point 1)
+FILE_NAMES = (
+    "run_config.json",
+    "manifest.jsonl",
+    "responses.jsonl",
+    "batches.json",
+    "sweep.json",
+    "sweep.toml",
+    "summary.json",
+    "summary.md",
+    "per_question.csv",
+    "report.html",
+    "leaderboard.json",
+    "leaderboard.md",
+    "index.html",
+)
+
+
+def _constants(path: Path) -> list[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    return [n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)]
+
+
+def test_each_file_name_is_declared_once() -> None:
+    spelled = {name: [] for name in FILE_NAMES}
+    for path in _modules():
+        for value in _constants(path):
+            if value in spelled:
+                spelled[value].append(str(path.relative_to(PACKAGE.parent)))
+    assert {k: v for k, v in spelled.items() if len(v) != 1} == {}
+
+
+def test_no_cast_on_file_data() -> None:
+    """`cast(` at most 3 in the package: a file's data is read through its type, not cast to it."""
+    casts = [
+        f"{path.relative_to(PACKAGE.parent)}:{node.lineno}"
+        for path in _modules()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", None)) == "cast"
+    ]
+    assert len(casts) <= 3, casts

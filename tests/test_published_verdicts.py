@@ -29,7 +29,7 @@ from support.oracles import holm_adjusted
 
 from evaluator.report.leaderboard import write_leaderboard
 from evaluator.scoring.published import min_detectable, published_block
-from evaluator.study.state import load_state
+from evaluator.study.sweep import load_state
 from evaluator.study.sweep_file import SweepFileError, load_sweep
 
 pytestmark = pytest.mark.timeout(300)

@@ -5,6 +5,7 @@ inline reasoning, reported reasoning and cached tokens, failed attempts, missing
 
 from __future__ import annotations
 
+import collections.abc
 import json
 import types
 import typing
@@ -41,10 +42,10 @@ def conforms(value: Any, tp: Any, where: str = "summary") -> list[str]:
         if not isinstance(value, dict):
             return [f"{where}: {type(value).__name__}, expected {tp}"]
         return [e for k, v in value.items() for e in conforms(v, args[1], f"{where}[{k!r}]")]
-    if origin in (list, tuple):
+    if origin in (list, tuple, collections.abc.Sequence):
         if not isinstance(value, list):
             return [f"{where}: {type(value).__name__}, expected {tp}"]
-        item = args[0] if origin is list else Union[args]  # noqa: UP007 (a runtime Union of the members)
+        item = args[0] if origin is not tuple else Union[args]  # noqa: UP007 (a runtime Union of the members)
         return [e for i, v in enumerate(value) for e in conforms(v, item, f"{where}[{i}]")]
     if tp is type(None):
         return [] if value is None else [f"{where}: {value!r}, expected null"]

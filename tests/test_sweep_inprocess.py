@@ -29,10 +29,10 @@ from support.fake_slurm import FakeSlurm
 
 from evaluator.core.exitcode import ExitCode
 from evaluator.core.vocab import RunStateWord, UnitEnd
+from evaluator.runfolder.sweep_state import SWEEP_STATE, RunState
 from evaluator.study import drive
 from evaluator.study.executors.base import PlanRow, Poll, StatusRow, recorded_status
 from evaluator.study.executors.local import LocalExecutor
-from evaluator.study.state import SWEEP_STATE, RunState
 from evaluator.study.sweep import plan_sweep, run_sweep, sweep_status
 from evaluator.study.sweep_file import load_sweep, option_specs
 from evaluator.study.unit import UnitResult, UnitStatus, UnitTask

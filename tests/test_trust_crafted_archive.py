@@ -282,6 +282,7 @@ def named_cases(real: SimpleNamespace) -> dict[str, bytes]:
         "scores beside scores/": replaced(real.run, {}, [(file_info(f"{top}/runs/r/scores"), b"x")]),
         "sweep.json []": replaced(real.sweep, {"sweep.json": b"[]"}),
         "leaderboard.json not JSON": replaced(real.sweep, {"leaderboard/leaderboard.json": b"<html>"}),
+        "leaderboard runs [3]": replaced(real.sweep, {"leaderboard/leaderboard.json": b'{"runs": [3]}'}),
         "index []": replaced(real.run, {"ARCHIVE.json": b"[]"}),
         "manifest null": replaced(real.run, {"runs/r/manifest.jsonl": b"null"}),
     }
@@ -293,6 +294,7 @@ CASES = [
     "scores beside scores/",
     "sweep.json []",
     "leaderboard.json not JSON",
+    "leaderboard runs [3]",  # a board of the wrong shape: a problem reported, not an AttributeError
     "index []",
     "manifest null",  # found by the property test after the merge (AttributeError in dataset.json's check)
 ]

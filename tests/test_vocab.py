@@ -19,10 +19,11 @@ from hypothesis import strategies as st
 
 from evaluator.core.exitcode import ExitCode
 from evaluator.core.vocab import QueueWord, RunStateWord, UnitEnd, UnitPhase
+from evaluator.runfolder.sweep_state import SWEEP_STATE
 from evaluator.study import drive as drive_mod
 from evaluator.study import sweep as sweep_mod
 from evaluator.study.executors.base import PlanRow, Poll
-from evaluator.study.state import SWEEP_STATE, load_state
+from evaluator.study.sweep import load_state
 from evaluator.study.sweep_file import load_sweep, option_specs
 from evaluator.study.unit import STATES, UnitResult, UnitStatus, UnitTask
 

@@ -246,7 +246,7 @@ def check_not_in_use(root: Path) -> None:
         os.close(fd)
 
 
-def mismatched_keys(a: dict[str, Any], b: dict[str, Any], ignore: tuple[str, ...] = ()) -> list[str]:
+def mismatched_keys(a: Mapping[str, Any], b: Mapping[str, Any], ignore: tuple[str, ...] = ()) -> list[str]:
     return sorted(k for k in set(a) | set(b) if k not in ignore and a.get(k) != b.get(k))
 
 

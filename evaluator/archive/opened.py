@@ -11,14 +11,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar, cast
+from typing import Any, Generic, TypeVar
 
 from evaluator.archive.base import INDEX, RUNS, SUMS, Archive, ArchiveError
 from evaluator.runfolder.files import CONFIG
 from evaluator.runfolder.runconfig import RunConfig, RunConfigError
+from evaluator.runfolder.sweep_state import SWEEP_STATE, SweepState
 
 SWEEP_FORMAT = "doccount-sweep-archive"
-SWEEP_STATE = "sweep.json"
 
 T = TypeVar("T")
 
@@ -27,14 +27,18 @@ T = TypeVar("T")
 class Decoded(Generic[T]):
     """A member as parsed when the archive was read: its value, or why it could not be parsed."""
 
-    value: T | None = None
-    error: str | None = None
+    outcome: T | ArchiveError
+
+    @property
+    def error(self) -> str | None:
+        """Why the member could not be parsed, or None."""
+        return str(self.outcome) if isinstance(self.outcome, ArchiveError) else None
 
     def get(self) -> T:
         """The value; ArchiveError with the kept reason when the member could not be parsed."""
-        if self.error is not None:
-            raise ArchiveError(self.error)
-        return cast(T, self.value)
+        if isinstance(self.outcome, ArchiveError):
+            raise ArchiveError(str(self.outcome))
+        return self.outcome
 
 
 @dataclass(frozen=True)
@@ -56,7 +60,9 @@ class OpenedArchive(Archive):
     run_name: str | None  # the one run folder with a run_config.json
     sums: Decoded[tuple[dict[str, str], list[int]]]  # SHA256SUMS: name -> digest, and its bad lines
     run: RunEntry | None  # None when the archive holds no single run folder
-    sweep_state: Decoded[Any] | None  # sweep.json ({} when absent) of a sweep archive, else None
+    sweep_state: (
+        Decoded[SweepState | None] | None
+    )  # sweep.json (None when absent) of a sweep archive, else None
 
 
 def parse_sums(data: bytes) -> tuple[dict[str, str], list[int]]:
@@ -77,7 +83,7 @@ def _decode(read: Callable[[], T]) -> Decoded[T]:
     try:
         return Decoded(read())
     except ArchiveError as exc:
-        return Decoded(error=str(exc))
+        return Decoded(ArchiveError(str(exc)))
 
 
 def _index(archive: Archive) -> dict[str, Any] | None:
@@ -110,6 +116,15 @@ def _run(archive: Archive, name: str | None) -> RunEntry | None:
         return RunEntry(name, run_dir, raw, None, str(exc))
 
 
+def _sweep_state(archive: Archive) -> SweepState | None:
+    if SWEEP_STATE not in archive.files:
+        return None
+    try:
+        return SweepState.from_object(archive.json(SWEEP_STATE))
+    except ValueError as exc:
+        raise ArchiveError(f"{SWEEP_STATE} is not a sweep's state file ({exc})") from None
+
+
 def parse_archive(archive: Archive) -> OpenedArchive:
     """Parse what verify, reproduce and the sweep's paths read of `archive`, once."""
     index = _index(archive)
@@ -124,7 +139,7 @@ def parse_archive(archive: Archive) -> OpenedArchive:
         run_name=run_name,
         sums=_decode(lambda: parse_sums(archive.whole(SUMS))),
         run=_run(archive, run_name),
-        sweep_state=_decode(lambda: archive.json(SWEEP_STATE, {})) if sweep else None,
+        sweep_state=_decode(lambda: _sweep_state(archive)) if sweep else None,
     )
 
 

@@ -72,16 +72,16 @@ def evaluate_args(
         ]
     if c.retry_parse_failures:
         args += ["--retry-parse-failures", str(c.retry_parse_failures)]
-    if c.extra.get("seed") is not None:
-        args += ["--seed", str(c.extra["seed"])]
-    if c.extra.get("repeats"):
-        args += ["--repeats", str(c.extra["repeats"])]
+    if c.seed is not None:
+        args += ["--seed", str(c.seed)]
+    if c.repeats:
+        args += ["--repeats", str(c.repeats)]
     if c.reasoning:  # the reproduction claims, and is checked against, the same mode
         args += ["--reasoning", c.reasoning]
-    preset = c.extra.get("preset")  # its flags are in shape_flags; it also says whether reasoning shows
-    if isinstance(preset, dict) and preset.get("name") in preset_names():
+    preset = c.preset  # its flags are in shape_flags; it also says whether reasoning shows
+    if preset and preset.get("name") in preset_names():
         args += ["--preset", str(preset["name"])]
-    for token in c.extra.get("strip_tokens") or []:  # what the parser read: the same tokens stripped
+    for token in c.strip_tokens or []:  # what the parser read: the same tokens stripped
         args += ["--strip-token", str(token)]
     return args + _policy_args(c.request_policy, concurrency) + _limit_args(c.data)
 

@@ -23,7 +23,7 @@ import re
 import subprocess
 import sys
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -40,12 +40,16 @@ from evaluator.archive.base import (
     sha256_hex,
 )
 from evaluator.archive.endpoints import Confirm, key_endpoints
-from evaluator.archive.opened import SWEEP_FORMAT, SWEEP_STATE, OpenedArchive, config_of
+from evaluator.archive.opened import SWEEP_FORMAT, OpenedArchive, config_of
 from evaluator.archive.pack import create_archive, write_tar_gz
 from evaluator.archive.read import read_archive
 from evaluator.archive.verify import check_sums, verify_archive
 from evaluator.core.atomic import atomic_file
 from evaluator.core.boundary import clip
+from evaluator.runfolder.files import CONFIG
+from evaluator.runfolder.sweep_state import SWEEP_COPY, SWEEP_STATE, SweepState, read_sweep_state
+from evaluator.scoring.base import BOARD_DIR, BOARD_FILES
+from evaluator.scoring.board import Board, is_board
 
 try:
     import tomllib
@@ -54,24 +58,22 @@ except ModuleNotFoundError:  # Python 3.10
 
 SWEEP_FORMAT_VERSION = 1
 SWEEP_TOP_SUFFIX = ".sweep-archive"
-BOARD_FILES = ("index.html", "leaderboard.md", "leaderboard.json")
-STATE, COPY, BOARD = SWEEP_STATE, "sweep.toml", "leaderboard"
+STATE, COPY, BOARD = SWEEP_STATE, SWEEP_COPY, BOARD_DIR
 
 
 def is_sweep_folder(root: Path) -> bool:
-    return (root / STATE).is_file() and not (root / "run_config.json").is_file()
+    return (root / STATE).is_file() and not (root / CONFIG).is_file()
 
 
 def is_sweep_archive(archive: OpenedArchive) -> bool:
     return (archive.index or {}).get("format") == SWEEP_FORMAT
 
 
-def _state(root: Path) -> dict[str, Any]:
+def _state(root: Path) -> SweepState:
     try:
-        data = json.loads((root / STATE).read_text(encoding="utf-8"))
+        return read_sweep_state(root / STATE)
     except (OSError, ValueError) as exc:
         raise ArchiveError(f"cannot read {root / STATE} ({exc}); is it a sweep folder?") from None
-    return data if isinstance(data, dict) else {}
 
 
 def create_sweep_archive(
@@ -80,13 +82,10 @@ def create_sweep_archive(
     """Write the deterministic archive of a sweep folder (each run archived as `doccount archive` does)."""
     env = os.environ if env is None else env
     state = _state(root)
-    runs = sorted(p for p in root.iterdir() if (p / "run_config.json").is_file())
+    runs = sorted(p for p in root.iterdir() if (p / CONFIG).is_file())
     if not runs:
         raise ArchiveError(f"{root} holds no run folder; run the sweep first")
-    keys = {
-        name: env.get(str((s or {}).get("api_key_env") or ""), "")
-        for name, s in (state.get("runs") or {}).items()
-    }
+    keys = {name: env.get(s.api_key_env or "", "") for name, s in state.runs.items()}
     entries: dict[str, bytes] = {}
     index_runs = {}
     with tempfile.TemporaryDirectory(prefix="doccount-sweep-archive-") as work:
@@ -104,7 +103,7 @@ def create_sweep_archive(
     hits = [h for key in set(keys.values()) if key.strip() for h in secret_hits(entries, key)]
     if hits:
         raise ArchiveError(f"refusing to archive: a run's key occurs in {', '.join(sorted(set(hits)))}")
-    name = str(state.get("sweep") or root.resolve().name)
+    name = state.sweep or root.resolve().name
     entries[INDEX] = json_bytes(
         {"format": SWEEP_FORMAT, "format_version": SWEEP_FORMAT_VERSION, "sweep": name, "runs": index_runs}
     )
@@ -195,17 +194,19 @@ def _check_board(
         checks.append("leaderboard: not archived or no run re-scored; not checked")
         return
     try:
-        state = _object(archive)
+        state = _archived_state(archive) or SweepState("", "", "")
         archived = archive.json_object(entry)
     except ArchiveError as exc:
         problems.append(Problem(entry, f"cannot be checked: {exc}"))
         return
-    states, published = _dict(state.get("runs")), _dict(state.get("published"))
+    if not is_board(archived):
+        problems.append(Problem(entry, "cannot be checked: it is not a leaderboard this evaluator writes"))
+        return
     runs = [
-        BoardRun(n, merge_run(p), None, _dict(states.get(n)).get("state"), published.get(n))
+        BoardRun(n, merge_run(p), None, state.run_state(n), state.published.get(n))
         for n, p in sorted(rescored.items())
     ]
-    fresh = build_leaderboard(runs, _dict(state.get("pricing")))
+    fresh = build_leaderboard(runs, state.pricing)
     if _numbers(fresh) != _numbers(archived):
         problems.append(
             Problem(entry, "its numbers differ from a leaderboard rebuilt from the archived records")
@@ -217,9 +218,7 @@ def _check_board(
     _check_renderings(archive, archived, problems, checks)
 
 
-def _check_renderings(
-    archive: Archive, board: dict[str, Any], problems: list[Problem], checks: list[str]
-) -> None:
+def _check_renderings(archive: Archive, board: Board, problems: list[Problem], checks: list[str]) -> None:
     """leaderboard.md and index.html rebuilt from the archived leaderboard.json (whose numbers were just
     checked against the re-scored records) and compared byte for byte: an edited rendering is caught even
     when SHA256SUMS was recomputed."""
@@ -230,16 +229,16 @@ def _check_renderings(
     page = archive.whole(f"{BOARD}/index.html", b"").decode("utf-8", "replace")
     found = re.search(r"Written by doccount-eval (\S+) on (\d{4}-\d\d-\d\d \d\d:\d\d UTC)\.", page)
     stamp = (found.group(1), found.group(2)) if found else None
-    rebuilt = {
-        f"{BOARD}/leaderboard.md": lambda: leaderboard_markdown(board).encode("utf-8"),
-        f"{BOARD}/index.html": lambda: render_page(board, stamp).encode("utf-8"),
+    rebuilt: dict[str, Callable[[Board], bytes]] = {
+        f"{BOARD}/leaderboard.md": lambda b: leaderboard_markdown(b).encode("utf-8"),
+        f"{BOARD}/index.html": lambda b: render_page(b, stamp).encode("utf-8"),
     }
     same = 0
     for entry, build in rebuilt.items():
         if entry not in archive.files:
             continue
         try:
-            fresh = build()
+            fresh = build(board)
         except (KeyError, TypeError, ValueError):  # a leaderboard.json this evaluator cannot render
             fresh = None
         if fresh != archive.whole(entry):
@@ -251,23 +250,12 @@ def _check_renderings(
     checks.append(f"leaderboard: {same} rendering(s) match the ones rebuilt from leaderboard.json")
 
 
-def _archived_state(archive: OpenedArchive) -> Any:
-    """sweep.json as parsed when the archive was read ({} when absent); ArchiveError when it is not JSON."""
-    return archive.sweep_state.get() if archive.sweep_state is not None else {}
+def _archived_state(archive: OpenedArchive) -> SweepState | None:
+    """sweep.json as read when the archive was (None when absent); ArchiveError when it is not a state."""
+    return archive.sweep_state.get() if archive.sweep_state is not None else None
 
 
-def _object(archive: OpenedArchive) -> dict[str, Any]:
-    state = _archived_state(archive)
-    if not isinstance(state, dict):
-        raise ArchiveError(f"{STATE} is not a JSON object")
-    return state
-
-
-def _dict(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
-def _numbers(board: dict[str, Any]) -> Any:
+def _numbers(board: Mapping[str, Any]) -> Any:
     runs = [{k: v for k, v in e.items() if k != "report"} for e in board.get("runs") or []]
     return json.loads(json.dumps({"runs": runs, "pairwise": board.get("pairwise")}))
 
@@ -278,13 +266,12 @@ def key_variables(archive: OpenedArchive, runs: Mapping[str, str]) -> dict[str, 
     checksum recomputed) or when a run names a variable the archive has no sweep file to check against."""
     try:
         state = _archived_state(archive)
-        states = state.get("runs") if isinstance(state, dict) else None
         toml = tomllib.loads(archive.whole(COPY).decode("utf-8")) if COPY in archive.files else None
     except (ValueError, UnicodeDecodeError) as exc:  # tomllib.TOMLDecodeError is a ValueError
         raise ArchiveError(
             f"{archive.source}: cannot read {STATE} or {COPY} ({clip(str(exc), 120)})"
         ) from None
-    states = states if isinstance(states, dict) else {}
+    states = state.runs if state else {}
     toml_runs = toml.get("runs") if isinstance(toml, dict) else None
     declared = {
         str(r.get("name")): r.get("api_key_env") for r in toml_runs or [] if isinstance(r, dict)
@@ -292,7 +279,7 @@ def key_variables(archive: OpenedArchive, runs: Mapping[str, str]) -> dict[str, 
     out: dict[str, str | None] = {}
     for name in runs:
         st = states.get(name)
-        var = st.get("api_key_env") if isinstance(st, dict) else None
+        var = st.api_key_env if st else None
         if var != declared.get(name) and (var is not None or name in declared):
             raise ArchiveError(
                 f"{archive.source}: {STATE} names the key variable {clip(repr(var), 60)} for run {name} where the "

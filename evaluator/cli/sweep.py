@@ -123,10 +123,11 @@ def leaderboard_cmd(dirs: tuple[Path, ...], output: Path | None) -> None:
     """Rank a sweep folder's runs, or any run folders: index.html, leaderboard.md, leaderboard.json."""
     from evaluator.report.leaderboard import write_leaderboard
     from evaluator.scoring import ScoreError
+    from evaluator.scoring.base import BOARD_PAGE, LEADERBOARD_MD
 
     try:
         folder = write_leaderboard(list(dirs), output)
     except (ScoreError, OSError) as exc:
         raise UserError(str(exc)) from None
-    click.echo((folder / "leaderboard.md").read_text(encoding="utf-8"))
-    click.echo(f"leaderboard: {folder / 'index.html'}", err=True)
+    click.echo((folder / LEADERBOARD_MD).read_text(encoding="utf-8"))
+    click.echo(f"leaderboard: {folder / BOARD_PAGE}", err=True)

@@ -52,6 +52,8 @@ def _start_reference_server(log_path: Path) -> tuple[subprocess.Popen[bytes], st
 def run_demo(run_root: Path, data_root: Path, pages: int, seed: int, concurrency: int) -> int:
     from evaluator.demo.reference_server import DEFAULT_MODEL_NAME
     from evaluator.demo.sample_data import generate_sample_set
+    from evaluator.report.base import REPORT_FILE
+    from evaluator.scoring.base import SCORES_DIR
 
     t0 = time.monotonic()
     click.echo(f"[demo] 1/4 generating {pages} sample pages (seed {seed}) into {data_root}", err=True)
@@ -98,5 +100,5 @@ def run_demo(run_root: Path, data_root: Path, pages: int, seed: int, concurrency
     if score.returncode != 0:
         return score.returncode
     click.echo(f"[demo] done in {time.monotonic() - t0:.0f} s. Run folder: {run_root}", err=True)
-    click.echo(f"[demo] browse every page: {run_root / 'scores' / 'report.html'}", err=True)
+    click.echo(f"[demo] browse every page: {run_root / SCORES_DIR / REPORT_FILE}", err=True)
     return 0

@@ -96,8 +96,8 @@ def settings_from_config(config: RunConfig) -> EvalSettings:
         concurrency=int(policy.get("concurrency", 16)),
         policy=RetryPolicy(max_retries=int(policy.get("max_retries", 4))),
         retry_parse_failures=config.retry_parse_failures,
-        seed=config.extra.get("seed"),
-        repeats=int(config.extra.get("repeats") or 1),
+        seed=config.seed,
+        repeats=config.repeat_count,
     )
 
 

@@ -16,7 +16,6 @@ from evaluator.scoring.base import ci_text, pct_text
 from evaluator.scoring.row import ScoredRow
 
 REPORT_FILE = "report.html"
-SCORES_DIR = "scores"
 IMAGE_PX = 640  # longest side of the embedded copy; shown as a thumbnail, enlarged on click
 JPEG_QUALITY = 70
 TEXT_KEEP = 12_000  # a longer response or reasoning text keeps this many characters at each end

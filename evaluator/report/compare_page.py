@@ -64,12 +64,10 @@ def render_compare(ma: MergedRun, mb: MergedRun, page: PageData, names: tuple[st
         bench_title=title,
         names=names,
         summary_rows=_summary_rows(ma, mb, pairs),
-        group_tables=[
-            _group_compare(name, ma.typed_summary, mb.typed_summary) for name in bench.group_fields
-        ],
+        group_tables=[_group_compare(name, ma.summary, mb.summary) for name in bench.group_fields],
         verdict_pills=[(k, v, verdicts.get(k, 0)) for k, v in VERDICTS.items()],
         notes=_compare_notes(ma, mb, page),
-        controls=_compare_controls(bench, ma.typed_summary, pairs, verdicts),
+        controls=_compare_controls(bench, ma.summary, pairs, verdicts),
         group_header=pieces.group_header(bench),
         rows=[_compare_row(i, sid, a, b, page, bench) for i, (sid, a, b) in enumerate(pairs)],
     )
@@ -82,7 +80,7 @@ class GroupCompare(TypedDict):
 
 
 def _primary(m: MergedRun) -> Primary:
-    return m.typed_summary["primary"]
+    return m.summary["primary"]
 
 
 def _accuracy_parts(p: Primary) -> Parts:
@@ -98,8 +96,8 @@ def _summary_rows(ma: MergedRun, mb: MergedRun, pairs: list[Pair]) -> list[tuple
     paired = [(a, b) for _, a, b in pairs if a is not None and b is not None]
     acc_a = sum(1 for a, _ in paired if a.correct)
     acc_b = sum(1 for _, b in paired if b.correct)
-    da, qa = data_parts(ma.run_config, ma.typed_summary)
-    db, qb = data_parts(mb.run_config, mb.typed_summary)
+    da, qa = data_parts(ma.run_config, ma.summary)
+    db, qb = data_parts(mb.run_config, mb.summary)
 
     def text(x: Any) -> Parts:
         return [("", "" if x is None else str(x))]
@@ -135,8 +133,8 @@ def _group_compare(name: str, sa: Summary, sb: Summary) -> GroupCompare:
 
 def _compare_notes(ma: MergedRun, mb: MergedRun, page: PageData) -> list[str]:
     notes = list(page.notes)
-    digest_a = (ma.typed_summary.get("data") or {}).get("manifest_sha256")
-    if digest_a != (mb.typed_summary.get("data") or {}).get("manifest_sha256"):
+    digest_a = (ma.summary.get("data") or {}).get("manifest_sha256")
+    if digest_a != (mb.summary.get("data") or {}).get("manifest_sha256"):
         notes.append(
             "The two runs have different question sets (manifest SHA-256 differs); questions in one run only are "
             "listed last and the accuracies above are over different denominators."

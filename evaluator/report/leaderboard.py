@@ -10,31 +10,30 @@ network); each run links to its own scores/report.html. A run the sweep file giv
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
 from evaluator.core.atomic import write_atomic
-from evaluator.core.jsonl import JSONObject, utf8_json
+from evaluator.core.jsonl import utf8_json
+from evaluator.report.base import REPORT_FILE
 from evaluator.report.leaderboard_markdown import leaderboard_markdown
 from evaluator.report.leaderboard_page import render_page
+from evaluator.runfolder.files import CONFIG as RUN_CONFIG
+from evaluator.runfolder.sweep_state import SWEEP_STATE, SweepState, read_sweep_state
 from evaluator.scoring import ScoreError, merge_run
+from evaluator.scoring.base import BOARD_DIR, BOARD_PAGE, LEADERBOARD_JSON, LEADERBOARD_MD, SCORES_DIR
 from evaluator.scoring.board import Board
 from evaluator.scoring.leaderboard import BoardRun, build_board
 
-SWEEP_STATE = "sweep.json"
-BOARD_DIR = "leaderboard"
-RUN_CONFIG = "run_config.json"
 
-
-def find_runs(dirs: list[Path]) -> tuple[list[tuple[str, Path]], JSONObject]:
+def find_runs(dirs: list[Path]) -> tuple[list[tuple[str, Path]], SweepState | None]:
     """(name, folder) of every run under the given folders, and the sweep state of a single sweep folder.
 
     A folder with run_config.json is a run; otherwise each of its sub-folders that has one is (a sweep
     folder). Names are folder names, made unique with the parent's name when two collide.
     """
     found: list[Path] = []
-    state: JSONObject = {}
+    state: SweepState | None = None
     for d in dirs:
         if (d / RUN_CONFIG).is_file():
             found.append(d)
@@ -46,7 +45,7 @@ def find_runs(dirs: list[Path]) -> tuple[list[tuple[str, Path]], JSONObject]:
             raise ScoreError(f"{d} holds no run folder (no */{RUN_CONFIG}); nothing to rank")
         found += subs
         if len(dirs) == 1 and (d / SWEEP_STATE).is_file():
-            state = read_sweep_state(d / SWEEP_STATE)
+            state = _sweep_state(d / SWEEP_STATE)
     names = [p.name for p in found]
     labelled = [
         (n if names.count(n) == 1 else f"{p.parent.name}/{n}", p) for n, p in zip(names, found, strict=True)
@@ -54,28 +53,27 @@ def find_runs(dirs: list[Path]) -> tuple[list[tuple[str, Path]], JSONObject]:
     return labelled, state
 
 
-def read_sweep_state(path: Path) -> JSONObject:
+def _sweep_state(path: Path) -> SweepState:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        return read_sweep_state(path)
     except (OSError, ValueError) as exc:
-        raise ScoreError(f"cannot read {path}: {exc}") from None
-    return data if isinstance(data, dict) else {}
+        raise ScoreError(
+            f"cannot read {path}: {exc}; repair or remove it (the run folders are the truth: the sweep run "
+            "again writes it afresh)"
+        ) from None
 
 
-def board_runs(found: list[tuple[str, Path]], state: JSONObject, out_dir: Path) -> list[BoardRun]:
+def board_runs(found: list[tuple[str, Path]], state: SweepState | None, out_dir: Path) -> list[BoardRun]:
     runs = []
-    states = state.get("runs") if isinstance(state.get("runs"), dict) else {}
     for name, folder in found:
         try:
             merged = merge_run(folder)
         except ScoreError as exc:
             raise ScoreError(f"cannot read run {folder}: {exc}") from None
-        report = folder / "scores" / "report.html"
+        report = folder / SCORES_DIR / REPORT_FILE
         link = Path(os.path.relpath(report, out_dir)).as_posix() if report.is_file() else None
-        run_state = (states.get(name) or {}).get("state") if states else None
-        published = (
-            (state.get("published") or {}).get(name) if isinstance(state.get("published"), dict) else None
-        )
+        run_state = state.run_state(name) if state else None
+        published = state.published.get(name) if state else None
         runs.append(BoardRun(name, merged, link, run_state, published))
     return runs
 
@@ -89,13 +87,13 @@ def write_leaderboard(dirs: list[Path], out_dir: Path | None = None, title: str 
             raise ScoreError("pass --output DIR when the folders are not one sweep folder")
         out_dir = dirs[0] / BOARD_DIR
     out_dir.mkdir(parents=True, exist_ok=True)
-    board = build_board(board_runs(found, state, out_dir.resolve()), state.get("pricing") or {})
-    board["title"] = title or state.get("sweep") or dirs[0].resolve().name
-    if state.get("sha256"):
-        board["sweep"] = {"name": state.get("sweep"), "file": state.get("file"), "sha256": state["sha256"]}
-    write_atomic(out_dir / "leaderboard.json", leaderboard_json(board))
-    write_atomic(out_dir / "leaderboard.md", leaderboard_markdown(board).encode("utf-8"))
-    write_atomic(out_dir / "index.html", render_page(board).encode("utf-8"))
+    board = build_board(board_runs(found, state, out_dir.resolve()), state.pricing if state else {})
+    board["title"] = title or (state.sweep if state else None) or dirs[0].resolve().name
+    if state and state.sha256:
+        board["sweep"] = {"name": state.sweep, "file": state.file, "sha256": state.sha256}
+    write_atomic(out_dir / LEADERBOARD_JSON, leaderboard_json(board))
+    write_atomic(out_dir / LEADERBOARD_MD, leaderboard_markdown(board).encode("utf-8"))
+    write_atomic(out_dir / BOARD_PAGE, render_page(board).encode("utf-8"))
     return out_dir
 
 

@@ -58,7 +58,7 @@ def _span(board: Board) -> tuple[float, float]:
         values += [v for v in [e["accuracy"], *(e["ci95"] or [])] if v is not None]
         pub = e.get("published")
         if pub:
-            values += [pub["accuracy"], *(_published_interval(pub) or [])]
+            values += [v for v in [pub["accuracy"], *(_published_interval(pub) or [])] if v is not None]
     if not values:
         return 0.0, 1.0
     step = 0.05 if max(values) - min(values) < 0.25 else 0.1

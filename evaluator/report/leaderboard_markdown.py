@@ -8,10 +8,9 @@ break, no link and no HTML; the report links are core.escape.safe_href paths.
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import Any
 
 from evaluator.core.escape import md_text
-from evaluator.core.jsonl import JSONObject
 from evaluator.core.vocab import NOT_COMPARABLE
 from evaluator.report.board_columns import markdown_table, md_row, pct
 from evaluator.scoring.board import Board, BoardPair, PublishedBlock
@@ -37,9 +36,8 @@ PAIR_HEADERS = ["A", "B", "Questions", "A - B, points [95% CI]", "p (McNemar; â€
 SIGN_FLIP_MARK = {"sign_flip": " â€ "}  # runs with repeats: the sign-flip test on per-question means
 
 
-def leaderboard_markdown(board: Board | JSONObject) -> str:
-    """leaderboard.md of a board built here, or of a leaderboard.json read back (as render_page)."""
-    board = cast(Board, board)
+def leaderboard_markdown(board: Board) -> str:
+    """leaderboard.md of a board built here, or of a leaderboard.json read back (scoring.board.is_board)."""
     m = board["methods"]
     out = [
         f"# Leaderboard: {md_text(board['title'])} ({md_text(board['benchmark'])}, {len(board['runs'])} runs)",

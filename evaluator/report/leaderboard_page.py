@@ -9,11 +9,10 @@ network request); the only links are to each run's own report, relative to the p
 
 from __future__ import annotations
 
-from typing import Any, TypedDict, cast
+from typing import Any, TypedDict
 
 from markupsafe import Markup
 
-from evaluator.core.jsonl import JSONObject
 from evaluator.core.vocab import NOT_COMPARABLE
 from evaluator.report.base import asset
 from evaluator.report.board_columns import Cell, Column, columns, pct
@@ -77,10 +76,9 @@ class PublishedRow(VerdictCells):
     classes: list[PublishedClassRow]
 
 
-def render_page(board: Board | JSONObject, stamp: tuple[str, str] | None = None) -> str:
+def render_page(board: Board, stamp: tuple[str, str] | None = None) -> str:
     """index.html of a board built here, or of a leaderboard.json read back (the archive check renders the
-    archived one again: a board this code wrote, so of the same shape)."""
-    board = cast(Board, board)
+    archived one again once scoring.board.is_board says it has the shape this code writes)."""
     title = f"Leaderboard: {board['title']}"
     every = columns(board)
     main, full = [c for c in every if c.main], [c for c in every if c.full]

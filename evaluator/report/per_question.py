@@ -19,9 +19,9 @@ from evaluator.core.atomic import write_atomic
 from evaluator.core.escape import csv_cell
 from evaluator.core.records import Usage
 from evaluator.data.benchmarks.base import Benchmark
-from evaluator.report.base import SCORES_DIR
 from evaluator.report.pieces import repeats_of
 from evaluator.scoring import MergedRun
+from evaluator.scoring.base import SCORES_DIR
 from evaluator.scoring.row import ScoredRow
 
 PER_QUESTION_FILE = "per_question.csv"
@@ -56,7 +56,7 @@ def per_question_line(row: ScoredRow, benchmark: Benchmark, question: str | None
 
 
 def per_question_csv(merged: MergedRun, questions: dict[str, str]) -> str:
-    repeats = repeats_of(merged.typed_summary) > 1
+    repeats = repeats_of(merged.summary) > 1
     out = io.StringIO()
     writer = csv.writer(out)
     writer.writerow([csv_cell(c) for c in per_question_header(merged.benchmark, repeats)])

@@ -19,7 +19,6 @@ from evaluator.data.benchmarks.base import Benchmark
 from evaluator.report.base import (
     PLOT_CAPTIONS,
     PLOT_MAX_BYTES,
-    SCORES_DIR,
     STATUS_LABELS,
     answer_of,
     attr_name,
@@ -34,6 +33,7 @@ from evaluator.report.base import (
 )
 from evaluator.report.count_errors import ErrorStats
 from evaluator.report.pagedata import PageData
+from evaluator.scoring.base import SCORES_DIR
 from evaluator.scoring.row import ScoredRow
 from evaluator.scoring.summary_shape import GroupBreakdown, GroupValue, Summary
 

@@ -77,7 +77,7 @@ def sampling_text(config: RunConfig) -> str:
     rpf = config.retry_parse_failures
     if rpf:
         parts.append(f"retry parse failures {rpf}")
-    if strip := config.extra.get("strip_tokens"):
+    if strip := config.strip_tokens:
         parts.append("stripped before parsing " + json.dumps(strip, ensure_ascii=False))
     return ", ".join(parts) or "not recorded"
 

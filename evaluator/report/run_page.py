@@ -21,7 +21,6 @@ from evaluator.report.base import (
     DIRECTION_LABELS,
     IMAGE_PX,
     REPORT_FILE,
-    SCORES_DIR,
     Log,
     ReportError,
     direction_of,
@@ -38,6 +37,7 @@ from evaluator.report.run_facts import data_parts, dates_text, reasoning_text, s
 from evaluator.report.templates import render
 from evaluator.runfolder.batches import batch_line
 from evaluator.scoring import MergedRun, merge_run
+from evaluator.scoring.base import SCORES_DIR
 from evaluator.scoring.markdown import timeouts_text
 from evaluator.scoring.row import ScoredRow
 from evaluator.scoring.summary_shape import Summary
@@ -46,7 +46,7 @@ from evaluator.scoring.summary_shape import Summary
 def render_report(merged: MergedRun, page: PageData, stamp: tuple[str, str] | None = None) -> str:
     """The HTML of one run's report. `stamp`: the (version, time) it says it was written by and at
     (default: this version, now)."""
-    bench, summary = merged.benchmark, merged.typed_summary
+    bench, summary = merged.benchmark, merged.summary
     title = bench.title
     model = merged.run_config.model or summary.get("model")
     figs, plot_notes = pieces.plots(merged.run_root)
@@ -91,7 +91,7 @@ def _image_note(page: PageData, rows: int) -> str | None:
 
 
 def _meta(merged: MergedRun, title: str, model: Any, written: str) -> list[tuple[str, pieces.Parts]]:
-    config, summary = merged.run_config, merged.typed_summary
+    config, summary = merged.run_config, merged.summary
     data, question_set = data_parts(config, summary)
     return [
         ("model", [("code", model), ("", f" ({config.backend} backend)")]),

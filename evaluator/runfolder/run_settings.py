@@ -42,8 +42,7 @@ class RequestPolicy(TypedDict, total=False):
 
 
 class RunSettings(TypedDict, total=False):
-    """runner.settings_summary: RunConfig's fields, and the settings it keeps among its extra keys (seed,
-    repeats and preset, there only when used)."""
+    """runner.settings_summary: RunConfig's fields (seed, repeats and preset there only when used)."""
 
     benchmark: str
     model: str

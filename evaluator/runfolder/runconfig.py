@@ -20,6 +20,7 @@ import msgspec
 
 from evaluator.core.jsonl import JSONObject
 from evaluator.core.vocab import Launcher
+from evaluator.request.shape import PresetRecord
 from evaluator.runfolder.serving import Serving
 
 if TYPE_CHECKING:  # what evaluate writes; the commands that only read folders need not import it
@@ -27,7 +28,11 @@ if TYPE_CHECKING:  # what evaluate writes; the commands that only read folders n
 
 RUN_CONFIG_SCHEMA_VERSION = 1
 # Settings that change a request byte or a number: a run folder refuses records made under others.
-IDENTITY_FIELDS = ("benchmark", "model", "sampling", "retry_parse_failures")
+IDENTITY_FIELDS = ("benchmark", "model", "sampling", "retry_parse_failures", "seed", "strip_tokens")
+
+
+# Fields left out of run_config.json when None (a field added later: an older folder reads the same).
+OMITTED_WHEN_NONE = ("servers", "serving", "launch", "reasoning", "seed", "repeats", "preset", "strip_tokens")
 
 
 class RunConfigError(ValueError):
@@ -133,8 +138,26 @@ class RunConfig(msgspec.Struct, kw_only=True, omit_defaults=False):
     """The declared reasoning mode (--reasoning `on` or `off`), or None: not declared (and left out, as
     before the option existed). One per folder: a re-run declaring another is refused."""
 
+    seed: int | None = None
+    """The base seed of the requests (--seed), or None: not given (and left out)."""
+
+    repeats: int | None = None
+    """K, the samples per question (--repeats), written only when above 1; None reads as 1."""
+
+    strip_tokens: list[str] | None = None
+    """The exact strings removed from each response before the strict parser (--strip-token), in order,
+    or None: none (and left out). Part of the run's identity: a resume under other tokens is refused."""
+
+    preset: PresetRecord | None = None
+    """Which request preset shaped the requests (--preset: name, file hash, flags), or None (left out)."""
+
     extra: JSONObject = msgspec.field(default_factory=dict)
-    """Top-level keys this version does not know (written back unchanged, kept at the top level)."""
+    """Top-level keys a newer version wrote (written back unchanged, kept at the top level)."""
+
+    @property
+    def repeat_count(self) -> int:
+        """K as recorded (absent: 1, the run folder of a run without --repeats)."""
+        return self.repeats if self.repeats is not None and self.repeats > 1 else 1
 
     @classmethod
     def from_dict(cls, d: JSONObject) -> RunConfig:
@@ -151,12 +174,7 @@ class RunConfig(msgspec.Struct, kw_only=True, omit_defaults=False):
         """The object written to run_config.json (unknown keys back at the top level)."""
         d = msgspec.to_builtins(self)
         extra = d.pop("extra")
-        for key in (
-            "servers",
-            "serving",
-            "launch",
-            "reasoning",
-        ):  # absent rather than null, as before these fields existed
+        for key in OMITTED_WHEN_NONE:  # absent rather than null, as before these fields existed
             if d.get(key) is None:
                 d.pop(key)
         return {**d, **extra}
@@ -199,7 +217,8 @@ def build_run_config(
 def check_compatible(old: RunConfig, new: RunConfig, root: Path) -> None:
     """Refuse to add records made under other settings or data to a folder (one line, with the fix)."""
     changed = [k for k in IDENTITY_FIELDS if getattr(old, k) != getattr(new, k)]
-    changed += [k for k in sorted(set(old.extra) | set(new.extra)) if _identity_extra(k, old, new)]
+    if new.repeat_count < old.repeat_count:  # K may grow: repeat r's requests do not depend on K
+        changed.append("repeats")
     for key, what in (
         ("manifest_sha256", "data (question set or images)"),
         ("labels_sha256", "data (ground truth or class labels)"),
@@ -224,21 +243,6 @@ def check_compatible(old: RunConfig, new: RunConfig, root: Path) -> None:
 
 def _mode(declared: str | None) -> str:
     return f"--reasoning {declared}" if declared else "not declared"
-
-
-# Top-level settings added by other modules (seed, repeats, ...): part of the identity when listed here.
-EXTRA_IDENTITY_FIELDS: tuple[str, ...] = ("seed", "repeats", "strip_tokens")
-
-
-def _identity_extra(key: str, old: RunConfig, new: RunConfig) -> bool:
-    if key == "repeats":  # may grow: repeat r's requests do not depend on K (its seed is base, question, r)
-        return _repeats(new.extra.get(key)) < _repeats(old.extra.get(key))
-    return key in EXTRA_IDENTITY_FIELDS and old.extra.get(key) != new.extra.get(key)
-
-
-def _repeats(value: Any) -> int:
-    """K as recorded (absent: 1, the run folder of a run without --repeats)."""
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 1 else 1
 
 
 def continue_run(old: RunConfig, new: RunConfig) -> tuple[RunConfig, str | None]:

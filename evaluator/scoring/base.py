@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 from evaluator.core.jsonl import JSONObject
 from evaluator.core.values import is_num
@@ -21,6 +21,12 @@ SUMMARY_SCHEMA_VERSION = 3  # 3: responses.jsonl in the compact form of evaluato
 SCORES_DIR = "scores"
 SUMMARY_JSON = "summary.json"
 SUMMARY_MD = "summary.md"
+# A leaderboard's folder (a sweep's `leaderboard/`) and its three files
+BOARD_DIR = "leaderboard"
+LEADERBOARD_JSON = "leaderboard.json"
+LEADERBOARD_MD = "leaderboard.md"
+BOARD_PAGE = "index.html"
+BOARD_FILES = (BOARD_PAGE, LEADERBOARD_MD, LEADERBOARD_JSON)
 
 OUTCOME_LABELS = {
     "ok": "ok (answer parsed)",
@@ -60,17 +66,10 @@ class MergedRun:
     benchmark: Benchmark
     manifest: list[ManifestEntry]
     rows: list[ScoredRow]  # one per question (and repeat), manifest order
-    # The Summary as a plain dict: archive.pack compares it key by key with a summary.json read back, through
-    # archive.base.mismatched_keys, which takes plain dicts. Read it typed through `typed_summary`.
-    summary: dict[str, Any]
+    summary: Summary  # what scores/summary.json holds (metrics.summarize)
     warnings: list[str] = field(default_factory=list)
     # Indices of rows built from a line json.loads had to read (NaN, lone surrogates...): see evaluator.core.jsonl.
     lenient_rows: set[int] = field(default_factory=set)
-
-    @property
-    def typed_summary(self) -> Summary:
-        """`summary` as what it is (metrics.summarize built it)."""
-        return cast(Summary, self.summary)
 
 
 def group_value_key(value: Any) -> str:

@@ -8,7 +8,10 @@ cannot be compared).
 
 from __future__ import annotations
 
-from typing import TypedDict
+from collections.abc import Sequence
+from typing import TypedDict, TypeGuard
+
+import msgspec
 
 
 class BoardColumn(TypedDict):
@@ -25,7 +28,7 @@ class AccuracyBlock(TypedDict, total=False):
     responses: int
     correct: int
     accuracy: float | None
-    ci95: list[float] | tuple[float, float] | None
+    ci95: Sequence[float] | None
 
 
 class RepeatSpread(TypedDict):
@@ -92,7 +95,7 @@ class PublishedBlock(TypedDict, total=False):
     reproduced_questions: int
     reproduced_accuracy: float | None
     difference: float | None
-    difference_ci95: list[float] | tuple[float, float] | None
+    difference_ci95: Sequence[float] | None
     p_value: float | None
     p_holm: float | None
     verdict: str
@@ -212,3 +215,13 @@ class Board(TypedDict, total=False):
     pairwise: list[BoardPair]
     title: str
     sweep: SweepRef
+
+
+def is_board(obj: object) -> TypeGuard[Board]:
+    """Whether a leaderboard.json read back has the shape this version writes (every key of a known type),
+    so that the renderers can take it as it is (its bytes unchanged)."""
+    try:
+        msgspec.convert(obj, Board)
+    except msgspec.ValidationError:
+        return False
+    return True

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 from evaluator.core.jsonl import utf8_json
 from evaluator.scoring import (
@@ -24,7 +24,7 @@ from evaluator.scoring import (
     outcome_counts,
 )
 from evaluator.scoring.board import AccuracyBlock, CompareData, CompareEntry, PairedComparison
-from evaluator.scoring.repeat_scoring import compare_block, paired_mean_table, run_repeats
+from evaluator.scoring.repeat_scoring import compare_block, paired_mean_table
 from evaluator.scoring.row import ScoredQuestion, question_rows, responses_of
 from evaluator.scoring.stats import (
     BOOTSTRAP_RESAMPLES,
@@ -151,7 +151,7 @@ def compare_runs(
     warnings: list[str] = []
     for lab, run in zip(labels, runs, strict=True):
         warnings += [f"{lab}: {w}" for w in run.warnings]
-    ks = [run_repeats(run.run_config) for run in runs]
+    ks = [run.run_config.repeat_count for run in runs]
     qrows = [question_rows(run.rows, k) for run, k in zip(runs, ks, strict=True)]  # one row per question
     common = _question_sets(qrows, labels, intersect, warnings)
     rows_by_run = _aligned_rows(qrows, common)
@@ -162,7 +162,7 @@ def compare_runs(
         for lab, run, rows, k in zip(labels, runs, rows_by_run, ks, strict=True)
     ]
     # compared runs share at least one question, so each has an accuracy
-    ranked = sorted(entries, key=lambda e: (-cast(float, e["accuracy"]), e["run"]))
+    ranked = sorted(entries, key=lambda e: (-(e["accuracy"] or 0.0), e["run"]))
     for e, rank in zip(ranked, competition_ranks([e["accuracy"] for e in ranked]), strict=True):
         e["rank"] = rank
     pairs = _pairs(labels, rows_by_run, ranked, resamples, seed)
@@ -250,7 +250,7 @@ def _leaderboard_entry(
         "outcomes": outcome_counts(responses),
         "groups": groups,
         "extra_metrics": extra_metrics_of(run.benchmark, responses),
-        "partial_sha256": run.typed_summary["inputs"]["partial_sha256"],
+        "partial_sha256": run.summary["inputs"]["partial_sha256"],
     }
     missing = entry["outcomes"]["missing"]
     if missing:
@@ -303,8 +303,8 @@ def _cell(block: AccuracyBlock) -> str:
     if not block["questions"]:
         return "n/a"
     # a block over at least one question has an accuracy and an interval
-    lo, hi = cast(Sequence[float], block["ci95"])
-    return f"{100 * cast(float, block['accuracy']):.2f} [{100 * lo:.1f}, {100 * hi:.1f}]"
+    lo, hi = block["ci95"] or (0.0, 0.0)
+    return f"{100 * (block['accuracy'] or 0.0):.2f} [{100 * lo:.1f}, {100 * hi:.1f}]"
 
 
 def render_compare_markdown(data: CompareData, columns: list[tuple[str, str]]) -> str:
@@ -344,7 +344,7 @@ def render_compare_markdown(data: CompareData, columns: list[tuple[str, str]]) -
         ]
         for p in data["pairs"]:
             t = p["table"]
-            lo, hi = cast(Sequence[float], p["difference_ci95"])  # every pair shares a question
+            lo, hi = p["difference_ci95"] or (0.0, 0.0)  # every pair shares a question: there is one
             out.append(
                 f"| {p['a']} | {p['b']} | {t['both_correct']} | {t['only_a']} | {t['only_b']} | {t['neither']} "
                 f"| {100 * p['difference']:+.2f} [{100 * lo:+.1f}, {100 * hi:+.1f}] | "

@@ -14,10 +14,9 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypedDict, cast
+from typing import Any, Literal, TypedDict
 from urllib.parse import urlsplit
 
-from evaluator.core.jsonl import JSONObject
 from evaluator.core.records import Usage
 from evaluator.core.values import is_price
 from evaluator.runfolder.runconfig import RunConfig
@@ -44,7 +43,7 @@ from evaluator.scoring.board import (
 from evaluator.scoring.compare import competition_ranks, group_columns, paired_comparison
 from evaluator.scoring.metrics import reasoning_block, timeout_block
 from evaluator.scoring.published import INTERVAL, MIN_DETECTABLE, PER_CLASS, TEST, published_block
-from evaluator.scoring.repeat_scoring import compare_block, run_repeats
+from evaluator.scoring.repeat_scoring import compare_block
 from evaluator.scoring.row import ScoredQuestion, ScoredRow, question_rows, responses_of
 from evaluator.scoring.stats import (
     BOOTSTRAP_RESAMPLES,
@@ -66,7 +65,9 @@ class PairP(TypedDict):
 # The providers that offer an OpenAI-format Batch API (OpenAI, Azure OpenAI, Groq, Together, Mistral, ...)
 # bill it at half their online price: the default of a pricing table's batch_input / batch_output.
 BATCH_DISCOUNT = 0.5
-PRICE_FIELDS = ("input", "output", "cached_input", "batch_input", "batch_output")
+PriceKey = Literal["input", "output", "cached_input", "batch_input", "batch_output"]
+PRICE_FIELDS: tuple[PriceKey, ...] = ("input", "output", "cached_input", "batch_input", "batch_output")
+ONLINE_PRICE_FIELDS = tuple(k for k in PRICE_FIELDS if not k.startswith("batch_"))
 TOKEN_KINDS = ("prompt_tokens", "completion_tokens", "reasoning_tokens", "cached_tokens", "total_tokens")
 
 
@@ -86,10 +87,9 @@ def build_leaderboard(
     pricing: Mapping[str, Mapping[str, float]] | None = None,
     resamples: int = BOOTSTRAP_RESAMPLES,
     seed: int = BOOTSTRAP_SEED,
-) -> JSONObject:
-    """leaderboard.json's content as JSON-ready data, the form the archive check compares with a
-    leaderboard.json read back (evaluator.archive.sweep); build_board gives it typed."""
-    return cast(JSONObject, build_board(runs, pricing, resamples, seed))
+) -> Board:
+    """leaderboard.json's content (build_board's, under the name the archive check and the tests use)."""
+    return build_board(runs, pricing, resamples, seed)
 
 
 def build_board(
@@ -106,7 +106,7 @@ def build_board(
         raise ScoreError(
             f"the runs are on different benchmarks ({', '.join(sorted(benches))}); one per board"
         )
-    qrows = {r.name: question_rows(r.merged.rows, run_repeats(r.merged.run_config)) for r in runs}
+    qrows = {r.name: question_rows(r.merged.rows, r.merged.run_config.repeat_count) for r in runs}
     columns = group_columns(runs[0].merged.benchmark, list(qrows.values()))
     entries = [
         run_entry(r, qrows[r.name], columns, (pricing or {}).get(str(r.merged.run_config.model)))
@@ -134,7 +134,7 @@ def run_entry(
 ) -> BoardEntry:
     """One run's row over its own question set."""
     m = run.merged
-    k = run_repeats(m.run_config)
+    k = m.run_config.repeat_count
     responses = responses_of(qrows)
     per_group: dict[str, dict[str, AccuracyBlock]] = {}
     for name, value in columns:
@@ -149,7 +149,7 @@ def run_entry(
         "model": m.run_config.model,
         "provider": provider_host(m.run_config.endpoints or [m.run_config.endpoint or ""]),
         **compare_block(qrows, k, accuracy_block),
-        **({"repeats": repeats_of(m.typed_summary)} if k > 1 else {}),
+        **({"repeats": repeats_of(m.summary)} if k > 1 else {}),
         "per_group": per_group,
         "extra_metrics": extra_metrics_of(m.benchmark, responses),
         "outcomes": outcomes,
@@ -280,9 +280,15 @@ def price_for(price: Any, batch: bool) -> Price | None:
         return None
     if any(price.get(k) is not None and not is_price(price.get(k)) for k in PRICE_FIELDS):
         return None
-    out = cast(Price, {k: float(price[k]) for k in PRICE_FIELDS if price.get(k) is not None})
-    if not batch:  # an online run is costed at the online prices only
-        return cast(Price, {k: v for k, v in out.items() if not k.startswith("batch_")})
+    fields = (
+        PRICE_FIELDS if batch else ONLINE_PRICE_FIELDS
+    )  # an online run is costed at the online prices only
+    out: Price = {}
+    for k in fields:
+        if price.get(k) is not None:
+            out[k] = float(price[k])
+    if not batch:
+        return out
     if batch:
         out["batch_default"] = "batch_input" not in out or "batch_output" not in out
         out.setdefault("batch_input", out["input"] * BATCH_DISCOUNT)

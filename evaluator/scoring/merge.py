@@ -5,7 +5,6 @@ from __future__ import annotations
 import hashlib
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, cast
 
 from evaluator.core.jsonl import JSONObject
 from evaluator.core.keys import Key
@@ -18,7 +17,6 @@ from evaluator.runfolder.runconfig import RunConfig
 from evaluator.scoring.base import MergedRun, ScoreError, outcome_of
 from evaluator.scoring.load import check_manifest_digest, load_config, load_run_manifest
 from evaluator.scoring.metrics import summarize
-from evaluator.scoring.repeat_scoring import run_repeats
 from evaluator.scoring.row import ScoredRow, scored_row
 from evaluator.scoring.select import select_records
 from evaluator.scoring.summary_shape import Inputs
@@ -60,7 +58,7 @@ def _merge_rows(
     from the manifest; `correct` is recomputed."""
     rows = []
     relabelled: list[str] = []
-    repeats = run_repeats(config)
+    repeats = config.repeat_count
     for entry, repeat in [(e, r) for e in manifest for r in range(repeats)]:
         rec = latest.get((entry.sample_id, repeat))
         if rec is None:
@@ -131,7 +129,7 @@ def _merge_run(run_root: Path) -> MergedRun:
     missing = sum(1 for r in rows if r.outcome == "missing")
     if missing and partial.exists():
         warnings.append(
-            f"{missing} of {len(rows)} {'response' if run_repeats(config) > 1 else 'question'}(s) have no record "
+            f"{missing} of {len(rows)} {'response' if config.repeat_count > 1 else 'question'}(s) have no record "
             "(status missing); they count as wrong. "
             "Re-run doccount-evaluate with the same options to finish the run"
         )
@@ -147,8 +145,7 @@ def _merge_run(run_root: Path) -> MergedRun:
         if lenient or lenient_keys
         else set()
     )
-    plain = cast(dict[str, Any], summary)  # the same object, as the archive reads it (MergedRun.summary)
-    return MergedRun(run_root, config, benchmark, manifest, rows, plain, warnings, lenient_rows)
+    return MergedRun(run_root, config, benchmark, manifest, rows, summary, warnings, lenient_rows)
 
 
 # ----------------------------------------------------------------------------- metrics

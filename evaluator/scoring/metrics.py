@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, Literal
 
 from evaluator.core.usage import extra_usage_stats
 from evaluator.core.values import is_int, is_num
@@ -27,7 +27,7 @@ from evaluator.scoring.base import (
     wilson_ci,
 )
 from evaluator.scoring.board import AccuracyBlock, Timeouts
-from evaluator.scoring.repeat_scoring import apply_repeats, run_repeats
+from evaluator.scoring.repeat_scoring import apply_repeats
 from evaluator.scoring.row import ScoredRow
 from evaluator.scoring.stats import CONFIDENCE, PERCENTILES, describe
 from evaluator.scoring.summary_shape import (
@@ -199,8 +199,7 @@ def usage_stats(rows: list[ScoredRow]) -> UsageSummary:
 
 def reasoning_observable(config: RunConfig) -> bool:
     """False when the run's preset says its provider cannot show reasoning (run_config.json `preset`)."""
-    preset = config.extra.get("preset")
-    return not (isinstance(preset, dict) and preset.get("reasoning_observable") is False)
+    return not (config.preset and config.preset.get("reasoning_observable") is False)
 
 
 def reasoning_block(config: RunConfig, rows: list[ScoredRow]) -> ReasoningObserved:
@@ -259,10 +258,16 @@ def fallback_diagnostic(benchmark: Benchmark, rows: list[ScoredRow]) -> Fallback
     }
 
 
+OriginKey = Literal["source", "dataset", "requested_revision", "revision", "pattern"]
+
+
 def _config_digest(config: RunConfig) -> SummaryData:
     data = config.data
-    keep = ("source", "dataset", "requested_revision", "revision", "pattern")
-    origin = cast(DataOrigin, {k: data[k] for k in keep if k in data})  # as run_config.json holds them
+    keep: tuple[OriginKey, ...] = ("source", "dataset", "requested_revision", "revision", "pattern")
+    origin: DataOrigin = {}
+    for k in keep:  # as run_config.json holds them
+        if k in data:
+            origin[k] = data[k]
     return {
         "origin": origin,
         "dataset_questions": data.get("questions"),
@@ -309,7 +314,7 @@ def summarize(
     if think := inline_think_count(lines).get("inline_think_responses"):
         summary["inline_think_responses"] = think
     summary["reasoning"] = reasoning_block(config, rows)
-    if strip := config.extra.get("strip_tokens"):
+    if strip := config.strip_tokens:
         summary["strip_tokens"] = strip
     summary["latency_s"] = describe(latencies)
     summary["http_attempts"] = {"sum": sum(attempts), "rows_retried": sum(1 for a in attempts if a > 1)}
@@ -321,7 +326,7 @@ def summarize(
     summary["diagnostic"] = {"last_integer_fallback": fallback_diagnostic(benchmark, rows)}
     summary["plots"] = {}
     summary["warnings"] = list(warnings) + inline_think_warnings(lines)
-    k = run_repeats(config)
+    k = config.repeat_count
     if k > 1:
         _apply_repeats_view(summary, benchmark, rows, k)
     return summary

@@ -10,7 +10,7 @@ from __future__ import annotations
 import io
 from collections import Counter
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import matplotlib
 import matplotlib.style
@@ -51,7 +51,7 @@ def group_accuracy_png(path: Path, summary: Summary) -> None:
             low.append(a - 100 * ci[0])
             high.append(100 * ci[1] - a)
     p = summary["primary"]
-    overall = cast(float, p["accuracy"])  # None only without questions, which render_plots reports
+    overall = p["accuracy"] or 0.0  # None only without questions, which render_plots reports
     with matplotlib.style.context("default"), matplotlib.rc_context(_RC):
         width = max(5.0, min(14.0, 1.2 + 0.9 * len(labels)))
         fig = Figure(figsize=(width, 4.0), dpi=DPI, layout="constrained")

@@ -16,7 +16,6 @@ from typing import Any
 import numpy as np
 
 from evaluator.data.benchmarks.base import Benchmark
-from evaluator.runfolder.runconfig import RunConfig
 from evaluator.scoring.base import group_keys
 from evaluator.scoring.board import AccuracyBlock
 from evaluator.scoring.repeats import (
@@ -28,13 +27,6 @@ from evaluator.scoring.repeats import (
 from evaluator.scoring.row import ScoredQuestion, ScoredRow, responses_of
 from evaluator.scoring.stats import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED
 from evaluator.scoring.summary_shape import Summary
-
-
-def run_repeats(config: RunConfig) -> int:
-    """K of a run from its run_config.json (1 when not recorded). `repeats` is a setting RunConfig keeps
-    among its extra top-level keys (evaluator.runfolder.runconfig.EXTRA_IDENTITY_FIELDS)."""
-    k = config.extra.get("repeats")
-    return k if isinstance(k, int) and not isinstance(k, bool) and k > 1 else 1
 
 
 def _members(question_rows: list[ScoredRow], of: Any) -> dict[str, list[int]]:
@@ -82,7 +74,7 @@ def _pct(x: float | None) -> str:
     return "n/a" if x is None else f"{100 * x:.2f}%"
 
 
-def _ci(ci: list[float] | tuple[float, float] | None) -> str:
+def _ci(ci: Sequence[float] | None) -> str:
     return "n/a" if not ci else f"{100 * ci[0]:.1f}-{100 * ci[1]:.1f}%"
 
 

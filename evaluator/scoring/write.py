@@ -87,7 +87,7 @@ def _score_run(run_root: Path, keep_merged: bool = False) -> ScoreResult:
         raise
     root = merged.run_root
     scores = root / SCORES_DIR
-    summary, warnings = merged.typed_summary, merged.warnings
+    summary, warnings = merged.summary, merged.warnings
     try:
         scores.mkdir(exist_ok=True)
         plotter.submit(summary, answer_pairs(merged.rows), len(merged.rows), scores)

@@ -15,9 +15,9 @@ from collections.abc import Iterator
 from typing import Protocol
 
 from evaluator.core.vocab import QUEUE_RUN_STATE
+from evaluator.runfolder.sweep_state import RunState, SweepState
 from evaluator.study.executors.base import Executor, Handle, Poll
 from evaluator.study.progress import SweepProgress
-from evaluator.study.state import RunState, SweepState
 from evaluator.study.sweep_file import RunSpec
 from evaluator.study.unit import UnitResult, UnitTask
 

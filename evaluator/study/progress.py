@@ -80,8 +80,10 @@ def end_table(sweep: Any, state: Any, selected: list[Any], board: Path | None) -
             f"{len(unfinished)} run(s) did not finish ({', '.join(unfinished)}): re-run the same command to "
             "continue them (finished rows and runs are not sent again)"
         )
-    if board is not None:
-        out.append(f"leaderboard: {board / 'index.html'} (and leaderboard.md, leaderboard.json)")
+    if board is not None:  # the leaderboard was just written: scoring is imported already
+        from evaluator.scoring.base import BOARD_PAGE
+
+        out.append(f"leaderboard: {board / BOARD_PAGE} (and leaderboard.md, leaderboard.json)")
     return out
 
 

@@ -150,10 +150,9 @@ def rehearsal_row(run: RunSpec, folder: Path, st: RunState | None) -> RehearsalR
     latest, _, _ = latest_valid(r for r in read_jsonl(folder / PARTIAL).records if isinstance(r, dict))
     questions = config.data.get("questions")
     own = run.options.get("limit")
-    repeats = config.extra.get("repeats")
     if is_int(questions):
         questions = min(questions, own) if is_int(own) and own > 0 else questions
-        row.rows_total = questions * (repeats if is_int(repeats) and repeats > 1 else 1)
+        row.rows_total = questions * config.repeat_count
         row.rows_remaining = max(0, row.rows_total - sum(1 for r in latest.values() if is_done(r)))
     concurrency = config.request_policy.get("concurrency")
     row.concurrency = concurrency if is_int(concurrency) else None

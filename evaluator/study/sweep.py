@@ -9,7 +9,7 @@ only into that run's evaluate child, as MODEL_API_KEY, read from the run's `api_
 never written). A finished run is scored (`score` writes its summary and report.html). One run's
 failure never stops the others.
 
-Resume and amend: the sweep's state is in `<run-root>/<sweep>/sweep.json` (evaluator.study.state). A run
+Resume and amend: the sweep's state is in `<run-root>/<sweep>/sweep.json` (evaluator.runfolder.sweep_state). A run
 that finished with the same arguments is not started again (nothing is sent); any other run is evaluated
 again, and evaluate itself resumes the folder, adds only what is new and refuses a folder whose settings
 changed: that refusal is the run's state and its message is shown.
@@ -41,7 +41,15 @@ from evaluator.core.output import answer, say
 from evaluator.core.secrets import Redactor
 from evaluator.core.text import utc_now
 from evaluator.core.vocab import ExecutorName, run_state
-from evaluator.runfolder.files import RunLock, refuse_links
+from evaluator.runfolder.files import CONFIG, RunLock, refuse_links
+from evaluator.runfolder.sweep_state import (
+    SWEEP_COPY,
+    SWEEP_STATE,
+    RunState,
+    SweepState,
+    args_digest,
+    read_sweep_state,
+)
 from evaluator.study.drive import Task, follow_all, forward_signals, submit_all
 from evaluator.study.executors.base import Executor, ExecutorError, Handle
 from evaluator.study.launch import ServerSpec
@@ -51,7 +59,6 @@ from evaluator.study.plan_text import plan_lines
 from evaluator.study.progress import SweepProgress, end_table, status_lines
 from evaluator.study.rehearsal import rehearsal_row, smoke_run, table_lines, write_rehearsal
 from evaluator.study.run_select import check_key_variables, select_runs
-from evaluator.study.state import SWEEP_STATE, RunState, args_digest, load_state
 from evaluator.study.sweep_file import (
     OptionSpec,
     RunSpec,
@@ -60,8 +67,20 @@ from evaluator.study.sweep_file import (
 )
 from evaluator.study.unit import CHILD_DROPS, UnitResult, UnitTask
 
-SWEEP_COPY = "sweep.toml"  # the sweep file as this invocation read it (it holds no key: see sweep_file)
 LOGS = "logs"
+
+
+def load_state(path: Path, sweep: SweepSpec) -> SweepState:
+    """The sweep's state: the sweep file's as read now, with the runs and invocations of sweep.json."""
+    published = {r.name: r.published for r in sweep.runs if r.published}
+    fresh = SweepState(sweep.name, sweep.path, sweep.sha256, msgspec.to_builtins(sweep.pricing), published)
+    try:
+        old = read_sweep_state(path)
+    except (OSError, ValueError):
+        return fresh  # first run (or an unreadable file: the run folders themselves are the truth)
+    fresh.runs = old.runs
+    fresh.invocations = old.invocations
+    return fresh
 
 
 class Sweep:
@@ -122,7 +141,7 @@ class Sweep:
             drop_env=[k for k in self.key_vars if k != run.api_key_env],
             python=self.python,
         )
-        return task, digest, finished and (folder / "run_config.json").is_file()
+        return task, digest, finished and (folder / CONFIG).is_file()
 
     def server_spec(self, run: RunSpec) -> ServerSpec | None:
         if run.serve is None:
@@ -166,7 +185,7 @@ class Sweep:
             result.exit_code in (ExitCode.OK, ExitCode.INCOMPLETE, ExitCode.INTERRUPTED)
             or result.state == "stopped"
         )  # a smoke stop keeps its rows
-        if (self.folder / run.name / "run_config.json").is_file() and rows_kept and not self.smoke:
+        if (self.folder / run.name / CONFIG).is_file() and rows_kept and not self.smoke:
             progress.update(run.name, st.state, "scoring")
             self.score(run)
         st.finished_at = utc_now()
@@ -358,7 +377,7 @@ def _write_board(sw: Sweep) -> Path | None:
     from evaluator.report.leaderboard import write_leaderboard
     from evaluator.scoring import ScoreError
 
-    names = [r.name for r in sw.sweep.runs if (sw.folder / r.name / "run_config.json").is_file()]
+    names = [r.name for r in sw.sweep.runs if (sw.folder / r.name / CONFIG).is_file()]
     if not names:
         return None
     try:

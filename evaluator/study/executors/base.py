@@ -29,7 +29,7 @@ from typing import Protocol
 import msgspec
 
 from evaluator.core.vocab import ExecutorName, QueueWord, RunStateWord, UnitEnd
-from evaluator.study.state import RunState
+from evaluator.runfolder.sweep_state import RunState
 from evaluator.study.unit import UnitResult, UnitStatus, UnitTask
 
 

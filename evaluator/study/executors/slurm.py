@@ -36,6 +36,7 @@ from submitit.slurm.slurm import SlurmExecutor as SubmititSlurm
 from submitit.slurm.slurm import SlurmJob
 
 from evaluator.core.vocab import ExecutorName, UnitEnd
+from evaluator.runfolder.sweep_state import RunState
 from evaluator.study.executors.base import ExecutorError, PlanRow, Poll, StatusRow, recorded_status
 from evaluator.study.executors.slurm_queue import (
     JobView,
@@ -47,7 +48,6 @@ from evaluator.study.executors.slurm_queue import (
 from evaluator.study.launch import plan_argv
 from evaluator.study.secrets import credential_named
 from evaluator.study.slurm_settings import SlurmSettings, job_parameters, mem_scaled, time_minutes
-from evaluator.study.state import RunState
 from evaluator.study.unit import CHILD_DROPS, UnitResult, UnitStatus, UnitTask, serve_and_evaluate
 
 REFRESH_S = 2.0  # one squeue (and sacct) call for all jobs at most this often

@@ -1,6 +1,7 @@
 """A sweep's state on disk, `<run-root>/<sweep>/sweep.json`: the file's SHA-256 and each run's state and
-arguments digest (never a key). The run folders themselves stay the truth: an unreadable state file
-starts afresh and evaluate resumes each folder.
+arguments digest (never a key). One type to write it (the sweep, evaluator.study.sweep) and to read it (the
+leaderboard, the sweep archive). The run folders themselves stay the truth: a sweep that cannot read its
+state file starts afresh and evaluate resumes each folder.
 """
 
 from __future__ import annotations
@@ -12,9 +13,9 @@ from typing import Any
 import msgspec
 
 from evaluator.core.vocab import QUEUE_RUN_STATE, RunStateWord
-from evaluator.study.sweep_file import SweepSpec
 
 SWEEP_STATE = "sweep.json"
+SWEEP_COPY = "sweep.toml"  # the sweep file as the sweep's latest invocation read it (it holds no key)
 
 
 class RunState(msgspec.Struct, omit_defaults=True):
@@ -40,21 +41,29 @@ class SweepState(msgspec.Struct):
     updated_at: str | None = None
     invocations: int = 0
 
+    @classmethod
+    def from_object(cls, raw: Any) -> SweepState:
+        """sweep.json's parsed JSON, typed; msgspec.ValidationError (a ValueError) saying what is wrong."""
+        return msgspec.convert(_queue_words_mapped(raw), cls)
+
+    def run_state(self, name: str) -> str | None:
+        """The run's recorded state, or None when none was written (`pending` is the unwritten default)."""
+        st = self.runs.get(name)
+        return st.state if st is not None and st.state != "pending" else None
+
+
+def decode_sweep_state(data: bytes) -> SweepState:
+    """sweep.json's bytes, typed; ValueError (msgspec's) saying what is wrong when they are not a state."""
+    return SweepState.from_object(msgspec.json.decode(data))
+
+
+def read_sweep_state(path: Path) -> SweepState:
+    """sweep.json of a sweep folder; OSError or ValueError when it cannot be read as one."""
+    return decode_sweep_state(path.read_bytes())
+
 
 def args_digest(args: list[str], key_env: str | None) -> str:
     return hashlib.sha256("\0".join([*args, f"key:{key_env or ''}"]).encode("utf-8")).hexdigest()
-
-
-def load_state(path: Path, sweep: SweepSpec) -> SweepState:
-    published = {r.name: r.published for r in sweep.runs if r.published}
-    fresh = SweepState(sweep.name, sweep.path, sweep.sha256, msgspec.to_builtins(sweep.pricing), published)
-    try:
-        old = msgspec.convert(_queue_words_mapped(msgspec.json.decode(path.read_bytes())), SweepState)
-    except (OSError, msgspec.DecodeError, msgspec.ValidationError):
-        return fresh  # first run (or an unreadable file: the run folders themselves are the truth)
-    fresh.runs = old.runs
-    fresh.invocations = old.invocations
-    return fresh
 
 
 def _queue_words_mapped(raw: Any) -> Any:
