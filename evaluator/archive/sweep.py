@@ -272,10 +272,21 @@ def _numbers(board: dict[str, Any]) -> Any:
     return json.loads(json.dumps({"runs": runs, "pairwise": board.get("pairwise")}))
 
 
+def _declared(toml: Any) -> tuple[dict[str, Any], Any]:
+    """The key variable each run of the archived sweep file names itself, and its [defaults]' one."""
+    toml = toml if isinstance(toml, dict) else {}
+    runs = toml.get("runs") if isinstance(toml.get("runs"), list) else []
+    own = {str(r.get("name")): r.get("api_key_env") for r in runs if isinstance(r, dict)}
+    defaults = toml.get("defaults")
+    return own, defaults.get("api_key_env") if isinstance(defaults, dict) else None
+
+
 def key_variables(archive: OpenedArchive, runs: Mapping[str, str]) -> dict[str, str | None]:
-    """Each run's key variable, from sweep.json checked against the archived sweep file (sweep.toml):
-    ArchiveError in one line when they differ (a crafted sweep.json naming another variable, with its
-    checksum recomputed) or when a run names a variable the archive has no sweep file to check against."""
+    """Each run's key variable, from sweep.json checked against the archived sweep file (sweep.toml): the
+    variable the run names itself, or, when it names none, the one of [defaults] (which a run inherits; a
+    run that does not, e.g. a served one, records none). ArchiveError in one line when they differ (a crafted
+    sweep.json naming another variable, with its checksum recomputed) or when a run names a variable the
+    archive has no sweep file to check against."""
     try:
         state = _archived_state(archive)
         states = state.get("runs") if isinstance(state, dict) else None
@@ -285,18 +296,17 @@ def key_variables(archive: OpenedArchive, runs: Mapping[str, str]) -> dict[str, 
             f"{archive.source}: cannot read {STATE} or {COPY} ({clip(str(exc), 120)})"
         ) from None
     states = states if isinstance(states, dict) else {}
-    toml_runs = toml.get("runs") if isinstance(toml, dict) else None
-    declared = {
-        str(r.get("name")): r.get("api_key_env") for r in toml_runs or [] if isinstance(r, dict)
-    }  # fmt: skip
+    own, default = _declared(toml)
     out: dict[str, str | None] = {}
     for name in runs:
         st = states.get(name)
         var = st.get("api_key_env") if isinstance(st, dict) else None
-        if var != declared.get(name) and (var is not None or name in declared):
+        allowed = [own[name]] if own.get(name) is not None else [None, default]
+        if var not in allowed:
+            declared = own.get(name) if own.get(name) is not None else default
             raise ArchiveError(
                 f"{archive.source}: {STATE} names the key variable {clip(repr(var), 60)} for run {name} where the "
-                f"archived sweep file ({COPY}) names {clip(repr(declared.get(name)), 60)}; refusing to reproduce "
+                f"archived sweep file ({COPY}) names {clip(repr(declared), 60)}; refusing to reproduce "
                 "from it (nothing was read or sent)"
             )
         out[name] = var if isinstance(var, str) and var else None
