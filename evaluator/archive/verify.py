@@ -34,6 +34,11 @@ from evaluator.scoring import SCORES_DIR, SUMMARY_JSON, SUMMARY_MD, ScoreError, 
 # ----------------------------------------------------------------------------- read and verify
 
 
+def folder_bytes(folder: Path) -> int:
+    """The bytes of the files under `folder` (what a copy or a re-score put on the temporary disk)."""
+    return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
+
+
 def check_sums(archive: OpenedArchive, problems: list[Problem], checks: list[str]) -> None:
     sums, bad = archive.sums.get()
     for n in bad:
@@ -115,11 +120,14 @@ def _rescore(
             target.parent.mkdir(parents=True, exist_ok=True)
             archive.copy_to(name, target)
     summary_name = f"{run_dir}/{SCORES_DIR}/{SUMMARY_JSON}"
+    copied = folder_bytes(dest)
     try:
         score_run(dest)
     except ScoreError as exc:
         problems.append(Problem(f"{run_dir}/{PARTIAL}", f"the archived run cannot be re-scored: {exc}"))
         return None
+    if archive.budget is not None:  # what the re-score wrote (responses.jsonl, scores/) counts too
+        archive.budget.spend(max(folder_bytes(dest) - copied, 0), f"the re-score of {run_dir}")
     if summary_name not in archive.files:
         problems.append(Problem(summary_name, "missing from the archive"))
         return dest
