@@ -174,9 +174,7 @@ def test_verifys_copies_are_removed_as_soon_as_used(
     archive = read_archive(path, Limits(total_bytes=400 * MiB))
     with Peak(tmpdir_measured) as peak:
         result = verify_sweep(archive, tmpdir_measured)
-    print(
-        f"budget 400 MiB: verified; TMPDIR peak {peak.peak / MiB:.1f} MiB, charged {archive.budget.used / MiB:.1f} MiB"
-    )
+    print(f"budget 400 MiB: verified {result.ok}; TMPDIR peak {peak.peak / MiB:.1f} MiB")
     assert result.ok, result.problems
     assert peak.peak < 3 * PAD + 8 * MiB, peak.peak
     assert archive.budget is not None and archive.budget.used > 6 * PAD  # every copy was charged

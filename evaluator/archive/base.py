@@ -136,6 +136,19 @@ class Members(Mapping[str, bytes]):
         else:
             dest.write_bytes(data)
 
+    def chunks(self, name: str, size: int, first: int = 0) -> Iterator[bytes]:
+        """A member's bytes in chunks of `size`, never whole (only the first `first` bytes when given)."""
+        data = self._data[name]
+        if not isinstance(data, Path):
+            yield data[:first] if first else data
+            return
+        with open(data, "rb") as f:
+            if first:
+                yield f.read(first)
+                return
+            while chunk := f.read(size):
+                yield chunk
+
     def release(self) -> None:
         """Remove the temporary folder of the large members now (they cannot be read afterwards)."""
         if self._store is not None:
@@ -222,6 +235,7 @@ class ArchiveInfo:
     missing: dict[str, str]
     sha256: str
     size: int
+    left_out: list[str] = field(default_factory=list)  # run folder files not archived (not the scorer's)
 
 
 # ----------------------------------------------------------------------------- helpers

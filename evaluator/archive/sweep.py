@@ -43,6 +43,7 @@ from evaluator.archive.base import (
     sha256_hex,
 )
 from evaluator.archive.endpoints import Confirm, key_endpoints
+from evaluator.archive.images import check_images
 from evaluator.archive.opened import SWEEP_FORMAT, SWEEP_STATE, OpenedArchive, config_of
 from evaluator.archive.pack import create_archive, write_tar_gz
 from evaluator.archive.read import read_archive
@@ -172,6 +173,9 @@ def verify_sweep(archive: OpenedArchive, workdir: Path) -> VerifyResult:
     runs = run_archives(archive)  # names checked before anything is written
     sweep_name(archive)
     check_sums(archive, problems, checks)
+    check_images(
+        archive, problems, checks, skip=runs.values()
+    )  # each run archive is checked as it is verified
     rescored: dict[str, MergedRun] = {}
     for name, entry in runs.items():
         merged = _verify_run(archive, name, entry, workdir, problems, checks)

@@ -20,6 +20,7 @@ from evaluator.archive.base import (
     VerifyResult,
     mismatched_keys,
 )
+from evaluator.archive.images import check_images
 from evaluator.archive.opened import OpenedArchive, parse_sums  # noqa: F401  (parse_sums: the face)
 from evaluator.archive.pack import (
     dataset_record,
@@ -169,6 +170,7 @@ def verify_archive(archive: OpenedArchive, workdir: Path) -> VerifyResult:
     problems: list[Problem] = []
     checks: list[str] = []
     check_sums(archive, problems, checks)
+    check_images(archive, problems, checks)
     index = archive.index
     if index is None or index.get("format") != FORMAT:
         problems.append(Problem(INDEX, f"is not a {FORMAT} index"))

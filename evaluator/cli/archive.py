@@ -51,6 +51,12 @@ def archive_cmd(run_dir: Path | None, run_root: Path | None, output: Path, bundl
             "--bundle-root CHECKOUT to include them",
             err=True,
         )
+    if info.left_out:  # e.g. a copy of the run's page written into scores/: it shows the data's images
+        click.echo(
+            f"note: not archived, not a file doccount score writes: {', '.join(info.left_out)} (an archive "
+            "holds no image of the data)",
+            err=True,
+        )
     click.echo(f"wrote {info.output} ({len(info.entries)} entries, {info.size} bytes, sha256 {info.sha256})")
 
 
