@@ -28,6 +28,7 @@ from evaluator.archive.pack import (
 from evaluator.archive.read import read_archive  # noqa: F401  (the package's face reads it from here)
 from evaluator.archive.report_check import check_report
 from evaluator.data.parquet import file_sha256
+from evaluator.runfolder.batches import LEDGER, LedgerError, load_ledger
 from evaluator.runfolder.files import CONFIG, MANIFEST, MERGED, PARTIAL
 from evaluator.runfolder.runconfig import RunConfig
 from evaluator.scoring import SCORES_DIR, SUMMARY_JSON, SUMMARY_MD, ScoreError, score_run
@@ -122,6 +123,12 @@ def _rescore(
             archive.copy_to(name, target)
     summary_name = f"{run_dir}/{SCORES_DIR}/{SUMMARY_JSON}"
     copied = folder_bytes(dest)
+    try:  # the ledger may name only batch/NAME.jsonl of its own folder (runfolder.batches.check_input_name)
+        load_ledger(dest)
+    except LedgerError:
+        problems.append(
+            Problem(f"{run_dir}/{LEDGER}", "names a file outside the run folder's batch/ or is damaged")
+        )
     try:
         score_run(dest)
     except ScoreError as exc:
