@@ -4,9 +4,10 @@ usual report) or cannot be read (exit 2, one `error:` line).
 Real archives (a run's and a sweep's, made once per session by `doccount evaluate` against the loopback
 test server, `score` and `archive`) are mutated by hypothesis the ways an attacker would: truncated, a
 member's bytes replaced (random, deeply nested JSON, JSON of the wrong type, one field of the wrong type),
-members added (duplicates, folders, symlinks, hard links, devices, a file where a folder is), members
-removed, and SHA256SUMS recomputed so the checksums pass; in a sweep archive the same is done to a run's
-archive inside it.
+members added (duplicates, folders, symlinks, hard links, devices, a file where a folder is, a batches.json
+naming a file outside the run folder, the archive itself nested in a member's place), members removed, and
+SHA256SUMS recomputed so the checksums pass; in a sweep archive the same is done to a run's archive inside
+it.
 """
 
 from __future__ import annotations
@@ -183,6 +184,8 @@ def mutation(draw: st.DrawFn, entries: list[Entry]) -> list[Entry]:
                     "file-over-folder",
                     "link",
                     "device",
+                    "ledger",
+                    "nested",
                 ]
             )
         )
@@ -203,11 +206,39 @@ def mutation(draw: st.DrawFn, entries: list[Entry]) -> list[Entry]:
             target = draw(st.sampled_from(["/etc/passwd", "../../../etc/passwd", info.name, f"{top}/{SUMS}"]))
             ltype = draw(st.sampled_from([tarfile.SYMTYPE, tarfile.LNKTYPE]))
             out.append((file_info(f"{top}/{draw(st.sampled_from(['l', rel(info)]))}", ltype, target), b""))
+        elif kind == "ledger":  # batches.json naming a file outside the run folder (issue 46 point 1)
+            run_dirs = sorted(
+                {rel(e).rsplit("/", 1)[0] for e, _ in entries if rel(e).endswith("/run_config.json")}
+            )
+            folder = draw(st.sampled_from(run_dirs or ["runs/r"]))
+            out.append((file_info(f"{top}/{folder}/batches.json"), draw(LEDGERS)))
+        elif (
+            kind == "nested"
+        ):  # an archive inside: the archive itself in a member's place (a sweep in a sweep)
+            out.append((file_info(info.name), pack(entries)))
+            deleted.add(i)
         else:
             out.append(
                 (file_info(f"{top}/dev", draw(st.sampled_from([tarfile.CHRTYPE, tarfile.FIFOTYPE]))), b"")
             )
     return [e for i, e in enumerate(out) if i not in deleted]
+
+
+OUTSIDE = [
+    "../../../etc/passwd",
+    "/etc/passwd",
+    "batch/../../notes.txt",
+    "batch/.hidden",
+    "x.jsonl",
+    "batch/",
+]
+LEDGERS = st.builds(
+    lambda name, state: json.dumps(
+        {"format": 1, "batches": [{"input": name, "rows": [], "state": state}]}
+    ).encode(),
+    st.sampled_from(OUTSIDE),
+    st.sampled_from(["written", "created", "ended"]),
+)
 
 
 def crafted(draw: st.DrawFn, blob: bytes, nested: bool) -> bytes:
@@ -285,6 +316,16 @@ def named_cases(real: SimpleNamespace) -> dict[str, bytes]:
         "leaderboard runs [3]": replaced(real.sweep, {"leaderboard/leaderboard.json": b'{"runs": [3]}'}),
         "index []": replaced(real.run, {"ARCHIVE.json": b"[]"}),
         "manifest null": replaced(real.run, {"runs/r/manifest.jsonl": b"null"}),
+        "ledger outside": replaced(
+            real.run,
+            {},
+            [
+                (
+                    file_info(f"{top}/runs/r/batches.json"),
+                    json.dumps({"batches": [{"input": "../../../etc/passwd", "rows": []}]}).encode(),
+                )
+            ],
+        ),
     }
 
 
@@ -297,6 +338,7 @@ CASES = [
     "leaderboard runs [3]",  # a board of the wrong shape: a problem reported, not an AttributeError
     "index []",
     "manifest null",  # found by the property test after the merge (AttributeError in dataset.json's check)
+    "ledger outside",  # issue 46: a ledger naming a file outside the run folder does not verify
 ]
 
 

@@ -62,14 +62,44 @@ WHOLE_BYTES = 64 * 1024 * 1024
 JSON_DEPTH = 64  # nesting a doccount JSON file never comes near (a few levels)
 
 
+class ArchiveLimitError(ArchiveError):
+    """An archive past a limit: exit 2 with one line naming the member and the limit."""
+
+
+def size_text(n: int) -> str:
+    gib, mib = 1 << 30, 1 << 20
+    return f"{n / gib:g} GiB" if n >= gib else f"{n / mib:g} MiB" if n >= mib else f"{n} bytes"
+
+
+class Budget:
+    """One budget of bytes for everything a command takes out of an archive: what its gzip unpacks to, what
+    the archives nested in it unpack to, and every copy made of their members (a run archive copied out of a
+    sweep archive, a run's members copied for the re-score and for the report check, what the re-score
+    writes). Charged as the bytes come, never refunded, so a nested archive or a copy cannot multiply it."""
+
+    def __init__(self, source: Path, total: int) -> None:
+        self.source, self.total, self.used = source, total, 0
+
+    def spend(self, n: int, what: str) -> None:
+        self.used += n
+        if self.used > self.total:
+            raise ArchiveLimitError(
+                f"{self.source} unpacks to more than {size_text(self.total)}, the limit of a doccount archive "
+                f"(one budget for the archive, the run archives inside it and the copies verify makes; passed "
+                f"at {what}); refusing to read it"
+            )
+
+
 class Members(Mapping[str, bytes]):
     """An archive's entries by name: small ones held in memory, larger ones in a temporary folder
-    (removed with this object), each with the SHA-256 and size measured as it was read."""
+    (removed with this object, or by `release`), each with the SHA-256 and size measured as it was read.
+    Copies made of them (`copy_to`) are charged to `budget`."""
 
-    def __init__(self) -> None:
+    def __init__(self, budget: Budget | None = None) -> None:
         self._data: dict[str, bytes | Path] = {}
         self.sha256: dict[str, str] = {}
         self.size: dict[str, int] = {}
+        self.budget = budget
         self._store: tempfile.TemporaryDirectory[str] | None = None
         self._spilled: list[Path] = []
 
@@ -98,11 +128,32 @@ class Members(Mapping[str, bytes]):
         return len(self._data)
 
     def copy_to(self, name: str, dest: Path) -> None:
+        if self.budget is not None:
+            self.budget.spend(self.size.get(name, 0), f"a copy of {name}")
         data = self._data[name]
         if isinstance(data, Path):
             shutil.copyfile(data, dest)
         else:
             dest.write_bytes(data)
+
+    def chunks(self, name: str, size: int, first: int = 0) -> Iterator[bytes]:
+        """A member's bytes in chunks of `size`, never whole (only the first `first` bytes when given)."""
+        data = self._data[name]
+        if not isinstance(data, Path):
+            yield data[:first] if first else data
+            return
+        with open(data, "rb") as f:
+            if first:
+                yield f.read(first)
+                return
+            while chunk := f.read(size):
+                yield chunk
+
+    def release(self) -> None:
+        """Remove the temporary folder of the large members now (they cannot be read afterwards)."""
+        if self._store is not None:
+            self._store.cleanup()
+            self._store = None
 
 
 @dataclass(frozen=True)
@@ -119,8 +170,18 @@ class Archive:
         files = self.files
         return files.sha256[name] if isinstance(files, Members) else sha256_hex(files[name])
 
+    @property
+    def budget(self) -> Budget | None:
+        """The unpack budget this archive was read under (read.read_archive), shared with what it holds."""
+        return self.files.budget if isinstance(self.files, Members) else None
+
+    def release(self) -> None:
+        """Remove the temporary copies of this archive's large members now, once it is no longer read."""
+        if isinstance(self.files, Members):
+            self.files.release()
+
     def copy_to(self, name: str, dest: Path) -> None:
-        """Write an entry to `dest` without holding it whole when it is large."""
+        """Write an entry to `dest` without holding it whole when it is large (charged to the budget)."""
         if isinstance(self.files, Members):
             self.files.copy_to(name, dest)
         else:
@@ -174,6 +235,7 @@ class ArchiveInfo:
     missing: dict[str, str]
     sha256: str
     size: int
+    left_out: list[str] = field(default_factory=list)  # run folder files not archived (not the scorer's)
 
 
 # ----------------------------------------------------------------------------- helpers

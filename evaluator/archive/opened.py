@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from evaluator.archive.base import INDEX, RUNS, SUMS, Archive, ArchiveError
+from evaluator.archive.recorded import data_error
 from evaluator.runfolder.files import CONFIG
 from evaluator.runfolder.runconfig import RunConfig, RunConfigError
 from evaluator.runfolder.sweep_state import SWEEP_STATE, SweepState
@@ -111,9 +112,11 @@ def _run(archive: Archive, name: str | None) -> RunEntry | None:
     if raw.error is not None:
         return RunEntry(name, run_dir, raw, None, raw.error)
     try:
-        return RunEntry(name, run_dir, raw, RunConfig.from_dict(raw.get()), None)
+        config = RunConfig.from_dict(raw.get())
     except RunConfigError as exc:
         return RunEntry(name, run_dir, raw, None, str(exc))
+    error = data_error(config.data)  # typed here: reproduce reads files, the hub and prints commands from it
+    return RunEntry(name, run_dir, raw, None if error else config, error)
 
 
 def _sweep_state(archive: Archive) -> SweepState | None:

@@ -38,22 +38,28 @@ from evaluator.archive.base import (
     secret_hits,
     sha256_hex,
 )
+from evaluator.archive.images import PLOTS, image_problems
 from evaluator.archive.plan import reproduce_md
 from evaluator.core.atomic import atomic_file
 from evaluator.core.jsonl import utf8_text
 from evaluator.data.benchmarks import REGISTRY
 from evaluator.data.prompt_files import prompts_dir
-from evaluator.report import REPORT_FILE
+from evaluator.report import PER_QUESTION_FILE, REPORT_FILE
 from evaluator.report.run_page import archived_report
 from evaluator.runfolder.batches import LEDGER
 from evaluator.runfolder.files import CONFIG, MANIFEST, MERGED, PARTIAL
 from evaluator.runfolder.runconfig import RunConfig, RunConfigError
-from evaluator.scoring import SCORES_DIR, SUMMARY_JSON, ScoreError, merge_run
+from evaluator.scoring import SCORES_DIR, SUMMARY_JSON, SUMMARY_MD, ScoreError, merge_run
+
+# What scores/ holds that the archive carries: the scorer's files (report.html gets its own rendering);
+# anything else there (a copy of the page with its thumbnails, a user's file) is left out.
+SCORE_FILES = (SUMMARY_JSON, SUMMARY_MD, PER_QUESTION_FILE, *PLOTS)
 
 # ----------------------------------------------------------------------------- archive
 
 
-def _collect_run(root: Path, run_dir: str, entries: dict[str, bytes], output: Path) -> None:
+def _collect_run(root: Path, run_dir: str, entries: dict[str, bytes], output: Path) -> list[str]:
+    """The run's files into `entries`; the files of scores/ that are not the scorer's, left out."""
     for name in RUN_FILES:
         path = root / name
         if not path.is_file():
@@ -74,13 +80,20 @@ def _collect_run(root: Path, run_dir: str, entries: dict[str, bytes], output: Pa
             f"{root} has no {SCORES_DIR}/{SUMMARY_JSON}; score it first: doccount score --run-root {root}"
         )
     out = output.resolve()
+    left_out: list[str] = []
     for path in sorted(scores.rglob("*")):
         if not path.is_file() or path.name.endswith(".tmp") or path.resolve() == out:
             continue
         if path == scores / REPORT_FILE:  # it shows the data's images: the archive gets its own rendering
             continue
         rel = path.relative_to(root).as_posix()
+        if (
+            path.parent != scores or path.name not in SCORE_FILES
+        ):  # a page copy, a user's file: may hold images
+            left_out.append(rel)
+            continue
         entries[f"{run_dir}/{rel}"] = path.read_bytes()
+    return left_out
 
 
 def _check_scores_current(root: Path, run_dir: str, entries: dict[str, bytes]) -> dict[str, Any]:
@@ -307,7 +320,7 @@ def create_archive(
     bundle = Path(bundle_root) if bundle_root else default_bundle_root()
 
     entries: dict[str, bytes] = {}
-    _collect_run(root, run_dir, entries, output)
+    left_out = _collect_run(root, run_dir, entries, output)
     raw = read_json_bytes(entries[f"{run_dir}/{CONFIG}"], f"{root}/{CONFIG}")
     config = _typed(raw, root)
     summary = _check_scores_current(root, run_dir, entries)
@@ -323,6 +336,12 @@ def create_archive(
     entries[REPRODUCE] = utf8_text(reproduce_md(raw, run_name, summary, missing, config))
     index = _index(run_name, run_dir, config, entries, recorded, missing)
     entries[INDEX] = json_bytes(index)
+    images = image_problems(entries)
+    if images:
+        raise ArchiveError(
+            f"refusing to archive: {images[0]} (an archive holds no image of the data); remove it from the run "
+            "folder, or score the run again"
+        )
     hits = secret_hits(entries, secret)
     if hits:
         raise ArchiveError(
@@ -337,4 +356,4 @@ def create_archive(
     except OSError as exc:
         raise ArchiveError(f"cannot write {output} ({exc.strerror})") from None
     blob = output.read_bytes()
-    return ArchiveInfo(output, sorted(entries), missing, sha256_hex(blob), len(blob))
+    return ArchiveInfo(output, sorted(entries), missing, sha256_hex(blob), len(blob), left_out)

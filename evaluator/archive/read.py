@@ -17,7 +17,16 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from evaluator.archive.base import INDEX, SUMS, Archive, ArchiveError, Members
+from evaluator.archive.base import (
+    INDEX,
+    SUMS,
+    Archive,
+    ArchiveError,
+    ArchiveLimitError,
+    Budget,
+    Members,
+    size_text,
+)
 from evaluator.archive.opened import OpenedArchive, parse_archive
 
 MiB, GiB = 1024 * 1024, 1024 * 1024 * 1024
@@ -30,7 +39,7 @@ class Limits:
 
     members: int = 10_000  # tar entries, folders included
     member_bytes: int = 2 * GiB  # one member, unpacked
-    total_bytes: int = 8 * GiB  # everything the gzip unpacks to (also the temporary disk's bound)
+    total_bytes: int = 8 * GiB  # the budget: what the gzip, nested archives and verify's copies unpack to
     header_bytes: int = MiB  # one PAX or long-name header (read whole by tarfile)
     trailing_bytes: int = MiB  # after the tar's end (tar pads to 10 KiB)
     in_memory: int = MiB  # members up to this size stay in memory; larger ones go to disk
@@ -46,28 +55,17 @@ _EXTENDED = (
 )
 
 
-class ArchiveLimitError(ArchiveError):
-    """An archive past a limit: exit 2 with one line naming the member and the limit."""
-
-
-def _size(n: int) -> str:
-    return f"{n / GiB:g} GiB" if n >= GiB else f"{n / MiB:g} MiB" if n >= MiB else f"{n} bytes"
-
-
 class _Counted:
-    """The gzip stream as tarfile reads it, every byte counted against the total limit."""
+    """The gzip stream as tarfile reads it, every byte charged to the budget (base.Budget: one for the
+    archive, the archives nested in it and the copies made of their members)."""
 
-    def __init__(self, raw: gzip.GzipFile, path: Path, limits: Limits) -> None:
-        self.raw, self.path, self.limits, self.count = raw, path, limits, 0
+    def __init__(self, raw: gzip.GzipFile, path: Path, budget: Budget) -> None:
+        self.raw, self.path, self.budget, self.count = raw, path, budget, 0
 
     def read(self, n: int = -1) -> bytes:
         data = self.raw.read(n if n >= 0 else CHUNK)
         self.count += len(data)
-        if self.count > self.limits.total_bytes:
-            raise ArchiveLimitError(
-                f"{self.path} unpacks to more than {_size(self.limits.total_bytes)}, the limit of a "
-                "doccount archive; refusing to read it"
-            )
+        self.budget.spend(len(data), str(self.path))
         return data
 
 
@@ -78,7 +76,7 @@ def _info_class(path: Path, limits: Limits) -> type[tarfile.TarInfo]:
             if self.type in _EXTENDED and self.size > limits.header_bytes:
                 raise ArchiveLimitError(
                     f"{path}: a header before {self.name!r} is {self.size} bytes, over the "
-                    f"{_size(limits.header_bytes)} limit of a doccount archive; refusing to read it"
+                    f"{size_text(limits.header_bytes)} limit of a doccount archive; refusing to read it"
                 )
             return super()._proc_member(tar)  # type: ignore[misc]
 
@@ -108,7 +106,7 @@ def _check_member(path: Path, member: tarfile.TarInfo, n: int, limits: Limits) -
     if member.size > limits.member_bytes:
         raise ArchiveLimitError(
             f"{path}: member {member.name!r} is {member.size} bytes unpacked, over the "
-            f"{_size(limits.member_bytes)} member limit of a doccount archive; refusing to read it"
+            f"{size_text(limits.member_bytes)} member limit of a doccount archive; refusing to read it"
         )
     return parts
 
@@ -149,7 +147,7 @@ class _Null:
 
 
 def _read_members(path: Path, counted: _Counted, limits: Limits) -> tuple[set[str], Members, list[str]]:
-    members = Members()
+    members = Members(counted.budget)
     duplicates: list[str] = []
     tops: set[str] = set()
     kinds: dict[str, bool] = {}  # every path seen -> is it a folder
@@ -179,10 +177,12 @@ def _check_kinds(path: Path, parts: list[str], is_dir: bool, kinds: dict[str, bo
             )
 
 
-def read_archive(path: Path, limits: Limits = LIMITS) -> OpenedArchive:
+def read_archive(path: Path, limits: Limits = LIMITS, budget: Budget | None = None) -> OpenedArchive:
     """Read a doccount archive whole, within `limits` (so truncation is always noticed), and parse it once
-    (archive.opened); ArchiveError (ArchiveLimitError past a limit) on bad input."""
+    (archive.opened); ArchiveError (ArchiveLimitError past a limit) on bad input. `budget`: the one of the
+    archive this one is nested in (default: a new one of `limits.total_bytes`)."""
     path = Path(path)
+    budget = budget if budget is not None else Budget(path, limits.total_bytes)
     if not path.exists():
         raise ArchiveError(f"{path} does not exist")
     if path.is_dir():
@@ -195,13 +195,13 @@ def read_archive(path: Path, limits: Limits = LIMITS) -> OpenedArchive:
         )
     try:
         with gzip.open(path, "rb") as gz:
-            counted = _Counted(gz, path, limits)
+            counted = _Counted(gz, path, budget)
             tops, members, duplicates = _read_members(path, counted, limits)
             after = counted.count
             while counted.read(CHUNK):
                 if counted.count - after > limits.trailing_bytes:
                     raise ArchiveLimitError(
-                        f"{path} has more than {_size(limits.trailing_bytes)} after the end of its tar "
+                        f"{path} has more than {size_text(limits.trailing_bytes)} after the end of its tar "
                         "archive (a header that hides data?); refusing to read it"
                     )
     except (EOFError, zlib.error, gzip.BadGzipFile) as exc:

@@ -18,15 +18,17 @@ from evaluator.archive.endpoints import Confirm, key_endpoints
 from evaluator.archive.opened import OpenedArchive, config_of
 from evaluator.archive.pack import create_archive
 from evaluator.archive.plan import evaluate_args, format_command, serve_commands
+from evaluator.archive.recorded import ArchivedData, archived_data, local_pattern
 from evaluator.archive.verify import (
     extract_prompts,
     read_archive,
     verify_archive,
 )
+from evaluator.core.boundary import clip
 from evaluator.core.exitcode import ExitCode
 from evaluator.core.jsonl import printable
 from evaluator.core.output import answer, say
-from evaluator.data.benchmarks import get_benchmark
+from evaluator.data.benchmarks import Benchmark, get_benchmark
 from evaluator.data.parquet import (
     DataError,
     DataSource,
@@ -51,38 +53,51 @@ from evaluator.scoring.stats import mcnemar_exact
 # ----------------------------------------------------------------------------- reproduce
 
 
+def _data_source(
+    data: ArchivedData, bench: Benchmark, data_files: str | None
+) -> tuple[DataSource, list[str]]:
+    """Where the data is: the user's --data-files; else the recorded local pattern, used only when it names
+    files under the working folder and they are as many (and as large) as the archive lists, so no other
+    file is ever read; else the recorded hub dataset and revision (checked when the archive was read)."""
+    wanted = ", ".join(f"{f.name} (SHA-256 {f.sha256})" for f in data.files)
+    if data_files is not None:
+        return resolve_local(data_files), ["--data-files", data_files]
+    if data.source == "hub":
+        args = ["--dataset", str(data.dataset)] + (["--revision", data.revision] if data.revision else [])
+        return resolve_hub(bench, data.dataset, data.revision), args
+    pattern = local_pattern(data.pattern)
+    if pattern is None:
+        raise ArchiveError(
+            f"the archive records the data pattern {clip(repr(data.pattern), 80)}, which names no files under "
+            f"this folder, so it is not read; pass --data-files GLOB with the original files: {wanted}"
+        )
+    try:
+        source = resolve_local(pattern)
+    except DataError:
+        source = DataSource([])
+    sizes = sorted(f.bytes for f in data.files if f.bytes is not None)
+    found = sorted(p.stat().st_size for p in source.files)
+    if not source.files or len(found) != len(data.files) or (sizes and sizes != found):
+        raise ArchiveError(
+            f"the original run read local files ({pattern!r}) that are not here; pass --data-files GLOB "
+            f"with the same files: {wanted}"
+        )
+    return source, ["--data-files", pattern]
+
+
 def check_reproduction_data(config: RunConfig, data_files: str | None) -> tuple[list[str], str]:
     """The data arguments for evaluate, after checking file SHA-256s and manifest digests against the archive."""
-    data = config.data
+    data = archived_data(config.data)
     bench = get_benchmark(config.benchmark)
-    expected_files = data.get("files") or []
-    pattern = data_files
-    if pattern is None and data.get("source") != "hub":
-        pattern = str(data.get("pattern") or "")
-        try:
-            resolve_local(pattern)
-        except DataError:
-            wanted = ", ".join(f"{f.get('name')} (SHA-256 {f.get('sha256')})" for f in expected_files)
-            raise ArchiveError(
-                f"the original run read local files ({pattern!r}) that are not here; pass --data-files GLOB "
-                f"with the same files: {wanted}"
-            ) from None
-    if pattern:
-        source: DataSource = resolve_local(pattern)
-        args = ["--data-files", pattern]
-    else:
-        source = resolve_hub(bench, data.get("dataset"), data.get("revision"))
-        args = ["--dataset", str(data.get("dataset"))] + (
-            ["--revision", str(data["revision"])] if data.get("revision") else []
-        )
+    source, args = _data_source(data, bench, data_files)
     got = [(p.name, file_sha256(p)) for p in source.files]
-    want = sorted(str(f.get("sha256")) for f in expected_files)
+    want = sorted(f.sha256 for f in data.files)
     if sorted(s for _, s in got) != want:
         unknown = [f"{n} (SHA-256 {s[:12]}...)" for n, s in got if s not in want]
         absent = [
-            f"{f.get('name')} (SHA-256 {str(f.get('sha256'))[:12]}...)"
-            for f in expected_files
-            if f.get("sha256") not in {s for _, s in got}
+            f"{f.name} (SHA-256 {f.sha256[:12]}...)"
+            for f in data.files
+            if f.sha256 not in {s for _, s in got}
         ]
         raise ArchiveError(
             "the data files do not match the archive"
@@ -92,20 +107,17 @@ def check_reproduction_data(config: RunConfig, data_files: str | None) -> tuple[
         )
     check_schema(bench, source)
     manifest = build_manifest(bench, source)
-    if manifest_digest(manifest) != data.get("manifest_sha256"):
+    if manifest_digest(manifest) != data.manifest_sha256:
         raise ArchiveError(
             "the data's question set (manifest SHA-256) does not match the archive's dataset.json"
         )
-    selection = data.get("selection") or {}
-    n = selection.get("questions")
-    sel = manifest[:n] if isinstance(n, int) else manifest
-    if selection.get("manifest_sha256") and manifest_digest(sel) != selection["manifest_sha256"]:
+    n = data.selection.questions
+    sel = manifest[:n] if n is not None else manifest
+    if data.selection.manifest_sha256 and manifest_digest(sel) != data.selection.manifest_sha256:
         raise ArchiveError(
             "the selected questions (selection manifest SHA-256) do not match the archive's dataset.json"
         )
-    where = (
-        f"{len(source.files)} file(s), SHA-256s and manifest {str(data.get('manifest_sha256'))[:12]}... match"
-    )
+    where = f"{len(source.files)} file(s), SHA-256s and manifest {str(data.manifest_sha256)[:12]}... match"
     return args, where
 
 

@@ -20,12 +20,13 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from evaluator.archive.base import (
     INDEX,
@@ -33,6 +34,8 @@ from evaluator.archive.base import (
     Archive,
     ArchiveError,
     ArchiveInfo,
+    ArchiveLimitError,
+    Budget,
     Problem,
     VerifyResult,
     json_bytes,
@@ -40,9 +43,11 @@ from evaluator.archive.base import (
     sha256_hex,
 )
 from evaluator.archive.endpoints import Confirm, key_endpoints
+from evaluator.archive.images import check_images
 from evaluator.archive.opened import SWEEP_FORMAT, OpenedArchive, config_of
 from evaluator.archive.pack import create_archive, write_tar_gz
 from evaluator.archive.read import read_archive
+from evaluator.archive.sweep_keys import key_variables
 from evaluator.archive.verify import check_sums, verify_archive
 from evaluator.core.atomic import atomic_file
 from evaluator.core.boundary import clip
@@ -51,10 +56,8 @@ from evaluator.runfolder.sweep_state import SWEEP_COPY, SWEEP_STATE, SweepState,
 from evaluator.scoring.base import BOARD_DIR, BOARD_FILES
 from evaluator.scoring.board import Board, is_board
 
-try:
-    import tomllib
-except ModuleNotFoundError:  # Python 3.10
-    import tomli as tomllib  # type: ignore[no-redef]
+if TYPE_CHECKING:
+    from evaluator.scoring import MergedRun
 
 SWEEP_FORMAT_VERSION = 1
 SWEEP_TOP_SUFFIX = ".sweep-archive"
@@ -165,28 +168,50 @@ def verify_sweep(archive: OpenedArchive, workdir: Path) -> VerifyResult:
     runs = run_archives(archive)  # names checked before anything is written
     sweep_name(archive)
     check_sums(archive, problems, checks)
-    rescored: dict[str, Path] = {}
+    check_images(
+        archive, problems, checks, skip=runs.values()
+    )  # each run archive is checked as it is verified
+    rescored: dict[str, MergedRun] = {}
     for name, entry in runs.items():
-        path = workdir / f"{name}.tar.gz"
-        archive.copy_to(entry, path)
-        try:
-            result = verify_archive(read_archive(path), workdir / name)
-        except ArchiveError as exc:
-            problems.append(Problem(entry, str(exc)))
-            continue
-        checks += [f"{name}: {c}" for c in result.checks]
-        problems += [Problem(f"{entry}:{p.path}", p.reason) for p in result.problems]
-        if result.ok and result.run_dir is not None:
-            rescored[name] = result.run_dir
+        merged = _verify_run(archive, name, entry, workdir, problems, checks)
+        if merged is not None:
+            rescored[name] = merged
     _check_board(archive, rescored, problems, checks)
     return VerifyResult(archive, problems, checks, None)
 
 
+def _verify_run(
+    archive: OpenedArchive, name: str, entry: str, workdir: Path, problems: list[Problem], checks: list[str]
+) -> MergedRun | None:
+    """One run archive verified as `doccount verify` does, read under the sweep archive's budget; what it
+    put on the temporary disk removed before the next. The re-scored run, merged, when it verifies."""
+    from evaluator.scoring import merge_run
+
+    path, folder = workdir / f"{name}.tar.gz", workdir / name
+    inner: OpenedArchive | None = None
+    try:
+        archive.copy_to(entry, path)
+        inner = read_archive(path, budget=archive.budget)
+        result = verify_archive(inner, folder)
+        checks += [f"{name}: {c}" for c in result.checks]
+        problems += [Problem(f"{entry}:{p.path}", p.reason) for p in result.problems]
+        return merge_run(result.run_dir) if result.ok and result.run_dir is not None else None
+    except ArchiveLimitError:
+        raise  # the one budget is spent: the whole archive is refused, in one line
+    except ArchiveError as exc:
+        problems.append(Problem(entry, str(exc)))
+        return None
+    finally:
+        if inner is not None:
+            inner.release()
+        path.unlink(missing_ok=True)
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 def _check_board(
-    archive: OpenedArchive, rescored: dict[str, Path], problems: list[Problem], checks: list[str]
+    archive: OpenedArchive, rescored: dict[str, MergedRun], problems: list[Problem], checks: list[str]
 ) -> None:
     """The archived leaderboard.json's numbers against a leaderboard rebuilt from the re-scored runs."""
-    from evaluator.scoring import merge_run
     from evaluator.scoring.leaderboard import BoardRun, build_leaderboard
 
     entry = f"{BOARD}/leaderboard.json"
@@ -203,8 +228,8 @@ def _check_board(
         problems.append(Problem(entry, "cannot be checked: it is not a leaderboard this evaluator writes"))
         return
     runs = [
-        BoardRun(n, merge_run(p), None, state.run_state(n), state.published.get(n))
-        for n, p in sorted(rescored.items())
+        BoardRun(n, merged, None, state.run_state(n), state.published.get(n))
+        for n, merged in sorted(rescored.items())
     ]
     fresh = build_leaderboard(runs, state.pricing)
     if _numbers(fresh) != _numbers(archived):
@@ -260,36 +285,6 @@ def _numbers(board: Mapping[str, Any]) -> Any:
     return json.loads(json.dumps({"runs": runs, "pairwise": board.get("pairwise")}))
 
 
-def key_variables(archive: OpenedArchive, runs: Mapping[str, str]) -> dict[str, str | None]:
-    """Each run's key variable, from sweep.json checked against the archived sweep file (sweep.toml):
-    ArchiveError in one line when they differ (a crafted sweep.json naming another variable, with its
-    checksum recomputed) or when a run names a variable the archive has no sweep file to check against."""
-    try:
-        state = _archived_state(archive)
-        toml = tomllib.loads(archive.whole(COPY).decode("utf-8")) if COPY in archive.files else None
-    except (ValueError, UnicodeDecodeError) as exc:  # tomllib.TOMLDecodeError is a ValueError
-        raise ArchiveError(
-            f"{archive.source}: cannot read {STATE} or {COPY} ({clip(str(exc), 120)})"
-        ) from None
-    states = state.runs if state else {}
-    toml_runs = toml.get("runs") if isinstance(toml, dict) else None
-    declared = {
-        str(r.get("name")): r.get("api_key_env") for r in toml_runs or [] if isinstance(r, dict)
-    }  # fmt: skip
-    out: dict[str, str | None] = {}
-    for name in runs:
-        st = states.get(name)
-        var = st.api_key_env if st else None
-        if var != declared.get(name) and (var is not None or name in declared):
-            raise ArchiveError(
-                f"{archive.source}: {STATE} names the key variable {clip(repr(var), 60)} for run {name} where the "
-                f"archived sweep file ({COPY}) names {clip(repr(declared.get(name)), 60)}; refusing to reproduce "
-                "from it (nothing was read or sent)"
-            )
-        out[name] = var if isinstance(var, str) and var else None
-    return out
-
-
 def reproduce_sweep(
     archive: OpenedArchive,
     only: list[str],
@@ -327,7 +322,9 @@ def reproduce_sweep(
             has_key = bool(var and env.get(var, "").strip())
             named = list(base_urls.get(name, []))
             how = f"--base-url {name}=URL, or leave the run out with --only"
-            urls = key_endpoints(name, var or "", has_key, named, _recorded(path), confirm, how)
+            urls = key_endpoints(
+                name, var or "", has_key, named, _recorded(path, archive.budget), confirm, how
+            )
             plans.append((name, path, named or (urls if has_key else []), has_key))
         for name, path, urls, has_key in plans:
             child_env = {k: v for k, v in env.items() if k not in drop}
@@ -342,7 +339,12 @@ def reproduce_sweep(
     return results
 
 
-def _recorded(path: Path) -> list[str]:
-    """The endpoints a run's archive recorded (what its reproduction would use when none is named)."""
-    config = config_of(read_archive(path))
+def _recorded(path: Path, budget: Budget | None) -> list[str]:
+    """The endpoints a run's archive recorded (what its reproduction would use when none is named); read
+    under the sweep archive's budget, its temporary copies removed at once."""
+    inner = read_archive(path, budget=budget)
+    try:
+        config = config_of(inner)
+    finally:
+        inner.release()
     return [str(u) for u in (config.get("endpoints") or [config.get("endpoint")]) if u]

@@ -20,6 +20,7 @@ from evaluator.archive.base import (
     VerifyResult,
     mismatched_keys,
 )
+from evaluator.archive.images import check_images
 from evaluator.archive.opened import OpenedArchive, parse_sums  # noqa: F401  (parse_sums: the face)
 from evaluator.archive.pack import (
     dataset_record,
@@ -27,11 +28,17 @@ from evaluator.archive.pack import (
 from evaluator.archive.read import read_archive  # noqa: F401  (the package's face reads it from here)
 from evaluator.archive.report_check import check_report
 from evaluator.data.parquet import file_sha256
+from evaluator.runfolder.batches import LEDGER, LedgerError, load_ledger
 from evaluator.runfolder.files import CONFIG, MANIFEST, MERGED, PARTIAL
 from evaluator.runfolder.runconfig import RunConfig
 from evaluator.scoring import SCORES_DIR, SUMMARY_JSON, SUMMARY_MD, ScoreError, score_run
 
 # ----------------------------------------------------------------------------- read and verify
+
+
+def folder_bytes(folder: Path) -> int:
+    """The bytes of the files under `folder` (what a copy or a re-score put on the temporary disk)."""
+    return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
 
 
 def check_sums(archive: OpenedArchive, problems: list[Problem], checks: list[str]) -> None:
@@ -115,11 +122,20 @@ def _rescore(
             target.parent.mkdir(parents=True, exist_ok=True)
             archive.copy_to(name, target)
     summary_name = f"{run_dir}/{SCORES_DIR}/{SUMMARY_JSON}"
+    copied = folder_bytes(dest)
+    try:  # the ledger may name only batch/NAME.jsonl of its own folder (runfolder.batches.check_input_name)
+        load_ledger(dest)
+    except LedgerError:
+        problems.append(
+            Problem(f"{run_dir}/{LEDGER}", "names a file outside the run folder's batch/ or is damaged")
+        )
     try:
         score_run(dest)
     except ScoreError as exc:
         problems.append(Problem(f"{run_dir}/{PARTIAL}", f"the archived run cannot be re-scored: {exc}"))
         return None
+    if archive.budget is not None:  # what the re-score wrote (responses.jsonl, scores/) counts too
+        archive.budget.spend(max(folder_bytes(dest) - copied, 0), f"the re-score of {run_dir}")
     if summary_name not in archive.files:
         problems.append(Problem(summary_name, "missing from the archive"))
         return dest
@@ -161,6 +177,7 @@ def verify_archive(archive: OpenedArchive, workdir: Path) -> VerifyResult:
     problems: list[Problem] = []
     checks: list[str] = []
     check_sums(archive, problems, checks)
+    check_images(archive, problems, checks)
     index = archive.index
     if index is None or index.get("format") != FORMAT:
         problems.append(Problem(INDEX, f"is not a {FORMAT} index"))

@@ -51,6 +51,12 @@ def archive_cmd(run_dir: Path | None, run_root: Path | None, output: Path, bundl
             "--bundle-root CHECKOUT to include them",
             err=True,
         )
+    if info.left_out:  # e.g. a copy of the run's page written into scores/: it shows the data's images
+        click.echo(
+            f"note: not archived, not a file doccount score writes: {', '.join(info.left_out)} (an archive "
+            "holds no image of the data)",
+            err=True,
+        )
     click.echo(f"wrote {info.output} ({len(info.entries)} entries, {info.size} bytes, sha256 {info.sha256})")
 
 
@@ -131,8 +137,9 @@ def reproduce_cmd(only: tuple[str, ...], **opts: Any) -> None:
     from evaluator.archive.endpoints import parse_base_urls
     from evaluator.archive.sweep import is_sweep_archive
 
+    archive_file = opts.pop("archive_file")
     try:
-        archive = read_archive(opts.pop("archive_file"))  # read and parsed once, handed down
+        archive = read_archive(archive_file)  # read and parsed once, handed down
         if is_sweep_archive(archive):
             sys.exit(_reproduce_sweep(archive, list(only), **opts))
         if only:
@@ -147,6 +154,13 @@ def reproduce_cmd(only: tuple[str, ...], **opts: Any) -> None:
         code = reproduce(archive, base_url=plain, confirm=_confirm(), **opts)
     except user_errors(ArchiveError) as exc:
         raise UserError(str(exc)) from None
+    except click.ClickException:
+        raise
+    except Exception as exc:  # last resort, as verify has: what a crafted archive still reaches is a bug
+        raise UserError(
+            f"{archive_file} could not be reproduced (evaluator error {type(exc).__name__}); nothing more was "
+            "sent; treat the archive as not verified and report it"
+        ) from None
     sys.exit(code)
 
 

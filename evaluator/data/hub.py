@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -66,24 +67,27 @@ def cached_commits(cache_dir: str | os.PathLike[str], repo_id: str) -> list[str]
 
 
 def fetch_command(benchmark: str, repo_id: str, default_repo: str, revision: str | None) -> str:
-    """The one command that puts this revision into the cache (what `make data` runs)."""
-    parts = ["doccount data", f"--benchmark {benchmark}"]
+    """The one command that puts this revision into the cache (what `make data` runs), shell-quoted: the
+    dataset id and revision may come from an archive."""
+    words = ["doccount", "data", "--benchmark", benchmark]
     if repo_id != default_repo:
-        parts.append(f"--dataset {repo_id}")
+        words += ["--dataset", repo_id]
     if revision:
-        parts.append(f"--revision {revision}")
-    return " ".join(parts)
+        words += ["--revision", revision]
+    return shlex.join(words)
 
 
 def make_command(benchmark: str, repo_id: str, default_repo: str, revision: str | None) -> str | None:
-    """The `make data` line for the same fetch (None for a dataset other than the benchmark's)."""
+    """The `make data` line for the same fetch (None for a dataset other than the benchmark's): each word's
+    `$` doubled for Make, then shell-quoted."""
     if repo_id != default_repo:
         return None
-    return " ".join(
-        ["make data"]
+    words = (
+        ["make", "data"]
         + ([f"BENCHMARK={benchmark}"] if benchmark != DEFAULT_BENCHMARK else [])
         + ([f"DATASET_REVISION={revision}"] if revision else [])
     )
+    return shlex.join(w.replace("$", "$$") for w in words)
 
 
 def not_cached_message(
