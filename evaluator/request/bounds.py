@@ -21,6 +21,8 @@ if TYPE_CHECKING:
 # A reply's body is read up to this many bytes, then abandoned. A 32,768-token answer with as much
 # reasoning, every character JSON-escaped as \uXXXX, stays under 2 MiB: 16 MiB is far above any honest reply.
 MAX_RESPONSE_BYTES = 16 * 1024 * 1024
+# A batch output line: one reply and the few fields around it (custom_id, status_code, request_id).
+LINE_SLACK = 64 * 1024
 # A model list: OpenRouter's, the longest listed, with a description per model, is about 1 MiB.
 MAX_MODELS_BYTES = 8 * 1024 * 1024
 # /version ({"version": "0.x.y"}) and /health (empty): far below this.
