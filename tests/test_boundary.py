@@ -27,6 +27,7 @@ from evaluator.core.boundary import (
     safe_headers,
     sanitize_completion,
     sanitize_usage,
+    terminal_text,
 )
 from evaluator.core.unescape import _ESCAPE, _unescape, decoded_views
 
@@ -408,3 +409,48 @@ def test_redacting_a_15_mib_reply_repeating_the_key_is_bounded(unit: str) -> Non
     assert cost["peak_mib"] < 400, cost
     assert cost["cpu_s"] < 20, cost
     print(f"15 MiB of {unit}: {cost}")
+
+
+# Terminal text linear in its length (the same hole as trust3 #4): a string sequence (OSC, DCS, ...) was
+# searched for its end from every opener, quadratic without a terminator (40 KB of "\x1b]" took 12 s).
+_OLD_SEQUENCE = re.compile(
+    r"(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]"
+    r"|(?:\x1b[\]P^_X]|[\x90\x98\x9d\x9e\x9f]).*?(?:\x07|\x1b\\|\x9c)"
+    r"|\x1b.?",
+    re.DOTALL,
+)
+_TERMINAL_PIECES = [
+    "\x1b",
+    "]",
+    "[",
+    "\\",
+    "\x07",
+    "\x9c",
+    "\x9b",
+    "\x90",
+    "P",
+    "0",
+    ";",
+    "m",
+    "a",
+    " ",
+    "\n",
+    "/",
+]
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.sampled_from(_TERMINAL_PIECES), max_size=14).map("".join))
+def test_terminal_text_equals_the_single_pattern(text: str) -> None:
+    table = {c: None for c in (*range(0x20), *range(0x7F, 0xA0)) if chr(c) not in "\n\t"}
+    expected = text if text.isprintable() else _OLD_SEQUENCE.sub("", text).translate(table)
+    assert terminal_text(text) == expected
+
+
+def test_terminal_text_is_linear_at_the_reply_cap() -> None:
+    cost = measured(
+        "from evaluator.core.boundary import terminal_text\ntext = '\\x1b]' * (8 * 2**20) + '\\x07' + '\\x1bP' * 2**20",
+        "terminal_text(text)",
+        deadline_s=60,
+    )
+    assert cost["cpu_s"] < 5, cost

@@ -63,6 +63,15 @@ _SEQUENCE = re.compile(
     re.DOTALL,
 )
 _CONTROLS = {c: None for c in (*range(0x20), *range(0x7F, 0xA0))}
+# _SEQUENCE without the string sequences, for text past the last terminator: there a string sequence cannot
+# end, and searching for its end from every opener would take time quadratic in the text.
+_NO_STRING = re.compile(r"(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]|\x1b.?", re.DOTALL)
+
+
+def _after_last_terminator(text: str) -> int:
+    """Where the last string terminator (BEL, ESC \\, ST) ends; 0 without one."""
+    ends = [at + len(t) for t in ("\x07", "\x1b\\", "\x9c") if (at := text.rfind(t)) >= 0]
+    return max(ends, default=0)
 
 
 def terminal_text(text: str, keep: str = "\n\t") -> str:
@@ -71,7 +80,8 @@ def terminal_text(text: str, keep: str = "\n\t") -> str:
     if text.isprintable():
         return text
     table = {c: v for c, v in _CONTROLS.items() if chr(c) not in keep}
-    return _SEQUENCE.sub("", text).translate(table)
+    end = _after_last_terminator(text)  # no sequence spans it: its two sides are cleaned apart, linearly
+    return (_SEQUENCE.sub("", text[:end]) + _NO_STRING.sub("", text[end:])).translate(table)
 
 
 def one_line(text: str) -> str:
