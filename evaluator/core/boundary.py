@@ -36,6 +36,7 @@ from functools import cached_property
 from typing import Any
 from urllib.parse import quote, quote_plus
 
+from evaluator.core.cover import RUN, mark, replaced
 from evaluator.core.jsonl import JSONObject
 from evaluator.core.unescape import decoded_views
 
@@ -144,9 +145,9 @@ class KeyFilter:
             if found is None:
                 continue
             cover = cover if cover is not None else bytearray(len(text))
-            for run in _RUN.finditer(found):
-                _mark(cover, *view.original(*run.span()))
-        return _replaced(text, cover) if cover is not None else text
+            for run in RUN.finditer(found):
+                mark(cover, *view.original(*run.span()))
+        return replaced(text, cover, REDACTED) if cover is not None else text
 
     def found_in(self, text: str, pieces: bool = True) -> bool:
         """Whether the text holds the key in any form (with `pieces`, an 8-character piece of it too)."""
@@ -168,7 +169,7 @@ class KeyFilter:
             while at != -1:
                 end = form_runs.match(text, at).end()  # type: ignore[union-attr]  # a copy starts at `at`
                 cover = cover if cover is not None else bytearray(len(text))
-                _mark(cover, at, end)
+                mark(cover, at, end)
                 at = text.find(form, max(at + 1, end - len(form) + 1))  # copies inside the run are covered
         if runs is None:
             return cover
@@ -176,7 +177,7 @@ class KeyFilter:
         while found is not None:
             start, end = found.start(), self._extended(text, found.end())
             cover = cover if cover is not None else bytearray(len(text))
-            _mark(cover, start, end)
+            mark(cover, start, end)
             found = runs.search(text, end)
         return cover
 
@@ -211,28 +212,6 @@ class KeyFilter:
         if isinstance(obj, dict):
             return {self(str(k)): self.json(v) for k, v in obj.items()}
         return obj
-
-
-_RUN = re.compile(rb"\x01+")  # a run of covered characters in a cover
-_ONES = memoryview(b"\x01" * 65536)
-
-
-def _mark(cover: bytearray, start: int, end: int) -> None:
-    """Cover characters start..end (a slice of _ONES at a time: the cover never changes length)."""
-    while start < end:
-        n = min(end - start, len(_ONES))
-        cover[start : start + n] = _ONES[:n]
-        start += n
-
-
-def _replaced(text: str, cover: bytearray) -> str:
-    """The text with each run of covered characters as one REDACTED."""
-    out, at = [], 0
-    for run in _RUN.finditer(cover):
-        out += [text[at : run.start()], REDACTED]
-        at = run.end()
-    out.append(text[at:])
-    return "".join(out)
 
 
 def json_text(value: Any, keys: KeyFilter, limit: int) -> str | None:
