@@ -4,7 +4,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import socket
 import time
 from pathlib import Path
 
@@ -80,3 +82,27 @@ def test_evaluate_with_a_2_gib_models_list_keeps_memory_bounded(tmp_path: Path) 
     assert '"ReplyTooLarge"' in _server_record(root)
     assert peak < 400 * MiB, peak / MiB
     print(f"2 GiB /v1/models: evaluate peak RSS {peak / MiB:.0f} MiB, {elapsed:.1f} s")
+
+
+def test_a_connect_that_never_completes_is_still_unreachable() -> None:
+    """The whole-request deadline must not hide a dropped connect: it stays ConnectTimeout, which evaluate
+    reads as "nothing answered" (evaluation.reachability.unreachable)."""
+    from evaluator.evaluation.reachability import unreachable
+
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(0)
+        port = listener.getsockname()[1]
+        backlog = [socket.socket() for _ in range(3)]  # the accept queue full: later connects are dropped
+        for c in backlog:
+            c.setblocking(False)
+            with contextlib.suppress(BlockingIOError):
+                c.connect(("127.0.0.1", port))
+        try:
+            url = f"http://127.0.0.1:{port}/v1"
+            info = server_info(url, None, timeout_s=1.0)
+        finally:
+            for c in backlog:
+                c.close()
+    assert info["models"] == {"error": "ConnectTimeout"}, info
+    assert unreachable({url: info}) == [url]

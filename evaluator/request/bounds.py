@@ -100,11 +100,24 @@ class BoundedGets:
         )
 
     def get(self, url: str, params: Any = None) -> httpx.Response:
-        """The answer, its body read whole (within the cap); TimeoutError past the deadline."""
+        """The answer, its body read whole (within the cap); TimeoutError past the deadline (ConnectTimeout
+        when no connection was made by then)."""
+
+        connected = False  # once a request goes out on a connection, a timeout is no longer the connect's
+
+        async def trace(event: str, info: Any) -> None:
+            nonlocal connected
+            connected = connected or event.startswith(("http11.", "http2.")) or event.endswith("tcp.complete")
 
         async def call() -> httpx.Response:
-            async with asyncio.timeout(self.timeout_s):
-                return await self.http.get(url, params=params)
+            try:
+                async with asyncio.timeout(self.timeout_s):
+                    return await self.http.get(url, params=params, extensions={"trace": trace})
+            except TimeoutError:
+                if connected:
+                    raise
+                # nothing answered the connect (a firewall that drops it): said as httpx says it
+                raise httpx.ConnectTimeout(f"no connection within {self.timeout_s:g} s") from None
 
         return self.loop.run_until_complete(call())
 
