@@ -331,3 +331,37 @@ def test_strip_token_applies_to_batch_answers(tmp_path: Path, emu: BatchEmulator
     recs = records(tmp_path / "s")
     assert len(recs) == 12 and all(r["parse_status"] == "ok" and r["parsed_answer"] == 3 for r in recs)
     assert all(r["response_text"].endswith("<|end_of_box|>") for r in recs)
+
+
+# Bounds (trust3 #5): an output file over the 16 MiB reply cap is streamed to disk and collected (before:
+# ReplyTooLarge with a traceback on every re-run, so a paid batch could never be collected); a poll that
+# drips ends within --batch-max-wait (before: it hung for good).
+MiB = 2**20
+
+
+def test_an_output_file_over_the_reply_cap_is_collected(tmp_path: Path, data12: str) -> None:
+    reply = "x" * (int(1.8 * MiB)) + "\n<answer>3</answer>"  # 12 lines: a 21 MiB output file
+    with TestServer({"default_reply": reply}) as upstream, BatchEmulator({"step_s": 0.02}, upstream) as emu:
+        root = tmp_path / "run"
+        res = evaluate(emu.base_url, data12, root, "--batch")
+        sizes = [len(emu.file_bytes(b["output_file_id"])) for b in emu.snapshot()["batches"]]
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert "Traceback" not in res.stderr
+    assert sum(sizes) > 20 * MiB, sizes
+    rows = records(root)
+    assert len(rows) == 12 and all(r["status"] == "ok" and r["parsed_answer"] == 3 for r in rows), rows[0]
+    assert [e["state"] for e in ledger(root)["batches"]] == ["collected"]
+    assert not [p for p in (root / "batch").iterdir() if not p.name.endswith(".jsonl")]  # nothing left over
+
+
+def test_a_dripping_poll_ends_within_batch_max_wait(tmp_path: Path, data12: str) -> None:
+    with BatchEmulator({"step_s": 0.02, "drip_polls": True}) as emu:
+        root = tmp_path / "run"
+        t0 = time.monotonic()
+        res = evaluate(emu.base_url, data12, root, "--batch", "--batch-max-wait", "3", "--timeout", "600")
+        took = time.monotonic() - t0
+    assert res.returncode == 3, res.stderr[-3000:]
+    assert "Traceback" not in res.stderr
+    assert "past --batch-max-wait 3" in res.stderr and "not answering polls" in res.stderr, res.stderr
+    assert took < 3 + 20, took  # the CLI's start and the upload besides the 3 s (the drip alone: 5 minutes)
+    assert [e["state"] for e in ledger(root)["batches"]] == ["created"]  # collected by a later run

@@ -14,6 +14,7 @@ import msgspec
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support.measure import measured
 
 from evaluator.core.boundary import (
     MAX_COUNT,
@@ -26,7 +27,9 @@ from evaluator.core.boundary import (
     safe_headers,
     sanitize_completion,
     sanitize_usage,
+    terminal_text,
 )
+from evaluator.core.unescape import _ESCAPE, _unescape, decoded_views
 
 KEY_CHARS = st.sampled_from("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_+/=.~")
 KEYS = st.text(KEY_CHARS, min_size=20, max_size=60)
@@ -298,3 +301,156 @@ def test_batch_output_lines_pass_the_boundary(key: str, spot: str, shape: str, p
             isinstance(v, (str, type(None))) for v in (c.finish_reason, c.response_id, c.system_fingerprint)
         )
         assert all(v is None or type(v) is int for v in msgspec.structs.asdict(c.usage).values())
+
+
+# Redaction bounded in memory and time at the reply size cap (trust3 #14): one byte of cover per character
+# and a step per run of copies, instead of a span per piece found (a 15 MiB reply repeating the key took
+# 1.9 GB and 19 s per row). The reference below is the span-based filter it replaced: outputs are equal.
+
+
+def _reference_positions(source: str, rounds: int) -> tuple[list[int], list[int]]:
+    text = source
+    starts, ends = list(range(len(text))), list(range(1, len(text) + 1))
+    for _ in range(rounds):
+        new_s: list[int] = []
+        new_e: list[int] = []
+        at = 0
+        for m in _ESCAPE.finditer(text):
+            new_s += starts[at : m.start()] + [starts[m.start()]]
+            new_e += ends[at : m.start()] + [ends[m.end() - 1]]
+            at = m.end()
+        new_s += starts[at:]
+        new_e += ends[at:]
+        text, starts, ends = _ESCAPE.sub(_unescape, text), new_s, new_e
+    return starts, ends
+
+
+def _reference_spans(kf: KeyFilter, text: str) -> list[tuple[int, int]]:
+    spans = []
+    for needle in [*kf.forms, *kf.pieces]:
+        at = text.find(needle)
+        while at != -1:
+            spans.append((at, at + len(needle)))
+            at = text.find(needle, at + 1)
+    return spans
+
+
+def _reference_redact(kf: KeyFilter, text: str) -> str:
+    spans = _reference_spans(kf, text)
+    for view in decoded_views(text):
+        starts, ends = _reference_positions(text, view.rounds)
+        spans += [(starts[s], ends[e - 1]) for s, e in _reference_spans(kf, view.text)]
+    covered = [False] * len(text)
+    for s, e in spans:
+        covered[s:e] = [True] * (e - s)
+    out, i = [], 0
+    while i < len(text):
+        if covered[i]:
+            while i < len(text) and covered[i]:
+                i += 1
+            out.append(REDACTED)
+        else:
+            out.append(text[i])
+            i += 1
+    return "".join(out)
+
+
+_KEYS = ['sk-Ab%cd"ef/gh\\ij+kl==mnopqrstu', "abcabcabcabcabcab", "sk-aaaaaaaaaaaaaaaaaaaa", "xyzw1234"]
+
+
+def _fragments(key: str) -> list[str]:
+    return [
+        key,
+        key[:9],
+        key[5:17],
+        key[2:11],
+        key[-9:],
+        json.dumps(key)[1:-1],
+        quote(key, safe=""),
+        quote(key[3:14], safe="").lower(),
+        base64.b64encode(key.encode()).decode(),
+        *["%25", "%", "\\u0073", "&#115;", " ", "x", "\\", "%2F", "a"],
+    ]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.sampled_from(_KEYS).flatmap(
+        lambda k: st.tuples(st.just(k), st.lists(st.sampled_from(_fragments(k)), max_size=9))
+    )
+)
+def test_redaction_equals_the_span_reference(case: tuple[str, list[str]]) -> None:
+    key, parts = case
+    kf, text = KeyFilter(key), "".join(parts)
+    assert kf(text) == _reference_redact(kf, text)
+    assert kf.found_in(text) == bool(
+        _reference_spans(kf, text) or any(_reference_spans(kf, v.text) for v in decoded_views(text))
+    )
+
+
+_BENCH_KEY = "sk-bench-abcdefghijklmnopqrstuvwxyzABCDEF"
+
+
+@pytest.mark.parametrize(
+    "unit",
+    [
+        "KEY + ' '",  # the key, again and again
+        "KEY[:20] + ' '",  # a piece of it, again and again
+        "'%41' + KEY + ' '",  # with an escape in every copy: each copy found in a decoded view
+    ],
+)
+def test_redacting_a_15_mib_reply_repeating_the_key_is_bounded(unit: str) -> None:
+    cost = measured(
+        f"from evaluator.core.boundary import KeyFilter\nKEY = {_BENCH_KEY!r}\nunit = {unit}\n"
+        "text = unit * (15 * 2**20 // len(unit))\nkf = KeyFilter(KEY)",
+        "out = kf(text)\nassert KEY[3:11] not in out",
+        deadline_s=120,
+    )
+    assert cost["peak_mib"] < 400, cost
+    assert cost["cpu_s"] < 20, cost
+    print(f"15 MiB of {unit}: {cost}")
+
+
+# Terminal text linear in its length (the same hole as trust3 #4): a string sequence (OSC, DCS, ...) was
+# searched for its end from every opener, quadratic without a terminator (40 KB of "\x1b]" took 12 s).
+_OLD_SEQUENCE = re.compile(
+    r"(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]"
+    r"|(?:\x1b[\]P^_X]|[\x90\x98\x9d\x9e\x9f]).*?(?:\x07|\x1b\\|\x9c)"
+    r"|\x1b.?",
+    re.DOTALL,
+)
+_TERMINAL_PIECES = [
+    "\x1b",
+    "]",
+    "[",
+    "\\",
+    "\x07",
+    "\x9c",
+    "\x9b",
+    "\x90",
+    "P",
+    "0",
+    ";",
+    "m",
+    "a",
+    " ",
+    "\n",
+    "/",
+]
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.sampled_from(_TERMINAL_PIECES), max_size=14).map("".join))
+def test_terminal_text_equals_the_single_pattern(text: str) -> None:
+    table = {c: None for c in (*range(0x20), *range(0x7F, 0xA0)) if chr(c) not in "\n\t"}
+    expected = text if text.isprintable() else _OLD_SEQUENCE.sub("", text).translate(table)
+    assert terminal_text(text) == expected
+
+
+def test_terminal_text_is_linear_at_the_reply_cap() -> None:
+    cost = measured(
+        "from evaluator.core.boundary import terminal_text\ntext = '\\x1b]' * (8 * 2**20) + '\\x07' + '\\x1bP' * 2**20",
+        "terminal_text(text)",
+        deadline_s=60,
+    )
+    assert cost["cpu_s"] < 5, cost

@@ -7,6 +7,7 @@ compact with sorted keys.
 
 from __future__ import annotations
 
+import io
 import json
 import math
 from typing import Any
@@ -21,6 +22,7 @@ from evaluator.core.jsonl import (
     decode_strict_lines,
     encode_row,
     encode_rows,
+    file_lines,
     split_lines,
 )
 from evaluator.runfolder.files import parse_jsonl
@@ -191,3 +193,10 @@ def test_lenient_rows_keep_nan_and_lone_surrogates() -> None:
     assert math.isnan(json.loads(lines[0])["b"])
     assert json.loads(lines[1])["t"] == "x\ud800y"
     assert encode_rows(rows, lenient=[0]) == data  # the same bytes every time
+
+
+def test_file_lines_reads_lines_and_skips_those_over_the_cap() -> None:
+    f = io.BytesIO(b"a\n" + b"b" * 50 + b"\nc\n" + b"d" * 30)
+    assert list(file_lines(f, 10)) == [b"a\n", b"c\n"]  # the 30 d's have no newline and are over the cap
+    f = io.BytesIO(b"one\ntwo")
+    assert list(file_lines(f, 10)) == [b"one\n", b"two"]

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
-import pytest
+import re
 
-from evaluator.data.parsing import last_integer_fallback, parse_answer_tag, parse_countqa
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from support.measure import measured
+
+from evaluator.data.parsing import ParseResult, last_integer_fallback, parse_answer_tag, parse_countqa
 
 STRICT_CASES = [
     ("Counting.\n<answer>7</answer>", 7, "ok"),
@@ -72,3 +77,56 @@ COUNTQA_CASES = [
 def test_countqa_parser(text: str, answer: int | None, status: str) -> None:
     result = parse_countqa(text)
     assert (result.answer, result.status) == (answer, status)
+
+
+# Linear in the reply (trust3 #4): the answer tag is found with str.find, not a non-greedy pattern searched
+# from every opening tag (quadratic: 39 s for "<answer>" x 24,576; days at the 16 MiB reply cap).
+
+_ANSWER_PATTERN = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)  # the reference: what the parser was
+
+
+def _reference_answer_tag(text: str | None) -> ParseResult:
+    """parse_answer_tag as the pattern defined it (quadratic, fine on small texts)."""
+    if text is None or not text.strip():
+        return ParseResult(None, "no_response")
+    tags = list(_ANSWER_PATTERN.finditer(text))
+    if not tags:
+        return ParseResult(None, "no_tag")
+    if len(tags) > 1:
+        return ParseResult(None, "multiple_tags")
+    if text[tags[0].end() :].strip():
+        return ParseResult(None, "not_final")
+    inner = tags[0].group(1).strip()
+    if "<answer>" in inner:
+        return ParseResult(None, "unclosed_tag")
+    if not re.fullmatch(r"[+-]?[0-9]+", inner) or len(inner) > 1000:
+        return ParseResult(None, "not_integer")
+    return ParseResult(int(inner), "ok")
+
+
+_PIECES = st.sampled_from(
+    ["<answer>", "</answer>", "<answer", "answer>", "</", "7", "-", " ", "\n", "x", "12"]
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(_PIECES, max_size=12).map("".join))
+def test_answer_tag_parser_equals_the_pattern(text: str) -> None:
+    assert parse_answer_tag(text) == _reference_answer_tag(text)
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        "'<answer>' * 2_000_000",  # 16 MB of opening tags, none closed
+        "'<answer>1</answer>' * 880_000",  # 16 MB of closed tags (multiple_tags)
+        "'<answer>' * 1_000_000 + '</answer>' + 'x' * 7_000_000",
+    ],
+)
+def test_answer_tag_parser_is_linear_at_the_reply_cap(reply: str) -> None:
+    cost = measured(
+        f"from evaluator.data.parsing import parse_answer_tag\ntext = {reply}",
+        "parse_answer_tag(text)",
+        deadline_s=30,
+    )
+    assert cost["cpu_s"] < 2.0, cost

@@ -1,20 +1,29 @@
-"""Issue #46 point 13: a server process the sweep starts inherits none of the user's credential variables
-(the Slurm executor's rule, study.secrets.credential_named), only what a server needs (HF_TOKEN for gated
-weights not yet cached) and its own fresh token. The stand-in server logs the environment it was given."""
+"""What a server process the sweep starts gets (evaluator/study/server.py).
+
+Its environment (trust3 #13): none of the user's credential variables (the Slurm executor's rule,
+study.secrets.credential_named), only what a server needs (HF_TOKEN for gated weights not yet cached) and its
+own fresh token; the stand-in server logs the environment it was given. Its readiness polls (trust3 #5): each
+GET /health within a whole-request deadline and a size cap; a server dripping its /health no longer holds the
+sweep."""
 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from support.adversarial_server import RouteServer
 from support.cli import run_cli
 from support.study import Study
 
 from evaluator.study.secrets import credential_named
-from evaluator.study.server import SERVER_NEEDS, server_environment
+from evaluator.study.server import SERVER_NEEDS, Server, ServerFailure, server_environment
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -57,3 +66,19 @@ def test_server_environment_keeps_exactly_the_plain_and_the_needed(env: dict, dr
         kept = name not in drop and (name in SERVER_NEEDS or not credential_named(name))
         assert (out.get(name) == value) if kept else name not in out
     assert set(out) <= set(env)
+
+
+def test_a_dripping_health_check_ends_at_the_readiness_deadline(tmp_path: Path) -> None:
+    with RouteServer({"/health": "drip"}) as srv:
+        server = Server(None, "r", [], tmp_path / "log", {})  # type: ignore[arg-type]  # no launch here
+        server.port = srv.server_address[1]
+        server.proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+        try:
+            t0 = time.monotonic()
+            with pytest.raises(ServerFailure, match="not ready within 2 s"):
+                server.wait_ready(2.0, threading.Event())
+            took = time.monotonic() - t0
+        finally:
+            server.proc.kill()
+            server.proc.wait()
+    assert took < 5.0 + 4.0, took  # one poll of at most 5 s past the 2 s (the drip alone: 5 minutes)

@@ -32,9 +32,11 @@ import json
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 from urllib.parse import quote, quote_plus
 
+from evaluator.core.cover import RUN, mark, replaced
 from evaluator.core.jsonl import JSONObject
 from evaluator.core.unescape import decoded_views
 
@@ -62,6 +64,15 @@ _SEQUENCE = re.compile(
     re.DOTALL,
 )
 _CONTROLS = {c: None for c in (*range(0x20), *range(0x7F, 0xA0))}
+# _SEQUENCE without the string sequences, for text past the last terminator: there a string sequence cannot
+# end, and searching for its end from every opener would take time quadratic in the text.
+_NO_STRING = re.compile(r"(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]|\x1b.?", re.DOTALL)
+
+
+def _after_last_terminator(text: str) -> int:
+    """Where the last string terminator (BEL, ESC \\, ST) ends; 0 without one."""
+    ends = [at + len(t) for t in ("\x07", "\x1b\\", "\x9c") if (at := text.rfind(t)) >= 0]
+    return max(ends, default=0)
 
 
 def terminal_text(text: str, keep: str = "\n\t") -> str:
@@ -70,7 +81,8 @@ def terminal_text(text: str, keep: str = "\n\t") -> str:
     if text.isprintable():
         return text
     table = {c: v for c, v in _CONTROLS.items() if chr(c) not in keep}
-    return _SEQUENCE.sub("", text).translate(table)
+    end = _after_last_terminator(text)  # no sequence spans it: its two sides are cleaned apart, linearly
+    return (_SEQUENCE.sub("", text[:end]) + _NO_STRING.sub("", text[end:])).translate(table)
 
 
 def one_line(text: str) -> str:
@@ -120,39 +132,73 @@ class KeyFilter:
         self.pieces = [s[i : i + PIECE] for i in range(len(s) - PIECE + 1)] if len(s) > PIECE else []
         # every 8-character piece holds one of these 4-character quarters: a cheap first look
         self.quarters = [s[i : i + 4] for i in range(0, len(s) - 3, 4)] if self.pieces else []
+        # runs of back-to-back copies: a text repeating the key is covered in one step per run, not per copy
+        self.form_runs = {f: re.compile(f"(?:{re.escape(f)})+") for f in self.forms}
 
     def __call__(self, text: str) -> str:
         """The text without the key, in any of its forms or pieces, also where escapes hide it."""
         if self.secret is None:
             return text
-        spans = self._spans(text)
+        cover = self._cover(text)
         for view in decoded_views(text):
-            found = self._spans(view.text)
-            if found:
-                spans.extend(view.original(start, end) for start, end in found)
-        return _replaced(text, spans) if spans else text
+            found = self._cover(view.text)
+            if found is None:
+                continue
+            cover = cover if cover is not None else bytearray(len(text))
+            for run in RUN.finditer(found):
+                mark(cover, *view.original(*run.span()))
+        return replaced(text, cover, REDACTED) if cover is not None else text
 
     def found_in(self, text: str, pieces: bool = True) -> bool:
         """Whether the text holds the key in any form (with `pieces`, an 8-character piece of it too)."""
         if self.secret is None:
             return False
-        return any(self._spans(t, pieces) for t in (text, *(v.text for v in decoded_views(text))))
+        views = (text, *(v.text for v in decoded_views(text)))
+        return any(self._cover(t, pieces) is not None for t in views)
 
-    def _spans(self, text: str, pieces: bool = True) -> list[tuple[int, int]]:
-        """Where the key's forms (and 8-character pieces) sit in the text, as (start, end) spans."""
-        spans = []
-        for form in self.forms:
+    def _cover(self, text: str, pieces: bool = True) -> bytearray | None:
+        """A byte per character of the text, 1 where one of the key's forms (or 8-character pieces) sits;
+        None when none does. Linear in the text: each run of back-to-back copies or pieces is one step, and
+        the memory is one byte per character however many copies the text holds."""
+        cover = None
+        runs = self.piece_runs if pieces and any(q in text for q in self.quarters) else None
+        for form, form_runs in self.form_runs.items():
+            if runs is not None and form == self.secret:
+                continue  # the key itself is a run of its pieces
             at = text.find(form)
             while at != -1:
-                spans.append((at, at + len(form)))
-                at = text.find(form, at + 1)
-        if pieces and any(q in text for q in self.quarters):
-            for piece in self.pieces:
-                at = text.find(piece)
-                while at != -1:
-                    spans.append((at, at + PIECE))
-                    at = text.find(piece, at + 1)
-        return spans
+                end = form_runs.match(text, at).end()  # type: ignore[union-attr]  # a copy starts at `at`
+                cover = cover if cover is not None else bytearray(len(text))
+                mark(cover, at, end)
+                at = text.find(form, max(at + 1, end - len(form) + 1))  # copies inside the run are covered
+        if runs is None:
+            return cover
+        found = runs.search(text)
+        while found is not None:
+            start, end = found.start(), self._extended(text, found.end())
+            cover = cover if cover is not None else bytearray(len(text))
+            mark(cover, start, end)
+            found = runs.search(text, end)
+        return cover
+
+    def _extended(self, text: str, end: int) -> int:
+        """The end of a run of pieces, past any piece that starts inside it and ends after it (one search
+        of the 14 characters around the end tells), then past the run of pieces from there."""
+        runs, piece = self._piece_patterns
+        while found := piece.search(text, end - PIECE + 1, end + PIECE - 1):
+            end = runs.match(text, found.start()).end()  # type: ignore[union-attr]
+        return end
+
+    @property
+    def piece_runs(self) -> re.Pattern[str] | None:
+        return self._piece_patterns[0] if self.pieces else None
+
+    @cached_property
+    def _piece_patterns(self) -> tuple[re.Pattern[str], re.Pattern[str]]:
+        """A run of back-to-back pieces of the key, and one piece; built at the first text that holds a
+        quarter of the key."""
+        alternatives = "|".join(map(re.escape, sorted(set(self.pieces))))
+        return re.compile(f"(?:{alternatives})+"), re.compile(alternatives)
 
     def json(self, obj: Any) -> Any:
         """A JSON value with the key removed from every string in it, object keys included.
@@ -166,24 +212,6 @@ class KeyFilter:
         if isinstance(obj, dict):
             return {self(str(k)): self.json(v) for k, v in obj.items()}
         return obj
-
-
-def _replaced(text: str, spans: list[tuple[int, int]]) -> str:
-    """The text with each run of characters the spans cover (overlapping or touching) as one REDACTED."""
-    out, at, run = [], 0, None
-    for start, end in sorted(spans):
-        if run is not None and start <= run[1]:
-            run = (run[0], max(run[1], end))
-            continue
-        if run is not None:
-            out += [text[at : run[0]], REDACTED]
-            at = run[1]
-        run = (start, end)
-    if run is not None:
-        out += [text[at : run[0]], REDACTED]
-        at = run[1]
-    out.append(text[at:])
-    return "".join(out)
 
 
 def json_text(value: Any, keys: KeyFilter, limit: int) -> str | None:

@@ -21,8 +21,8 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Iterable, Sequence
-from typing import Any
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any, BinaryIO
 
 import msgspec
 
@@ -153,3 +153,18 @@ def encode_rows(rows: Sequence[Any], lenient: Iterable[int] = ()) -> bytes:
         except (UnicodeEncodeError, TypeError, OverflowError, ValueError):
             pass  # a row msgspec cannot encode: row by row below
     return b"".join(encode_row(row, i in marked) for i, row in enumerate(rows))
+
+
+def file_lines(f: BinaryIO, cap: int) -> Iterator[bytes]:
+    """The newline-separated lines of a binary file from its start, one at a time (the file is never held
+    whole); a line longer than `cap` bytes is skipped, read past in pieces of `cap`."""
+    f.seek(0)
+    while True:
+        line = f.readline(cap + 1)
+        if not line:
+            return
+        if len(line) <= cap:
+            yield line
+            continue
+        while line and not line.endswith(b"\n"):  # the rest of the long line
+            line = f.readline(cap + 1)

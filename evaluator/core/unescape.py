@@ -8,6 +8,8 @@ a span back to where it came from in the source, so that the boundary redacts th
 from __future__ import annotations
 
 import re
+from array import array
+from bisect import bisect_right
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -38,37 +40,53 @@ class DecodedView:
     rounds: int
 
     @cached_property
-    def _map(self) -> tuple[list[int], list[int]]:
-        # built once per view: a key found as many pieces maps each of them back through the same map
-        return _positions(self.source, self.rounds)
+    def _rounds(self) -> list[_Round]:
+        # built once per view: a key found as many pieces maps each of them back through the same tables
+        return _rounds(self.source, self.rounds)
 
     def original(self, start: int, end: int) -> tuple[int, int]:
-        starts, ends = self._map
-        return starts[start], ends[end - 1]
+        """The span of the source that the view's characters start..end came from."""
+        last = end - 1
+        for escapes in reversed(self._rounds):
+            start, last = escapes.back(start)[0], escapes.back(last)[1] - 1
+        return start, last + 1
 
 
-def _positions(source: str, rounds: int) -> tuple[list[int], list[int]]:
-    """For each character of `source` decoded `rounds` times, the (start, end) of what it came from."""
-    text = source
-    starts, ends = list(range(len(text))), list(range(1, len(text) + 1))
+@dataclass
+class _Round:
+    """Where one round of decoding put the characters its escapes became: `at` (positions in the decoded
+    text, ascending) and the span of the text before the round each came from. Memory grows with the
+    escapes, not with the text (a table per character took gigabytes at the reply size cap)."""
+
+    at: array[int]
+    starts: array[int]
+    ends: array[int]
+
+    def back(self, char: int) -> tuple[int, int]:
+        """The span of the text before this round that character `char` of its result came from."""
+        i = bisect_right(self.at, char) - 1
+        if i >= 0 and self.at[i] == char:
+            return self.starts[i], self.ends[i]
+        shift = (
+            self.ends[i] - self.at[i] - 1 if i >= 0 else 0
+        )  # what the escapes before it took up, less 1 each
+        return char + shift, char + shift + 1
+
+
+def _rounds(source: str, rounds: int) -> list[_Round]:
+    """The escapes of each of `rounds` rounds of decoding `source`."""
+    text, out = source, []
     for _ in range(rounds):
-        chars: list[str] = []
-        new_s: list[int] = []
-        new_e: list[int] = []
-        at = 0
+        escapes = _Round(array("q"), array("q"), array("q"))
+        removed = 0
         for m in _ESCAPE.finditer(text):
-            chars.append(text[at : m.start()])
-            new_s += starts[at : m.start()]
-            new_e += ends[at : m.start()]
-            chars.append(_unescape(m))
-            new_s.append(starts[m.start()])
-            new_e.append(ends[m.end() - 1])
-            at = m.end()
-        chars.append(text[at:])
-        new_s += starts[at:]
-        new_e += ends[at:]
-        text, starts, ends = "".join(chars), new_s, new_e
-    return starts, ends
+            escapes.at.append(m.start() - removed)
+            escapes.starts.append(m.start())
+            escapes.ends.append(m.end())
+            removed += m.end() - m.start() - 1
+        out.append(escapes)
+        text = _ESCAPE.sub(_unescape, text)
+    return out
 
 
 def decoded_views(text: str) -> list[DecodedView]:

@@ -6,7 +6,7 @@ import functools
 import re
 from dataclasses import dataclass
 
-ANSWER_TAG = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)
+OPEN_TAG, CLOSE_TAG = "<answer>", "</answer>"
 STRICT_INTEGER = re.compile(r"[+-]?[0-9]+")
 _LAST_INTEGER_REVERSED = re.compile(r"[0-9]+-?")  # -?[0-9]+ read backwards
 DIGIT_RUN = re.compile(r"\d+")
@@ -25,6 +25,18 @@ class ParseResult:
         return self.answer is not None
 
 
+def next_tag(text: str, pos: int) -> tuple[int, int] | None:
+    """The (start, end) of the first <answer>...</answer> at or after `pos`: the first opening tag and the
+    first closing tag after it (what the non-greedy pattern <answer>(.*?)</answer> matches), found with two
+    str.find calls, so reading every tag of a text stays linear in its length (the pattern's search is
+    quadratic on a text of many unclosed opening tags)."""
+    start = text.find(OPEN_TAG, pos)
+    if start < 0:
+        return None
+    close = text.find(CLOSE_TAG, start + len(OPEN_TAG))
+    return None if close < 0 else (start, close + len(CLOSE_TAG))
+
+
 def parse_answer_tag(text: str | None) -> ParseResult:
     """DocCount's primary parser.
 
@@ -33,15 +45,15 @@ def parse_answer_tag(text: str | None) -> ParseResult:
     """
     if text is None or not text.strip():
         return ParseResult(None, "no_response")
-    tags = list(ANSWER_TAG.finditer(text))
-    if not tags:
+    first = next_tag(text, 0)
+    if first is None:
         return ParseResult(None, "no_tag")
-    if len(tags) > 1:
+    start, end = first
+    if next_tag(text, end) is not None:
         return ParseResult(None, "multiple_tags")
-    tag = tags[0]
-    if text[tag.end() :].strip():
+    if text[end:].strip():
         return ParseResult(None, "not_final")
-    inner = tag.group(1).strip()
+    inner = text[start + len(OPEN_TAG) : end - len(CLOSE_TAG)].strip()
     if "<answer>" in inner:  # an <answer> opened earlier and never closed: the tag runs from there
         return ParseResult(None, "unclosed_tag")
     if not STRICT_INTEGER.fullmatch(inner) or len(inner) > MAX_ANSWER_DIGITS:

@@ -12,7 +12,13 @@ import re
 # The block EvalScope cleaves off a reply before its adapters parse it: the first <think ...>...</think>
 # (with optional signature/redacted attributes), wherever it starts; the rest is whitespace-stripped
 # (modelscope/evalscope, evalscope/api/messages/utils.py parse_content_with_reasoning).
-_BLOCK = re.compile(r'<think(?:\s+signature="([^"]*)")?(?:\s+redacted="(true)")?\s*>(.*?)</think>', re.DOTALL)
+# Found without one pattern over the whole text (`<think ...>(.*?)</think>` searched from every `<think` to
+# the end is quadratic on a text of many unclosed tags): each opening tag is read with the short patterns
+# below, and it opens a block when a closing tag follows it, which one rfind tells.
+_SIGNATURE = re.compile(r'\s+signature="[^"]*"')
+_REDACTED = re.compile(r'\s+redacted="true"')
+_TAG_END = re.compile(r"\s*>")
+OPEN, CLOSE = "<think", "</think>"
 
 
 def has_inline_think(text: str | None) -> bool:
@@ -24,10 +30,36 @@ def strip_think_block(text: str | None) -> str | None:
     """The text without its first think block, as the reference adapter parses it; unchanged without one."""
     if not text:
         return text
-    match = _BLOCK.search(text)
-    if match is None:
+    block = first_block(text)
+    if block is None:
         return text
-    return (text[: match.start()] + text[match.end() :]).strip()
+    return (text[: block[0]] + text[block[1] :]).strip()
+
+
+def opening_tag_end(text: str, start: int) -> int | None:
+    """Where the opening tag `<think` at `start` ends (after its `>`), with its optional signature and
+    redacted attributes in that order; None when it is not such a tag. Each part is read once: a signature
+    runs to the next quote, so the scans of different tags never overlap."""
+    at = start + len(OPEN)
+    for part in (_SIGNATURE, _REDACTED):
+        found = part.match(text, at)
+        if found:
+            at = found.end()
+    end = _TAG_END.match(text, at)
+    return end.end() if end else None
+
+
+def first_block(text: str) -> tuple[int, int] | None:
+    """The (start, end) of the first think block: the first opening tag with a `</think>` after it, up to
+    that closing tag. Linear in the text's length."""
+    last_close = text.rfind(CLOSE)
+    start = text.find(OPEN)
+    while 0 <= start <= last_close:
+        body = opening_tag_end(text, start)
+        if body is not None and body <= last_close:
+            return start, text.find(CLOSE, body) + len(CLOSE)
+        start = text.find(OPEN, start + 1)
+    return None
 
 
 def inline_think_count(rows: list[dict]) -> dict[str, int]:

@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import asyncio
 import signal
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from evaluator.core.exitcode import ExitCode
+from evaluator.core.jsonl import file_lines
 from evaluator.core.keys import Key, unit_keys
 from evaluator.core.output import say
 from evaluator.core.text import utc_now
@@ -32,11 +34,12 @@ from evaluator.evaluation.batch_files import (
     write_inputs,
 )
 from evaluator.evaluation.plan import RunPlan
-from evaluator.request.batch_api import BatchAPI, BatchAPIError, BatchInfo, BatchUnsupported
+from evaluator.request.batch_api import BatchAPI, BatchAPIError, BatchInfo, BatchUnsupported, output_cap
 from evaluator.request.batch_lines import LineResult
+from evaluator.request.bounds import LINE_SLACK, MAX_RESPONSE_BYTES
 from evaluator.request.client import make_client
 from evaluator.request.endpoint import EndpointError
-from evaluator.runfolder.batches import BatchEntry, heal_unusable_ids, keys_in_flight, live_entries
+from evaluator.runfolder.batches import INPUT_DIR, BatchEntry, heal_unusable_ids, keys_in_flight, live_entries
 from evaluator.runfolder.files import done_keys
 
 PREFIX = "run"
@@ -165,7 +168,10 @@ class BatchRun:
         live = {}
         for entry in running:
             assert entry.batch_id is not None
-            info = await self.api.retrieve(entry.batch_id)
+            info = await self._retrieve(entry.batch_id)
+            if info is None:  # no answer before --batch-max-wait: the batch is still running for all we know
+                live[entry.batch_id] = f"{entry.batch_id}: not answering polls"
+                continue
             entry.status, entry.request_counts = info.status, info.counts
             self.progress.update(entry, info, len(running))
             if info.terminal:
@@ -175,6 +181,16 @@ class BatchRun:
                     f"{entry.batch_id}: {info.status}, {counts_text(info, len(entry.rows))}"
                 )
         return live
+
+    async def _retrieve(self, batch_id: str) -> BatchInfo | None:
+        """The batch's state; None when its poll has not ended by --batch-max-wait (a server that drips
+        its answer holds each attempt up to --timeout, and retries)."""
+        left = None if self.max_wait_s is None else max(0.0, self.max_wait_s - self.progress.waited())
+        try:
+            async with asyncio.timeout(left):
+                return await self.api.retrieve(batch_id)
+        except TimeoutError:
+            return None
 
     def past_max_wait(self, live: dict[str, str]) -> bool:
         """--batch-max-wait reached with batches still running: stop waiting (their ids stay saved)."""
@@ -195,8 +211,12 @@ class BatchRun:
             duplicates: list[str] = []
             for file_id in (info.output_file_id, info.error_file_id):
                 if file_id:
-                    data = await self.api.content(file_id)
-                    results_of(data, self.ctx.redact, utc_now(), results, duplicates)
+                    # streamed to a nameless file beside the inputs (gone when closed, whatever happens),
+                    # then read a line at a time: an output file is never held whole
+                    with tempfile.TemporaryFile(dir=self.ctx.root / INPUT_DIR) as f:
+                        await self.api.download(file_id, f, output_cap(len(entry.rows)))
+                        lines = file_lines(f, MAX_RESPONSE_BYTES + LINE_SLACK)
+                        results_of(lines, self.ctx.redact, utc_now(), results, duplicates)
             if duplicates:
                 say(duplicates_line(entry.batch_id, duplicates))
             records = settle_entry(self.ctx, entry, entry.batch_id, results, info.status)

@@ -219,7 +219,7 @@ async def write_inputs(
 
 
 def results_of(
-    data: bytes,
+    data: bytes | Iterable[bytes],
     redact: Redactor,
     at: str,
     into: dict[str, LineResult] | None = None,
@@ -227,10 +227,11 @@ def results_of(
 ) -> dict[str, LineResult]:
     """The lines of an output or error file by custom_id, every server string redacted first, added to
     `into` (the lines of the batch's other file). A custom_id seen twice is listed in `duplicates` and
-    keeps its better line (`keep_line`): a valid answer is never replaced by an error line or a later one."""
+    keeps its better line (`keep_line`): a valid answer is never replaced by an error line or a later one.
+    `data`: the file's bytes, or its lines (core.jsonl.file_lines: a downloaded file read from disk)."""
     out: dict[str, LineResult] = {} if into is None else into
-    for view in split_lines(data):
-        raw = view.tobytes()
+    for view in split_lines(data) if isinstance(data, bytes) else data:
+        raw = bytes(view)
         if not raw.strip():
             continue
         try:

@@ -12,6 +12,7 @@ from pathlib import Path
 import msgspec
 
 from evaluator.core.exitcode import ExitCode
+from evaluator.core.jsonl import file_lines
 from evaluator.core.keys import unit_keys
 from evaluator.core.output import answer, say
 from evaluator.core.records import Sampling
@@ -30,6 +31,7 @@ from evaluator.evaluation.plan import RunPlan
 from evaluator.evaluation.runner import EvalSettings
 from evaluator.request.batch_api import BatchAPI
 from evaluator.request.batch_lines import LineResult
+from evaluator.request.bounds import LINE_SLACK, MAX_RESPONSE_BYTES
 from evaluator.request.client import make_client
 from evaluator.request.retry import RetryPolicy
 from evaluator.runfolder.batches import keys_in_flight, load_ledger, offline_batch_id
@@ -118,7 +120,9 @@ def collect_outputs(root: Path, outputs: list[Path]) -> int:
         duplicates: list[str] = []
         for path in outputs:
             try:
-                results_of(path.read_bytes(), ctx.redact, utc_now(), results, duplicates)
+                with path.open("rb") as f:  # read a line at a time, never whole
+                    lines = file_lines(f, MAX_RESPONSE_BYTES + LINE_SLACK)
+                    results_of(lines, ctx.redact, utc_now(), results, duplicates)
             except OSError as exc:
                 raise RunFolderError(f"cannot read {path} ({exc.strerror})") from None
         if duplicates:

@@ -26,6 +26,7 @@ from evaluator.data.think import has_inline_think
 from evaluator.evaluation.reachability import answering_base_urls
 from evaluator.evaluation.runner import EvalSettings
 from evaluator.request.body import request_bytes, sampling_fields
+from evaluator.request.bounds import ReplyTooLarge, total_timeout
 from evaluator.request.breaker import shape_hint, wrong_path
 from evaluator.request.client import make_client
 from evaluator.request.endpoint import chat_url
@@ -49,12 +50,21 @@ async def _exchange(settings: EvalSettings, body: bytes, keys: KeyFilter) -> tup
     client = make_client(settings.base_url, settings.api_key, settings.timeout_s, 1)
     t0 = time.perf_counter()
     try:
-        raw = await client.post(
-            "/chat/completions",
-            cast_to=bytes,
-            content=body,
-            options={"headers": {"Content-Type": "application/json"}},
+        async with asyncio.timeout(total_timeout(client)):  # from connect to the last byte, as a run's
+            raw = await client.post(
+                "/chat/completions",
+                cast_to=bytes,
+                content=body,
+                options={"headers": {"Content-Type": "application/json"}},
+            )
+    except TimeoutError:
+        return (
+            0,
+            f"request timed out (no whole reply in --timeout {settings.timeout_s:g} s)",
+            time.perf_counter() - t0,
         )
+    except ReplyTooLarge as exc:
+        return 0, str(exc), time.perf_counter() - t0
     except openai.APIStatusError as exc:
         return exc.status_code, error_message(exc, keys), time.perf_counter() - t0
     except openai.APIConnectionError as exc:  # includes timeouts

@@ -227,7 +227,9 @@ def ask_servers(opts: EvaluateOptions) -> Future[JSONObject]:
     overlap the HTTP client's import, about a second."""
     urls, api_key = endpoint_access(opts)
     pool = ThreadPoolExecutor(max_workers=1)
-    asked = pool.submit(lambda: {u: server_info(u, api_key) for u in urls})
+    # each ask within --timeout (at most server_info's own 10 s), from connect to the last byte
+    wait_s = min(opts.timeout, 10.0)
+    asked = pool.submit(lambda: {u: server_info(u, api_key, wait_s) for u in urls})
     pool.shutdown(wait=False)  # the thread ends with its task; the caller waits on the result
     return asked
 

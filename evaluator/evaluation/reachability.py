@@ -5,9 +5,8 @@ from __future__ import annotations
 
 from urllib.parse import urlsplit
 
-import httpx2 as httpx  # the HTTP library openai >= 3 is built on
-
 from evaluator.core.jsonl import JSONObject
+from evaluator.request.bounds import MAX_MODELS_BYTES, BoundedGets
 from evaluator.request.endpoint import base_url_candidates, split_query
 
 # server_info's record of a probe that never reached a server (nothing listening, no such host, a
@@ -42,8 +41,9 @@ def nothing_listening(urls: list[str]) -> str:
     )
 
 
-def model_ids(http: httpx.Client, base_url: str) -> list[str] | None:
-    """The model ids GET <base_url>/models lists (200 with a model list), else None."""
+def model_ids(http: BoundedGets, base_url: str) -> list[str] | None:
+    """The model ids GET <base_url>/models lists (200 with a model list), else None (also when the answer
+    drips past the deadline or runs past the cap)."""
     base, query = split_query(base_url)
     try:
         resp = http.get(f"{base}/models", params=query)
@@ -55,7 +55,7 @@ def model_ids(http: httpx.Client, base_url: str) -> list[str] | None:
     return [str(m["id"]) for m in data["data"] if isinstance(m, dict) and isinstance(m.get("id"), str)]
 
 
-def lists_models(http: httpx.Client, base_url: str) -> bool:
+def lists_models(http: BoundedGets, base_url: str) -> bool:
     """Whether GET <base_url>/models answers 200 with a model list."""
     return model_ids(http, base_url) is not None
 
@@ -63,7 +63,7 @@ def lists_models(http: httpx.Client, base_url: str) -> bool:
 def served_models(base_url: str, api_key: str | None, timeout_s: float = 5.0) -> list[str] | None:
     """The model ids the endpoint's /models lists, or None when it does not answer with a list."""
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-    with httpx.Client(timeout=timeout_s, headers=headers) as http:
+    with BoundedGets(timeout_s, MAX_MODELS_BYTES, headers) as http:
         return model_ids(http, base_url)
 
 
@@ -71,7 +71,7 @@ def answering_base_urls(base_url: str, api_key: str | None, timeout_s: float = 5
     """The nearby base URLs (base_url_candidates) whose GET /models answers with a model list; None when
     base_url's own /models does (then a 404 on chat is not about the path)."""
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-    with httpx.Client(timeout=timeout_s, headers=headers) as http:
+    with BoundedGets(timeout_s, MAX_MODELS_BYTES, headers) as http:
         if lists_models(http, base_url):
             return None
         return [c for c in base_url_candidates(base_url) if lists_models(http, c)]

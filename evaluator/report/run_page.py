@@ -209,8 +209,14 @@ ARCHIVED_NOTE = (
     "This is the archive's copy of the report: it shows nothing of the data (no thumbnails, no question "
     "texts), whose licence does not allow passing it on. The run folder's own report.html has them."
 )
-# the footer line every page ends with (templates/page.html): which version wrote it, and when
-_FOOTER = re.compile(r"Written by doccount-eval (\S+) on ([^<>\n]+?)\. Self-contained page")
+# the footer line every page ends with (templates/page.html): which version wrote it, and when. Both
+# parts are bounded (a version string and "YYYY-MM-DD HH:MM UTC" are far shorter), so every place the
+# search tries costs at most a few hundred steps: unbounded, a page repeating the line's start took
+# quadratic time (40 s on 256 KB) and verify of an archived 8 MiB page never ended.
+STAMP_PART = 100
+_FOOTER = re.compile(
+    rf"Written by doccount-eval (\S{{1,{STAMP_PART}}}) on ([^<>\n]{{1,{STAMP_PART}}}?)\. Self-contained page"
+)
 
 
 def page_stamp(html: str) -> tuple[str, str] | None:

@@ -7,6 +7,11 @@ makes pydantic's serializer warn with the field's value, a key included. Strings
 A batch id must be a usable id (`usable_batch_id`); a create call answered without one is refused. Faults that waiting can fix (connection errors, timeouts, 408/409/425/429,
 5xx) are retried with the run's RetryPolicy; a 404 or 405 on the first call means the endpoint has no batch
 API, said in one line.
+
+Every call has a whole-request deadline (request.bounds, as chat completions): --timeout for a batch
+object; for an upload, --timeout plus a second per MiB of the file; a download's deadline grows with the
+bytes that came in, so only a drip runs out of it. Answers are capped by the client (a batch object, as a
+reply); an output file is streamed to a file, capped at what its lines can hold (`output_cap`).
 """
 
 from __future__ import annotations
@@ -16,13 +21,21 @@ import random
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, BinaryIO, TypeVar
 
 import openai
 
 from evaluator.core.boundary import KeyFilter, ShapeError, clip, one_line, parse_json
 from evaluator.request.batch_ids import usable_batch_id
 from evaluator.request.batch_lines import BATCH_URL
+from evaluator.request.bounds import (
+    LINE_SLACK,
+    MAX_RESPONSE_BYTES,
+    REPLY_CAP,
+    ReplyTooLarge,
+    total_timeout,
+    transfer_deadline,
+)
 from evaluator.request.replies import error_message
 from evaluator.request.retry import RetryPolicy, retryable_status
 
@@ -30,6 +43,12 @@ T = TypeVar("T")
 # A batch id goes into URL paths (GET /batches/{id}) and the run folder's ledger: letters, digits and a few
 # separators (OpenAI batch_..., vLLM/litellm batch-<uuid>, Anthropic-style msgbatch_...), at most 200.
 TERMINAL = frozenset({"completed", "failed", "expired", "cancelled"})
+
+
+def output_cap(lines: int) -> int:
+    """The most bytes a batch output or error file of `lines` requests is read to: each line holds one
+    reply, which is held to the chat path's cap, and a little more for its wrapper."""
+    return (lines + 1) * (MAX_RESPONSE_BYTES + LINE_SLACK)
 
 
 class BatchUnsupported(Exception):
@@ -130,8 +149,9 @@ class BatchAPI:
                 )
                 return self._json(raw.content, f"uploading {path.name}")
 
+        deadline = transfer_deadline(total_timeout(self.client), path.stat().st_size)
         try:
-            created = await self._retried(f"uploading {path.name}", call)
+            created = await self._retried(f"uploading {path.name}", call, deadline)
         except _NotThere as exc:
             raise BatchUnsupported(unsupported_message(self.base_url, exc.status)) from None
         file_id = created.get("id") if isinstance(created, dict) else None
@@ -156,7 +176,7 @@ class BatchAPI:
             )
             return self._info(made.content, f"creating the batch of {file_id}")
 
-        info = await self._retried(f"creating the batch of {file_id}", call)
+        info = await self._retried(f"creating the batch of {file_id}", call, total_timeout(self.client))
         if not info.id:
             raise BatchAPIError(
                 f"creating the batch of {file_id}: the provider answered without a usable batch id "
@@ -190,29 +210,51 @@ class BatchAPI:
                     return None
             return None
 
-        return await self._retried(f"listing batches to find the one of {file_id}", call)
+        return await self._retried(
+            f"listing batches to find the one of {file_id}", call, total_timeout(self.client)
+        )
 
     async def retrieve(self, batch_id: str) -> BatchInfo:
         async def call() -> BatchInfo:
             raw = await self.client.batches.with_raw_response.retrieve(batch_id)
             return self._info(raw.content, f"polling {batch_id}")
 
-        return await self._retried(f"polling {batch_id}", call)
+        return await self._retried(f"polling {batch_id}", call, total_timeout(self.client))
 
-    async def content(self, file_id: str) -> bytes:
-        """GET /files/{id}/content."""
+    async def download(self, file_id: str, into: BinaryIO, cap: int) -> int:
+        """GET /files/{id}/content, streamed into `into` (from its start, again on a retry), at most `cap`
+        bytes; the bytes written."""
 
-        async def call() -> bytes:
-            return (await self.client.files.content(file_id)).content
+        async def call() -> int:
+            into.seek(0)
+            into.truncate()
+            return await self._stream(file_id, into, cap)
 
-        return await self._retried(f"downloading {file_id}", call)
+        return await self._retried(f"downloading {file_id}", call, None)
+
+    async def _stream(self, file_id: str, into: BinaryIO, cap: int) -> int:
+        timeout_s = total_timeout(self.client)
+        started, written = asyncio.get_running_loop().time(), 0
+        token = REPLY_CAP.set(cap)  # the client's hook caps this answer at `cap`, not at a reply's cap
+        try:
+            async with asyncio.timeout(timeout_s) as deadline:
+                async with self.client.files.with_streaming_response.content(file_id) as resp:
+                    async for chunk in resp.iter_bytes():
+                        into.write(chunk)
+                        written += len(chunk)
+                        if timeout_s is not None:  # more time for each byte that came: a drip runs out
+                            deadline.reschedule(started + (transfer_deadline(timeout_s, written) or 0.0))
+        finally:
+            REPLY_CAP.reset(token)
+        into.flush()
+        return written
 
     async def cancel(self, batch_id: str) -> BatchInfo:
         async def call() -> BatchInfo:
             raw = await self.client.batches.with_raw_response.cancel(batch_id)
             return self._info(raw.content, f"cancelling {batch_id}")
 
-        return await self._retried(f"cancelling {batch_id}", call)
+        return await self._retried(f"cancelling {batch_id}", call, total_timeout(self.client))
 
     async def close(self) -> None:
         await self.client.close()
@@ -234,11 +276,17 @@ class BatchAPI:
     def _keys(self) -> KeyFilter:
         return self.clean if isinstance(self.clean, KeyFilter) else KeyFilter(None)
 
-    async def _retried(self, what: str, call: Callable[[], Awaitable[T]]) -> T:
-        """call(), again after faults that waiting can fix, at most policy.max_retries times."""
+    async def _retried(self, what: str, call: Callable[[], Awaitable[T]], deadline: float | None) -> T:
+        """call(), again after faults that waiting can fix, at most policy.max_retries times; each attempt
+        within `deadline` seconds (None: the call keeps its own)."""
         for attempt in range(1, self.policy.max_retries + 2):
             try:
-                return await call()
+                async with asyncio.timeout(deadline):
+                    return await call()
+            except TimeoutError:
+                err = BatchAPIError(f"{what}: no whole answer within the deadline (--timeout)", True)
+            except ReplyTooLarge as exc:  # a server that sends that much once would again: not retried
+                err = BatchAPIError(f"{what}: the answer is {exc}", False)
             except openai.APIStatusError as exc:
                 if exc.status_code in (404, 405) and what.startswith("uploading"):
                     raise _NotThere(exc.status_code) from None

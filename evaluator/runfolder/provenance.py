@@ -10,12 +10,11 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-import httpx2 as httpx  # the HTTP library openai >= 3 is built on
-
 import evaluator
 from evaluator.core.boundary import json_text, parse_json, safe_string
 from evaluator.core.jsonl import JSONObject
 from evaluator.core.secrets import Redactor
+from evaluator.request.bounds import MAX_MODELS_BYTES, MAX_SMALL_BYTES, BoundedGets
 from evaluator.request.endpoint import server_root, split_query
 from evaluator.runfolder.handoff import read_contract
 from evaluator.runfolder.run_settings import Environment
@@ -99,13 +98,19 @@ def environment_info(containers: Mapping[str, str] | None = None) -> Environment
 def server_info(base_url: str, api_key: str | None, timeout_s: float = 10.0) -> JSONObject:
     """What the endpoint says about itself (/v1/models, and vLLM's /version), through the boundary: the
     API key removed from the raw text and from every string of it (a server may echo the Authorization
-    header), model ids kept as strings, the version as JSON. Failures are recorded."""
+    header), model ids kept as strings, the version as JSON. Failures are recorded (past `timeout_s` from
+    connect to the last byte: TimeoutError; past the size cap: ReplyTooLarge)."""
     keys = Redactor(api_key)
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     info: JSONObject = {}
     base, query = split_query(base_url)
-    with httpx.Client(timeout=timeout_s, headers=headers) as http:
-        for key, url in (("models", f"{base}/models"), ("version", f"{server_root(base_url)}/version")):
+    asks = (
+        ("models", f"{base}/models", MAX_MODELS_BYTES),
+        ("version", f"{server_root(base_url)}/version", MAX_SMALL_BYTES),
+    )
+    for key, url, cap in asks:
+        # each answer within its deadline and cap: a dripping or endless one is recorded as an error
+        with BoundedGets(timeout_s, cap, headers) as http:
             try:
                 resp = http.get(url, params=query if key == "models" else None)
                 if resp.status_code != 200:

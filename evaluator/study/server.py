@@ -26,6 +26,7 @@ from pathlib import Path
 import httpx2 as httpx
 
 from evaluator.core.atomic import no_follow
+from evaluator.request.bounds import MAX_SMALL_BYTES, BoundedGets, ReplyTooLarge
 from evaluator.runfolder.provenance import server_info
 from evaluator.study.launch import HOST, ServerSpec, free_port, launch_argv, release_port, remove_argv
 from evaluator.study.port_owner import foreign_listener
@@ -117,7 +118,7 @@ class Server:
     def wait_ready(self, timeout_s: float, stop: threading.Event) -> dict:
         """Until /health is 200 and /v1/models lists the served name; what the server said (server_info)."""
         deadline = time.monotonic() + timeout_s
-        with httpx.Client(timeout=5.0) as http:
+        with BoundedGets(5.0, MAX_SMALL_BYTES) as http:  # a dripping /health costs 5 s per look, no more
             while True:
                 if stop.is_set():
                     raise Stopped()
@@ -132,10 +133,10 @@ class Server:
                     raise ServerFailure(f"the server was not ready within {timeout_s:g} s", retry=True)
                 stop.wait(POLL_S)
 
-    def _healthy(self, http: httpx.Client) -> bool:
+    def _healthy(self, http: BoundedGets) -> bool:
         try:
             return http.get(f"http://{HOST}:{self.port}/health").status_code == 200
-        except httpx.HTTPError:
+        except (httpx.HTTPError, TimeoutError, ReplyTooLarge):
             return False
 
     def _check_owner(self) -> None:

@@ -16,10 +16,13 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import hashlib
 import json
 import threading
+import time
 from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import quote
 
@@ -285,3 +288,97 @@ class AdversarialServer:
         asyncio.run_coroutine_threadsafe(stop(), self._loop).result(10)
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(10)
+
+
+# --- Routes that drip or never end (trust3 #5) --------------------------------------------------------
+# A plain threaded HTTP server whose routes each answer in one of these ways: "ok" (a normal answer),
+# "drip" (200 and headers, then a byte every DRIP_EVERY_S for minutes), "drip_headers" (the status line
+# and headers a byte at a time), or "huge" (a body of huge_bytes, generated as it is written, never built).
+DRIP_EVERY_S = 0.25
+OK_BODIES = {
+    "/v1/models": {"object": "list", "data": [{"id": "m", "object": "model"}]},
+    "/version": {"version": "0.0-test"},
+    "/health": {},
+}
+
+
+class _RouteHandler(BaseHTTPRequestHandler):
+    server: RouteServer  # type: ignore[assignment]
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+    def do_GET(self) -> None:  # noqa: N802 - the http.server name
+        self._answer()
+
+    def do_POST(self) -> None:  # noqa: N802
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        self._answer()
+
+    def _answer(self) -> None:
+        path = self.path.split("?")[0]
+        self.server.hits.append(path)
+        how = self.server.routes.get(path, "ok")
+        with contextlib.suppress(OSError):  # the client gave up: the point of these routes
+            getattr(self, f"_{how}")(path)
+
+    def _ok(self, path: str) -> None:
+        if path == "/v1/chat/completions":
+            body = json.dumps(completion("m")).encode()
+        else:
+            body = json.dumps(OK_BODIES.get(path, {})).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def _drip(self, path: str) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", "100000")
+        self.end_headers()
+        self.wfile.flush()
+        for _ in range(int(300 / DRIP_EVERY_S)):
+            self.wfile.write(b" ")
+            self.wfile.flush()
+            time.sleep(DRIP_EVERY_S)
+
+    def _drip_headers(self, path: str) -> None:
+        for byte in b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nX-Slow: " + b"a" * 2000:
+            self.wfile.write(bytes([byte]))
+            self.wfile.flush()
+            time.sleep(DRIP_EVERY_S)
+
+    def _huge(self, path: str) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(self.server.huge_bytes))
+        self.end_headers()
+        self.wfile.write(b'{"object": "list", "data": [{"id": "')
+        chunk = b"m" * 2**20
+        for _ in range(self.server.huge_bytes // len(chunk)):
+            self.wfile.write(chunk)
+
+
+class RouteServer(ThreadingHTTPServer):
+    """`with RouteServer({"/v1/models": "drip"}) as srv:` ... srv.base_url (ends in /v1), srv.hits."""
+
+    daemon_threads = True
+
+    def __init__(self, routes: dict[str, str], huge_bytes: int = 2 * 2**30) -> None:
+        super().__init__(("127.0.0.1", 0), _RouteHandler)
+        self.routes, self.huge_bytes = routes, huge_bytes
+        self.hits: list[str] = []
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}/v1"
+
+    def __enter__(self) -> RouteServer:
+        threading.Thread(target=self.serve_forever, daemon=True).start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.shutdown()
+        self.server_close()

@@ -39,7 +39,8 @@ the caller's API key: a hostile server's wrong types, ids and escape sequences; 
 status to text appended to it in those objects (escape sequences in a live batch's status);
 ``duplicate_lines`` maps a custom_id substring to ``"error"`` (an error-file line for that request besides its
 answer) or ``"answer"`` (a second, different 200 line in the output file): files a broken or hostile provider
-writes.
+writes. ``drip_polls`` makes GET /batches/{id} answer 200 and then drip its body a byte every 0.25 s for
+minutes (a broken proxy or a hostile server).
 """
 
 from __future__ import annotations
@@ -84,6 +85,7 @@ DEFAULT_CONFIG: dict[str, Any] = {
     "batch_fields": {},
     "status_suffix": {},
     "duplicate_lines": {},
+    "drip_polls": False,
 }
 
 
@@ -515,9 +517,22 @@ def _retrieve(state: EmulatorState) -> Any:
         batch = state.batches.get(request.match_info["id"])
         if batch is None:
             return _error(404, f"No batch found with id '{request.match_info['id']}'.", param="id")
+        if state.config["drip_polls"]:
+            return await _drip(request)
         return web.json_response(hostile_obj(state, batch.obj(), request))
 
     return handler
+
+
+async def _drip(request: web.Request) -> web.StreamResponse:
+    resp = web.StreamResponse(
+        status=200, headers={"Content-Type": "application/json", "Content-Length": "9999"}
+    )
+    await resp.prepare(request)
+    for _ in range(1200):
+        await resp.write(b" ")
+        await asyncio.sleep(0.25)
+    return resp
 
 
 def _cancel(state: EmulatorState) -> Any:
