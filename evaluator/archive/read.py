@@ -148,8 +148,9 @@ class _Null:
         raise AssertionError
 
 
-def _read_members(path: Path, counted: _Counted, limits: Limits) -> tuple[set[str], Members, list[str]]:
-    members = Members()
+def _read_members(
+    path: Path, counted: _Counted, limits: Limits, members: Members
+) -> tuple[set[str], list[str]]:
     duplicates: list[str] = []
     tops: set[str] = set()
     kinds: dict[str, bool] = {}  # every path seen -> is it a folder
@@ -165,7 +166,7 @@ def _read_members(path: Path, counted: _Counted, limits: Limits) -> tuple[set[st
             if rel in members:
                 duplicates.append(rel)
             _copy_member(path, tar, member, rel, members, limits)
-    return tops, members, duplicates
+    return tops, duplicates
 
 
 def _check_kinds(path: Path, parts: list[str], is_dir: bool, kinds: dict[str, bool]) -> None:
@@ -181,8 +182,18 @@ def _check_kinds(path: Path, parts: list[str], is_dir: bool, kinds: dict[str, bo
 
 def read_archive(path: Path, limits: Limits = LIMITS) -> OpenedArchive:
     """Read a doccount archive whole, within `limits` (so truncation is always noticed), and parse it once
-    (archive.opened); ArchiveError (ArchiveLimitError past a limit) on bad input."""
-    path = Path(path)
+    (archive.opened); ArchiveError (ArchiveLimitError past a limit) on bad input. Use it in a `with`
+    block: its large members are in a temporary folder, removed when the block ends (and at once when
+    reading fails, whatever the way out)."""
+    members = Members()
+    try:
+        return _read_archive(Path(path), limits, members)
+    except BaseException:
+        members.close()
+        raise
+
+
+def _read_archive(path: Path, limits: Limits, members: Members) -> OpenedArchive:
     if not path.exists():
         raise ArchiveError(f"{path} does not exist")
     if path.is_dir():
@@ -196,7 +207,7 @@ def read_archive(path: Path, limits: Limits = LIMITS) -> OpenedArchive:
     try:
         with gzip.open(path, "rb") as gz:
             counted = _Counted(gz, path, limits)
-            tops, members, duplicates = _read_members(path, counted, limits)
+            tops, duplicates = _read_members(path, counted, limits, members)
             after = counted.count
             while counted.read(CHUNK):
                 if counted.count - after > limits.trailing_bytes:

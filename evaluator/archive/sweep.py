@@ -171,7 +171,8 @@ def verify_sweep(archive: OpenedArchive, workdir: Path) -> VerifyResult:
         path = workdir / f"{name}.tar.gz"
         archive.copy_to(entry, path)
         try:
-            result = verify_archive(read_archive(path), workdir / name)
+            with read_archive(path) as inner:  # its spill folder removed before the next run's is made
+                result = verify_archive(inner, workdir / name)
         except ArchiveError as exc:
             problems.append(Problem(entry, str(exc)))
             continue
@@ -357,5 +358,6 @@ def reproduce_sweep(
 
 def _recorded(path: Path) -> list[str]:
     """The endpoints a run's archive recorded (what its reproduction would use when none is named)."""
-    config = config_of(read_archive(path))
+    with read_archive(path) as inner:
+        config = config_of(inner)
     return [str(u) for u in (config.get("endpoints") or [config.get("endpoint")]) if u]

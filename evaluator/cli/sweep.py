@@ -3,13 +3,13 @@ evaluator.study.sweep and evaluator.report.leaderboard."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import click
 
-from evaluator.cli.base import UserError
 from evaluator.core.docs import see_docs
+from evaluator.core.errors import UserError
+from evaluator.core.exitcode import ExitCode
 
 
 def sweep_command(evaluate_cmd: click.Command) -> click.Command:
@@ -59,9 +59,9 @@ def sweep_command(evaluate_cmd: click.Command) -> click.Command:
         plan: bool,
         detach: bool,
         status: bool,
-    ) -> None:
+    ) -> ExitCode:
         # the help text is the command's `help` above: docs/ is named only where it exists
-        sys.exit(_run_file(evaluate_cmd, sweep_file, run_root, only, parallel, plan, detach, status))
+        return ExitCode(_run_file(evaluate_cmd, sweep_file, run_root, only, parallel, plan, detach, status))
 
     return sweep_cmd
 
@@ -78,21 +78,16 @@ def _run_file(
 ) -> int:
     """The sweep file loaded and run (or planned, or its status shown); its exit code. A bad file, run
     folder or executor setting is a UserError."""
-    from evaluator.runfolder.files import RunFolderError
-    from evaluator.study.executors.base import ExecutorError
     from evaluator.study.sweep import plan_sweep, run_sweep, sweep_status
-    from evaluator.study.sweep_file import SweepFileError, load_sweep, option_specs
+    from evaluator.study.sweep_file import load_sweep, option_specs
 
     specs = option_specs(evaluate_cmd.params)
-    try:
-        sweep = load_sweep(sweep_file, specs)
-        if status:
-            return sweep_status(sweep, specs, run_root, list(only))
-        if plan:
-            return plan_sweep(sweep, specs, run_root, list(only), parallel)
-        return run_sweep(sweep, specs, run_root, list(only), parallel, detach=detach)
-    except (SweepFileError, RunFolderError, ExecutorError) as exc:
-        raise UserError(str(exc)) from None
+    sweep = load_sweep(sweep_file, specs)
+    if status:
+        return sweep_status(sweep, specs, run_root, list(only))
+    if plan:
+        return plan_sweep(sweep, specs, run_root, list(only), parallel)
+    return run_sweep(sweep, specs, run_root, list(only), parallel, detach=detach)
 
 
 @click.command("leaderboard")
@@ -108,11 +103,10 @@ def _run_file(
 def leaderboard_cmd(dirs: tuple[Path, ...], output: Path | None) -> None:
     """Rank a sweep folder's runs, or any run folders: index.html, leaderboard.md, leaderboard.json."""
     from evaluator.report.leaderboard import write_leaderboard
-    from evaluator.scoring import ScoreError
 
     try:
         folder = write_leaderboard(list(dirs), output)
-    except (ScoreError, OSError) as exc:
+    except OSError as exc:
         raise UserError(str(exc)) from None
     click.echo((folder / "leaderboard.md").read_text(encoding="utf-8"))
     click.echo(f"leaderboard: {folder / 'index.html'}", err=True)

@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, TypedDict
 
+from evaluator.core.errors import UserError
 from evaluator.core.records import ResponseRecord
 from evaluator.data.think import has_inline_think
 
@@ -84,7 +85,7 @@ def observed(declared: str | None, shown: Iterable[bool]) -> ReasoningObserved:
     }
 
 
-class ReasoningMismatch(Exception):
+class ReasoningMismatch(UserError):
     """The first answered responses all contradict the declared mode: the run stops (exit 2)."""
 
     def __init__(self, declared: str, seen: list[tuple[bool, bool, bool]]) -> None:

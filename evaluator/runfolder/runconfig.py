@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import msgspec
 
+from evaluator.core.errors import UserError
 from evaluator.core.jsonl import JSONObject
 from evaluator.core.vocab import Launcher
 from evaluator.runfolder.serving import Serving
@@ -30,7 +31,7 @@ RUN_CONFIG_SCHEMA_VERSION = 1
 IDENTITY_FIELDS = ("benchmark", "model", "sampling", "retry_parse_failures")
 
 
-class RunConfigError(ValueError):
+class RunConfigError(UserError):
     """run_config.json cannot be read, or belongs to a run with other settings."""
 
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
+from evaluator.core.errors import UserError
 from evaluator.core.jsonl import JSONObject
 from evaluator.core.values import is_num
 from evaluator.core.vocab import OUTCOMES as OUTCOMES
@@ -40,7 +41,7 @@ ZERO_BUCKET = ("0", 0, 0)
 BENCHMARKS_WITH_ZERO_COUNTS = ("countqa",)
 
 
-class ScoreError(Exception):
+class ScoreError(UserError):
     """A run folder that cannot be scored (a user error: one clear message, no traceback)."""
 
 

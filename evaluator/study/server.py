@@ -22,6 +22,7 @@ from pathlib import Path
 
 import httpx2 as httpx
 
+from evaluator.core.errors import EvaluatorError
 from evaluator.runfolder.provenance import server_info
 from evaluator.study.launch import HOST, ServerSpec, free_port, launch_argv, release_port, remove_argv
 
@@ -29,7 +30,7 @@ POLL_S = 0.25
 ERROR_RE = re.compile(r"error|exception|traceback|out of memory|killed|failed|refused|denied", re.I)
 
 
-class ServerFailure(Exception):
+class ServerFailure(EvaluatorError):
     """The server did not become a usable server; `retry` when another start may succeed."""
 
     def __init__(self, message: str, retry: bool) -> None:
@@ -37,7 +38,7 @@ class ServerFailure(Exception):
         self.message, self.retry = message, retry
 
 
-class Stopped(Exception):
+class Stopped(EvaluatorError):
     """The sweep asked to stop while the server was starting."""
 
 
