@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import logging
 import sys
 from collections.abc import Sequence
@@ -221,10 +222,16 @@ main.add_command(compare_cmd)
 
 def run_command(command: click.Command, prog_name: str) -> None:
     """The console scripts: the terminal guard (cli.guard), then the command, then an ordinary exit (the
-    temporary folders and files a command opened are closed on the way out)."""
+    temporary folders and files a command opened are closed on the way out, atexit handlers run)."""
     guard.install()
     show_output()
-    command.main(prog_name=prog_name)
+    try:
+        command.main(prog_name=prog_name)  # always ends in SystemExit (Standalone.main)
+    finally:
+        # every `with` block has ended: what the interpreter's teardown then does is free the imported
+        # modules' objects, about 0.5 s of CPU of garbage collection with openai, numpy, pyarrow and
+        # matplotlib loaded; frozen objects are left to the operating system instead
+        gc.freeze()
 
 
 def entry() -> None:
