@@ -96,7 +96,7 @@ def one_run_folder(run_dir: Path | None, run_root: Path | None) -> Path:
     return folder
 
 
-def _interrupt(signum: int, frame: Any) -> None:
+def _interrupt(*_: Any) -> None:
     raise KeyboardInterrupt
 
 
