@@ -1,16 +1,15 @@
-"""The outcome file an evaluate child writes for its sweep never holds the key: an `error:` line that
+"""The outcome file an evaluate child writes for its sweep never holds the key: a user error whose line
 carries it (whole, base64-encoded, or an 8-character piece of it) is written with the key removed."""
 
 from __future__ import annotations
 
 import base64
-import logging
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from evaluator.core.output import MESSAGES, say
+from evaluator.core.errors import NotFinished
 from evaluator.evaluation.ending import recording
 from evaluator.runfolder.handoff import HANDOFF_ENV, LaunchContract, encode_contract, read_outcome
 
@@ -32,12 +31,8 @@ def test_an_error_line_carrying_the_key_is_written_without_it(
     env = {HANDOFF_ENV: str(contract), "MODEL_API_KEY": KEY}
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("MODEL_API_KEY", KEY)
-        mp.setattr(MESSAGES, "level", logging.INFO)  # as the cli sets it (cli.base)
-        with pytest.raises(SystemExit), recording(env=env):
-            say(
-                f"error: the server said {before.strip()}{forms(KEY)[form]}{after.strip()}".replace("\n", " ")
-            )
-            raise SystemExit(3)
+        with pytest.raises(NotFinished), recording(env=env):
+            raise NotFinished(f"the server said {before.strip()}{forms(KEY)[form]}{after.strip()}")
     written = outcome.read_bytes()
     assert read_outcome(outcome) is not None
     assert not any(f.encode() in written for f in forms(KEY)), written

@@ -218,11 +218,15 @@ def test_a_misspelt_key_gets_the_closest_valid_one_with_file_and_line(tmp_path: 
 
 
 def test_a_typo_through_the_command_line_is_one_line_exit_2(tmp_path: Path) -> None:
-    from support.cli import run_cli
+    from click.testing import CliRunner
+
+    from evaluator.cli.main import main
 
     text = BASE + "concurency = 2\n"
-    res = run_cli("sweep", str(write(tmp_path, text)), "--run-root", str(tmp_path / "runs"))
-    assert res.returncode == 2, res.stderr
+    res = CliRunner().invoke(
+        main, ["sweep", str(write(tmp_path, text)), "--run-root", str(tmp_path / "runs")]
+    )
+    assert res.exit_code == 2, res.stderr
     [line] = res.stderr.strip().splitlines()
     assert line.startswith(f"error: {tmp_path / 's.toml'}:{line_of(text, 'concurency')}: unknown key")
     assert "did you mean `concurrency`?" in line and not (tmp_path / "runs").exists()

@@ -185,12 +185,14 @@ def test_runs_that_are_not_tables_are_one_line(tmp_path: Path, specs, runs: str)
 
 
 def test_a_wrong_type_through_the_command_line_is_one_line_exit_2(tmp_path: Path) -> None:
-    from support.cli import run_cli
+    from click.testing import CliRunner
+
+    from evaluator.cli.main import main
 
     path = tmp_path / "s.toml"
     path.write_text(GOOD.replace("max_tokens = 100", "max_tokens = true"))
-    res = run_cli("sweep", str(path), "--plan", env={"A_KEY": "k" * 20})
-    assert res.returncode == 2, res.stderr
+    res = CliRunner().invoke(main, ["sweep", str(path), "--plan"], env={"A_KEY": "k" * 20})  # in-process
+    assert res.exit_code == 2, res.stderr
     line = line_of(GOOD, "max_tokens")
     assert res.stderr.splitlines() == [
         f"error: {path}:{line}: run a: `max_tokens` must be a string or a number"

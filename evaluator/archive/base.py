@@ -11,10 +11,11 @@ import tempfile
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, TypeVar
 
 import evaluator
 from evaluator.core.boundary import KeyFilter
+from evaluator.core.errors import UserError
 from evaluator.core.jsonl import utf8_json
 from evaluator.runfolder.files import CONFIG, LOCK, MANIFEST, MERGED, PARTIAL
 
@@ -43,7 +44,7 @@ RUN_FILES = (CONFIG, MANIFEST, PARTIAL, MERGED)
 PLOT_KEYS = ("plots", "outputs", "warnings")
 
 
-class ArchiveError(Exception):
+class ArchiveError(UserError):
     """Bad input or a refused operation: one clear line, exit 2."""
 
 
@@ -92,8 +93,9 @@ class Budget:
 
 class Members(Mapping[str, bytes]):
     """An archive's entries by name: small ones held in memory, larger ones in a temporary folder
-    (removed with this object, or by `release`), each with the SHA-256 and size measured as it was read.
-    Copies made of them (`copy_to`) are charged to `budget`."""
+    (removed by `close()`, which the archive's `with` block calls on every way out, or by `release`), each
+    with the SHA-256 and size measured as it was read. Copies made of them (`copy_to`) are charged to
+    `budget`."""
 
     def __init__(self, budget: Budget | None = None) -> None:
         self._data: dict[str, bytes | Path] = {}
@@ -111,6 +113,11 @@ class Members(Mapping[str, bytes]):
         self._spilled.append(path)
         self._data[name] = path
         return open(path, "wb")  # noqa: SIM115 - the caller closes it
+
+    def close(self) -> None:
+        """Remove the temporary folder of the large members (idempotent)."""
+        if self._store is not None:
+            self._store.cleanup()
 
     def add(self, name: str, data: bytes | None, sha256: str, size: int) -> None:
         if data is not None:
@@ -156,6 +163,9 @@ class Members(Mapping[str, bytes]):
             self._store = None
 
 
+A = TypeVar("A", bound="Archive")
+
+
 @dataclass(frozen=True)
 class Archive:
     """An archive's entries as read (archive.read), relative to the top folder; what is parsed of them
@@ -165,6 +175,17 @@ class Archive:
     top: str
     files: Mapping[str, bytes]
     duplicates: list[str] = field(default_factory=list)
+
+    def __enter__(self: A) -> A:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Remove the temporary folder holding the large members (read.read_archive spills them there)."""
+        if isinstance(self.files, Members):
+            self.files.close()
 
     def sha256(self, name: str) -> str:
         files = self.files

@@ -146,8 +146,9 @@ class _Null:
         raise AssertionError
 
 
-def _read_members(path: Path, counted: _Counted, limits: Limits) -> tuple[set[str], Members, list[str]]:
-    members = Members(counted.budget)
+def _read_members(
+    path: Path, counted: _Counted, limits: Limits, members: Members
+) -> tuple[set[str], list[str]]:
     duplicates: list[str] = []
     tops: set[str] = set()
     kinds: dict[str, bool] = {}  # every path seen -> is it a folder
@@ -163,7 +164,7 @@ def _read_members(path: Path, counted: _Counted, limits: Limits) -> tuple[set[st
             if rel in members:
                 duplicates.append(rel)
             _copy_member(path, tar, member, rel, members, limits)
-    return tops, members, duplicates
+    return tops, duplicates
 
 
 def _check_kinds(path: Path, parts: list[str], is_dir: bool, kinds: dict[str, bool]) -> None:
@@ -180,9 +181,20 @@ def _check_kinds(path: Path, parts: list[str], is_dir: bool, kinds: dict[str, bo
 def read_archive(path: Path, limits: Limits = LIMITS, budget: Budget | None = None) -> OpenedArchive:
     """Read a doccount archive whole, within `limits` (so truncation is always noticed), and parse it once
     (archive.opened); ArchiveError (ArchiveLimitError past a limit) on bad input. `budget`: the one of the
-    archive this one is nested in (default: a new one of `limits.total_bytes`)."""
+    archive this one is nested in (default: a new one of `limits.total_bytes`). Use it in a `with` block:
+    its large members are in a temporary folder, removed when the block ends (and at once when reading
+    fails, whatever the way out)."""
     path = Path(path)
     budget = budget if budget is not None else Budget(path, limits.total_bytes)
+    members = Members(budget)
+    try:
+        return _read_archive(path, limits, members, budget)
+    except BaseException:
+        members.close()
+        raise
+
+
+def _read_archive(path: Path, limits: Limits, members: Members, budget: Budget) -> OpenedArchive:
     if not path.exists():
         raise ArchiveError(f"{path} does not exist")
     if path.is_dir():
@@ -196,7 +208,7 @@ def read_archive(path: Path, limits: Limits = LIMITS, budget: Budget | None = No
     try:
         with gzip.open(path, "rb") as gz:
             counted = _Counted(gz, path, budget)
-            tops, members, duplicates = _read_members(path, counted, limits)
+            tops, duplicates = _read_members(path, counted, limits, members)
             after = counted.count
             while counted.read(CHUNK):
                 if counted.count - after > limits.trailing_bytes:

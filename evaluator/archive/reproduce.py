@@ -25,9 +25,11 @@ from evaluator.archive.verify import (
     verify_archive,
 )
 from evaluator.core.boundary import clip
+from evaluator.core.errors import NotFinished, UserError
 from evaluator.core.exitcode import ExitCode
 from evaluator.core.jsonl import printable
 from evaluator.core.output import answer, say
+from evaluator.core.secrets import redactor_from_env
 from evaluator.data.benchmarks import Benchmark, get_benchmark
 from evaluator.data.parquet import (
     DataError,
@@ -40,7 +42,7 @@ from evaluator.data.parquet import (
     resolve_local,
 )
 from evaluator.data.prompt_files import PROMPTS_ENV
-from evaluator.evaluation.evaluate import USER_ERRORS, evaluate
+from evaluator.evaluation.evaluate import evaluate
 from evaluator.evaluation.options import options_from_args
 from evaluator.runfolder.files import MERGED
 from evaluator.runfolder.runconfig import RunConfig
@@ -263,6 +265,11 @@ def _evaluate_with_prompts(args: list[str], prompts: Path) -> int:
     os.environ[PROMPTS_ENV] = str(prompts)
     try:
         return evaluate(options)
+    except (
+        NotFinished
+    ) as exc:  # not finished (nothing listening, the endpoint down): what is done is compared
+        say(f"error: {redactor_from_env()(str(exc))}")
+        return exc.exit_code
     finally:
         if old_prompts is None:
             os.environ.pop(PROMPTS_ENV, None)
@@ -276,7 +283,7 @@ def _print_comparison(original_dir: Path, new_root: Path, name: str | None) -> N
     full = True
     try:
         answer(printable(compare_runs([original_dir, new_root]).markdown))
-    except USER_ERRORS as exc:
+    except UserError as exc:
         say(f"warning: the full comparison failed ({exc})")
         full = False
     answer(render_comparison(paired, name or "original", new_root.name, table=not full))

@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from evaluator.cli.base import UserError, one_run_folder, run_folder_arguments, user_errors
+from evaluator.cli.base import one_run_folder, run_folder_arguments, sigterm_as_interrupt
+from evaluator.core.errors import UserError
 from evaluator.core.exitcode import ExitCode
 from evaluator.core.secrets import api_key_from_env
 
@@ -31,17 +32,14 @@ if TYPE_CHECKING:
 )
 def archive_cmd(run_dir: Path | None, run_root: Path | None, output: Path, bundle_root: Path | None) -> None:
     """Pack a scored run, its prompts, lock and container files into one deterministic .tar.gz."""
-    from evaluator.archive import ArchiveError, create_archive
+    from evaluator.archive import create_archive
     from evaluator.archive.sweep import create_sweep_archive, is_sweep_folder
 
     run_root = one_run_folder(run_dir, run_root)
-    try:
-        if is_sweep_folder(run_root):  # a sweep: every run's archive, the sweep file, the leaderboard
-            info = create_sweep_archive(run_root, output, bundle_root=bundle_root)
-        else:
-            info = create_archive(run_root, output, bundle_root=bundle_root, secret=api_key_from_env())
-    except user_errors(ArchiveError) as exc:
-        raise UserError(str(exc)) from None
+    if is_sweep_folder(run_root):  # a sweep: every run's archive, the sweep file, the leaderboard
+        info = create_sweep_archive(run_root, output, bundle_root=bundle_root)
+    else:
+        info = create_archive(run_root, output, bundle_root=bundle_root, secret=api_key_from_env())
     if info.missing:  # one line: from a wheel install every container file is missing at once
         from evaluator.archive.base import default_bundle_root
 
@@ -70,20 +68,23 @@ def sha256_file(path: Path) -> str:
 
 @click.command("verify")
 @click.argument("archive_file", type=click.Path(path_type=Path))
-def verify_cmd(archive_file: Path) -> None:
+def verify_cmd(archive_file: Path) -> ExitCode:
     """Check an archive offline: checksums, recorded hashes, and a re-score of the archived records."""
     import tempfile
 
-    from evaluator.archive import ArchiveError, read_archive, verify_archive
+    from evaluator.archive import read_archive, verify_archive
     from evaluator.archive.sweep import is_sweep_archive, verify_sweep
 
-    try:
-        archive = read_archive(archive_file)
-        verify = verify_sweep if is_sweep_archive(archive) else verify_archive  # a sweep: every run in it
-        with tempfile.TemporaryDirectory(prefix="doccount-verify-") as work:
+    try:  # every way out (an error, Ctrl-C, SIGTERM) removes the spill folder and the work folder
+        with (
+            sigterm_as_interrupt(),
+            read_archive(archive_file) as archive,
+            tempfile.TemporaryDirectory(prefix="doccount-verify-") as work,
+        ):
+            verify = verify_sweep if is_sweep_archive(archive) else verify_archive  # a sweep: every run
             result = verify(archive, Path(work))
-    except ArchiveError as exc:
-        raise UserError(str(exc)) from None
+    except UserError:
+        raise
     except Exception as exc:  # last resort: what a crafted archive still reaches is a bug
         raise UserError(
             f"{archive_file} could not be verified (evaluator error {type(exc).__name__}); treat it as "
@@ -98,12 +99,12 @@ def verify_cmd(archive_file: Path) -> None:
     )
     if result.ok:
         click.echo(f"OK: {archive_file} verified")
-        sys.exit(ExitCode.OK)
+        return ExitCode.OK
     for problem in result.problems:
         click.echo(f"MISMATCH {problem}")
     names = list(dict.fromkeys(p.path for p in result.problems))
     click.echo(f"FAILED: {len(names)} file(s) do not match: {', '.join(names)}")
-    sys.exit(ExitCode.NOT_VERIFIED)
+    return ExitCode.NOT_VERIFIED
 
 
 @click.command("reproduce")
@@ -131,37 +132,40 @@ def verify_cmd(archive_file: Path) -> None:
 @click.option(
     "--only", multiple=True, metavar="NAME", help="A sweep archive: re-run only this run (repeatable)."
 )
-def reproduce_cmd(only: tuple[str, ...], **opts: Any) -> None:
+def reproduce_cmd(only: tuple[str, ...], **opts: Any) -> ExitCode:
     """Re-run an archived evaluation with the same settings, data and prompts, then compare with it."""
-    from evaluator.archive import ArchiveError, read_archive, reproduce
-    from evaluator.archive.endpoints import parse_base_urls
-    from evaluator.archive.sweep import is_sweep_archive
+    from evaluator.archive import read_archive
 
     archive_file = opts.pop("archive_file")
-    try:
-        archive = read_archive(archive_file)  # read and parsed once, handed down
-        if is_sweep_archive(archive):
-            sys.exit(_reproduce_sweep(archive, list(only), **opts))
-        if only:
-            raise ArchiveError("--only names runs of a sweep archive; this is the archive of one run")
-        plain, per_run = parse_base_urls(opts.pop("base_url"))
-        if per_run:
-            raise ArchiveError(
-                f"--base-url {next(iter(per_run))}=URL names a run of a sweep archive; this is the archive of "
-                "one run: pass --base-url URL"
-            )
-        # data_files, run_root, concurrency, quiet
-        code = reproduce(archive, base_url=plain, confirm=_confirm(), **opts)
-    except user_errors(ArchiveError) as exc:
-        raise UserError(str(exc)) from None
-    except click.ClickException:
+    try:  # read and parsed once, handed down; every way out (an error, Ctrl-C, SIGTERM) removes its spill folder
+        with sigterm_as_interrupt(), read_archive(archive_file) as archive:
+            return ExitCode(_reproduce(archive, list(only), **opts))
+    except (UserError, click.ClickException):
         raise
     except Exception as exc:  # last resort, as verify has: what a crafted archive still reaches is a bug
         raise UserError(
             f"{archive_file} could not be reproduced (evaluator error {type(exc).__name__}); nothing more was "
             "sent; treat the archive as not verified and report it"
         ) from None
-    sys.exit(code)
+
+
+def _reproduce(archive: OpenedArchive, only: list[str], **opts: Any) -> int:
+    from evaluator.archive import ArchiveError, reproduce
+    from evaluator.archive.endpoints import parse_base_urls
+    from evaluator.archive.sweep import is_sweep_archive
+
+    if is_sweep_archive(archive):
+        return _reproduce_sweep(archive, only, **opts)
+    if only:
+        raise ArchiveError("--only names runs of a sweep archive; this is the archive of one run")
+    plain, per_run = parse_base_urls(opts.pop("base_url"))
+    if per_run:
+        raise ArchiveError(
+            f"--base-url {next(iter(per_run))}=URL names a run of a sweep archive; this is the archive of "
+            "one run: pass --base-url URL"
+        )
+    # data_files, run_root, concurrency, quiet
+    return reproduce(archive, base_url=plain, confirm=_confirm(), **opts)
 
 
 def _reproduce_sweep(archive: OpenedArchive, only: list[str], run_root: Path | None, **opts: Any) -> int:

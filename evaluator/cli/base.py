@@ -1,37 +1,22 @@
-"""What every command shares: the one-line user error (exit code 2, the API key redacted), the streams
-the library's messages and answers go to (evaluator.core.output)."""
+"""What every command shares: option help in groups, the streams the library's messages and answers go to
+(evaluator.core.output), the run folder argument. The one-line user error is evaluator.core.errors.UserError,
+caught in cli.main.invoke."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import signal
 import sys
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import click
 
-from evaluator.core.exitcode import ExitCode
+from evaluator.core.errors import UserError as UserError  # re-exported: what a command raises
 from evaluator.core.output import ANSWERS, MESSAGES
-from evaluator.core.secrets import redactor_from_env
-
-
-class UserError(click.ClickException):
-    """One line on stderr, exit code 2, no traceback."""
-
-    exit_code = ExitCode.USAGE
-
-    def show(self, file: Any = None) -> None:
-        # A key pasted into the wrong place (e.g. --base-url) must not be echoed back into logs.
-        click.echo(f"error: {redactor_from_env()(self.message)}", err=True)
-
-
-def user_errors(*extra: type[Exception]) -> tuple[type[Exception], ...]:
-    """The errors a command turns into one `error:` line (evaluation.evaluate.USER_ERRORS, and `extra`). In an
-    `except` clause, which Python evaluates only when an exception reaches it: the module behind it
-    (httpx, numpy via scoring) is then imported on the error path only, not at every start."""
-    from evaluator.evaluation.evaluate import USER_ERRORS
-
-    return (*USER_ERRORS, *extra)
 
 
 class GroupedCommand(click.Command):
@@ -109,3 +94,22 @@ def one_run_folder(run_dir: Path | None, run_root: Path | None) -> Path:
             f"give the run folder: {ctx.command_path} runs/NAME (or --run-root runs/NAME)", ctx=ctx
         )
     return folder
+
+
+def _interrupt(*_: Any) -> None:
+    raise KeyboardInterrupt
+
+
+@contextlib.contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    """SIGTERM ends the block as Ctrl-C does (KeyboardInterrupt: exit 130), so that the `with` blocks inside
+    it remove what the command made (an archive's spill folder); Python's default for SIGTERM is to die
+    on the spot. Outside the main thread (where no handler can be set) the block runs unchanged."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)

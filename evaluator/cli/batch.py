@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any
 
 import click
 
-from evaluator.cli.base import UserError, user_errors
+from evaluator.core.exitcode import ExitCode
 
 
 @click.group("batch")
@@ -17,15 +16,11 @@ def batch_group() -> None:
     batches (`doccount-evaluate --batch` sends them through a provider's Batch API itself)."""
 
 
-def _prepare(**opts: Any) -> None:
+def _prepare(**opts: Any) -> ExitCode:
     from evaluator.evaluation.evaluate import evaluate
     from evaluator.evaluation.options import EvaluateOptions
 
-    try:
-        code = evaluate(EvaluateOptions(**opts), batch_prepare=True)
-    except user_errors() as exc:
-        raise UserError(str(exc)) from None
-    sys.exit(code)
+    return ExitCode(evaluate(EvaluateOptions(**opts), batch_prepare=True))
 
 
 def prepare_command(evaluate_params: list[click.Parameter]) -> click.Command:
@@ -42,28 +37,20 @@ def prepare_command(evaluate_params: list[click.Parameter]) -> click.Command:
 @click.command("collect")
 @click.option("--run-root", type=click.Path(path_type=Path), required=True, help="The run folder.")
 @click.argument("outputs", nargs=-1, required=True, type=click.Path(path_type=Path, dir_okay=False))
-def collect_cmd(run_root: Path, outputs: tuple[Path, ...]) -> None:
+def collect_cmd(run_root: Path, outputs: tuple[Path, ...]) -> ExitCode:
     """Read output files in OpenAI's batch format (as OpenAI or `vllm run-batch` write them) into records."""
     from evaluator.evaluation.batch_offline import collect_outputs
 
-    try:
-        code = collect_outputs(run_root, list(outputs))
-    except user_errors() as exc:
-        raise UserError(str(exc)) from None
-    sys.exit(code)
+    return ExitCode(collect_outputs(run_root, list(outputs)))
 
 
 @click.command("cancel")
 @click.option("--run-root", type=click.Path(path_type=Path), required=True, help="The run folder.")
-def cancel_cmd(run_root: Path) -> None:
+def cancel_cmd(run_root: Path) -> ExitCode:
     """Cancel the batches a `--batch` run left running (the key from MODEL_API_KEY)."""
     from evaluator.evaluation.batch_offline import cancel_batches
 
-    try:
-        code = cancel_batches(run_root)
-    except user_errors() as exc:
-        raise UserError(str(exc)) from None
-    sys.exit(code)
+    return ExitCode(cancel_batches(run_root))
 
 
 def add_batch_commands(group: click.Group, evaluate_params: list[click.Parameter]) -> None:

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import click
 
-from evaluator.cli.base import UserError
+from evaluator.core.errors import UserError
+from evaluator.core.exitcode import ExitCode
 
 # What `doccount demo` and `serve-reference` import beyond the base install (the `demo` extra)
 DEMO_MODULES = {"rapid_layout": "rapid-layout", "onnxruntime": "onnxruntime", "skimage": "scikit-image"}
@@ -44,12 +44,12 @@ def require_demo_extra(command: str) -> None:
 @click.option(
     "--concurrency", type=click.IntRange(1, 64), default=2, show_default=True, help="Requests in flight."
 )
-def demo_cmd(run_root: Path, data_root: Path | None, pages: int, seed: int, concurrency: int) -> None:
+def demo_cmd(run_root: Path, data_root: Path | None, pages: int, seed: int, concurrency: int) -> ExitCode:
     """Run the whole pipeline on a CPU: sample pages, a reference model on loopback, evaluate, score."""
     require_demo_extra("demo")
     from evaluator.demo.pipeline import run_demo
 
-    sys.exit(run_demo(run_root, data_root or run_root / "demo-data", pages, seed, concurrency))
+    return ExitCode(run_demo(run_root, data_root or run_root / "demo-data", pages, seed, concurrency))
 
 
 @click.command("serve-reference")

@@ -3,13 +3,13 @@ evaluator.study.sweep and evaluator.report.leaderboard."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import click
 
-from evaluator.cli.base import UserError
 from evaluator.core.docs import see_docs
+from evaluator.core.errors import UserError
+from evaluator.core.exitcode import ExitCode
 
 SMOKE_OPTION = click.option(
     "--smoke",
@@ -72,9 +72,11 @@ def sweep_command(evaluate_cmd: click.Command) -> click.Command:
         detach: bool,
         smoke: int | None,
         status: bool,
-    ) -> None:
+    ) -> ExitCode:
         # the help text is the command's `help` above: docs/ is named only where it exists
-        sys.exit(_run_file(evaluate_cmd, sweep_file, run_root, only, parallel, plan, detach, status, smoke))
+        return ExitCode(
+            _run_file(evaluate_cmd, sweep_file, run_root, only, parallel, plan, detach, status, smoke)
+        )
 
     return sweep_cmd
 
@@ -92,21 +94,16 @@ def _run_file(
 ) -> int:
     """The sweep file loaded and run (or planned, or its status shown); its exit code. A bad file, run
     folder or executor setting is a UserError."""
-    from evaluator.runfolder.files import RunFolderError
-    from evaluator.study.executors.base import ExecutorError
     from evaluator.study.sweep import plan_sweep, run_sweep, sweep_status
-    from evaluator.study.sweep_file import SweepFileError, load_sweep, option_specs
+    from evaluator.study.sweep_file import load_sweep, option_specs
 
     specs = option_specs(evaluate_cmd.params)
-    try:
-        sweep = load_sweep(sweep_file, specs)
-        if status:
-            return sweep_status(sweep, specs, run_root, list(only))
-        if plan:
-            return plan_sweep(sweep, specs, run_root, list(only), parallel)
-        return run_sweep(sweep, specs, run_root, list(only), parallel, detach=detach, smoke=smoke)
-    except (SweepFileError, RunFolderError, ExecutorError) as exc:
-        raise UserError(str(exc)) from None
+    sweep = load_sweep(sweep_file, specs)
+    if status:
+        return sweep_status(sweep, specs, run_root, list(only))
+    if plan:
+        return plan_sweep(sweep, specs, run_root, list(only), parallel)
+    return run_sweep(sweep, specs, run_root, list(only), parallel, detach=detach, smoke=smoke)
 
 
 @click.command("leaderboard")
@@ -122,12 +119,11 @@ def _run_file(
 def leaderboard_cmd(dirs: tuple[Path, ...], output: Path | None) -> None:
     """Rank a sweep folder's runs, or any run folders: index.html, leaderboard.md, leaderboard.json."""
     from evaluator.report.leaderboard import write_leaderboard
-    from evaluator.scoring import ScoreError
     from evaluator.scoring.base import BOARD_PAGE, LEADERBOARD_MD
 
     try:
         folder = write_leaderboard(list(dirs), output)
-    except (ScoreError, OSError) as exc:
+    except OSError as exc:
         raise UserError(str(exc)) from None
     click.echo((folder / LEADERBOARD_MD).read_text(encoding="utf-8"))
     click.echo(f"leaderboard: {folder / BOARD_PAGE}", err=True)

@@ -17,6 +17,7 @@ import os
 from collections.abc import Mapping
 
 from evaluator.core.boundary import PIECE, KeyFilter
+from evaluator.core.errors import UserError
 
 MIN_KEY_CHARS = PIECE  # the shortest piece the filter removes on its own
 NO_KEY_PLACEHOLDERS = frozenset({"EMPTY"})  # vLLM's docs' value for "this server has no key"
@@ -26,7 +27,7 @@ class Redactor(KeyFilter):
     """Removes the API key from any text that might be stored or printed (servers can echo it)."""
 
 
-class ShortKeyError(ValueError):
+class ShortKeyError(UserError):
     """MODEL_API_KEY is too short to be redacted safely (the message never shows it)."""
 
 

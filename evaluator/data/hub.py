@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from evaluator.core.errors import UserError
 from evaluator.core.text import one_line
 from evaluator.data.benchmarks import DEFAULT_BENCHMARK
 from evaluator.data.benchmarks.base import Benchmark
@@ -31,7 +32,7 @@ REPO_TYPE = "dataset"
 COMMIT_RE = re.compile(r"[0-9a-f]{40}")
 
 
-class HubDataError(Exception):
+class HubDataError(UserError):
     """The hub dataset cannot be resolved or read; the message is one line with the fix."""
 
 

@@ -15,13 +15,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from evaluator.core.errors import UserError
 from evaluator.core.text import one_line
 from evaluator.data.hub import COMMIT_RE, hub_cache_dir, repo_folder
 
 REPO_TYPE = "model"
 
 
-class HubModelError(Exception):
+class HubModelError(UserError):
     """The model cannot be resolved or fetched; the message is one line with the fix."""
 
 

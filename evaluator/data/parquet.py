@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, TypedDict
 
+from evaluator.core.errors import UserError
 from evaluator.core.text import one_line
 from evaluator.data.benchmarks.base import Benchmark, ManifestEntry, Sample
 from evaluator.data.messages import messages_sha256
@@ -25,7 +26,7 @@ BATCH_ROWS = 4  # small: a DocCount row holds a ~750 KB image
 READ_BUFFER_BYTES = 1 << 20
 
 
-class DataError(Exception):
+class DataError(UserError):
     """The data selection cannot be used at all (not a per-row problem)."""
 
 

@@ -13,13 +13,15 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from evaluator.core.errors import UserError
+
 if TYPE_CHECKING:  # importlib.resources.abc is 3.11+; the package supports 3.10
     from importlib.abc import Traversable
 
 PROMPTS_ENV = "DOCCOUNT_PROMPTS_DIR"
 
 
-class PromptError(Exception):
+class PromptError(UserError):
     """A prompt file is missing or unreadable (a one-line message for the user)."""
 
 

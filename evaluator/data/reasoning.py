@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, TypedDict
 
+from evaluator.core.errors import UserError
 from evaluator.core.records import ResponseRecord
 
 MODES = ("on", "off")
@@ -96,7 +97,7 @@ def observed(declared: str | None, shown: Iterable[bool], observable: bool = Tru
     }
 
 
-class SmokeStop(Exception):
+class SmokeStop(UserError):
     """A smoke check's stop: the first answers show the run would not count (exit 2, state "stopped")."""
 
 

@@ -33,6 +33,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from evaluator.core.errors import EvaluatorError
 from evaluator.demo.layout_counter import LayoutCounter, compose_reply, decode_image, parse_target_class
 
 log = logging.getLogger(__name__)
@@ -45,7 +46,7 @@ DEFAULT_MODEL_NAME = "reference-layout-cdla"
 # --------------------------------------------------------------------------------------------
 
 
-class RequestError(Exception):
+class RequestError(EvaluatorError):
     def __init__(self, message: str, status: int = 400, code: str = "invalid_request_error") -> None:
         super().__init__(message)
         self.status = status

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from evaluator.core.errors import NotFinished
 from evaluator.core.exitcode import ExitCode
 from evaluator.core.jsonl import file_lines
 from evaluator.core.keys import Key, unit_keys
@@ -286,8 +287,8 @@ def send_batches(plan: RunPlan, max_mb: float, poll_s: float, max_wait_s: float 
         forget_unsent(ctx)
         raise EndpointError(str(exc)) from None
     except BatchAPIError as exc:
-        say(f"error: {exc}")
-        return _stopped(ctx, root, 3)
+        _stopped(ctx, root, 3)
+        raise NotFinished(str(exc)) from None
     if run.waited_out and not interrupted:
         say(
             f"[evaluate] stopped waiting after {run.progress.waited():.1f} s, past --batch-max-wait "

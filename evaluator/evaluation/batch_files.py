@@ -44,7 +44,7 @@ from evaluator.request.batch_lines import (
     read_output_line,
     too_large_message,
 )
-from evaluator.request.body import request_bytes
+from evaluator.request.body import RequestBuildError, request_bytes
 from evaluator.request.client import SendOutcome
 from evaluator.runfolder.batches import (
     BatchEntry,
@@ -158,7 +158,7 @@ class InputWriter:
             return
         try:
             body = request_bytes(self.ctx.settings.benchmark, sample, base.model, base.sampling, base.seed)
-        except ValueError as exc:  # e.g. bytes that are not an image we can label
+        except (RequestBuildError, ValueError) as exc:  # e.g. bytes that are not an image we can label
             self.rejected.append(data_error_record(base, str(exc), utc_now()))
             return
         cid = custom_id(sample.sample_id, repeat, self.lines[(sample.sample_id, repeat)])

@@ -17,15 +17,15 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from evaluator.core.errors import NotFinished, UserError
 from evaluator.core.exitcode import ExitCode
 from evaluator.core.jsonl import JSONObject
 from evaluator.core.output import say
-from evaluator.core.secrets import ShortKeyError, api_key_from_env
+from evaluator.core.secrets import api_key_from_env
 from evaluator.core.text import examples, utc_now
 from evaluator.data.benchmarks import Benchmark
 from evaluator.data.benchmarks.base import ManifestEntry
 from evaluator.data.parquet import DataError, DataSource, build_manifest, manifest_digest
-from evaluator.data.prompt_files import PromptError
 from evaluator.evaluation.data_check import (
     data_record,
     duplicate_ids,
@@ -33,7 +33,7 @@ from evaluator.evaluation.data_check import (
     load_source,
     validate_data,
 )
-from evaluator.evaluation.ending import note_rows, smoke_stop_line
+from evaluator.evaluation.ending import note_rows
 from evaluator.evaluation.options import EvaluateOptions, batch_settings
 from evaluator.evaluation.orphan import stop_when_orphaned
 from evaluator.evaluation.plan import RunPlan
@@ -45,8 +45,8 @@ from evaluator.request.endpoint import (
     normalize_base_url,
 )
 from evaluator.request.retry import RetryPolicy
-from evaluator.request.shape import RequestShapeError, load_preset, resolve_sampling
-from evaluator.runfolder.batches import LedgerError, held_by_batches
+from evaluator.request.shape import load_preset, resolve_sampling
+from evaluator.runfolder.batches import held_by_batches
 from evaluator.runfolder.files import (
     CONFIG,
     MANIFEST,
@@ -64,25 +64,10 @@ from evaluator.runfolder.provenance import environment_info, served_provenance, 
 from evaluator.runfolder.question_set import changed_questions, changed_text_message, folder_question_set
 from evaluator.runfolder.runconfig import (
     RunConfig,
-    RunConfigError,
     build_run_config,
     check_compatible,
     continue_run,
     load_run_config,
-)
-from evaluator.scoring import ScoreError
-
-USER_ERRORS = (
-    ShortKeyError,
-    DataError,
-    PromptError,
-    RunFolderError,
-    EndpointError,
-    RequestBuildError,
-    RequestShapeError,
-    ScoreError,
-    RunConfigError,
-    LedgerError,
 )
 
 
@@ -194,8 +179,7 @@ def evaluate(opts: EvaluateOptions, check_only: bool = False, batch_prepare: boo
         if down:  # a re-run once the server is up continues: exit 3, not a configuration error
             if created:  # nothing was sent: leave no folder that holds only a lock file behind
                 discard_unused(root)
-            say(f"error: {nothing_listening(down)}")
-            return ExitCode.INCOMPLETE
+            raise NotFinished(nothing_listening(down))
         config = fresh_run_config(settings, shape_preset, source, manifest, selection, asked)
         folder = prepare_folder(root, config, manifest, selection)
         plan = RunPlan(settings, source, root, folder, selection, opts.overwrite, opts.quiet)
@@ -312,7 +296,6 @@ def send_pending(plan: RunPlan) -> int:
         plan.folder,
         plan.selection,
     )
-    from evaluator.data.reasoning import SmokeStop
     from evaluator.evaluation.runner import Evaluator, Progress, RunStopped, run_with_signals
     from evaluator.request.breaker import BudgetReached, EndpointDown, EndpointRefused
 
@@ -335,21 +318,15 @@ def send_pending(plan: RunPlan) -> int:
         from evaluator.evaluation.refusal import refusal_line
 
         code, line = refusal_line(exc, settings.base_urls[0], settings.model, settings.api_key)
-        say(f"error: {line}")
-        return code
+        raise (NotFinished if code == ExitCode.INCOMPLETE else UserError)(line) from None
     except (EndpointDown, RunStopped) as exc:
         progress.close()
-        say(f"error: {exc}")
-        return ExitCode.INCOMPLETE
+        raise NotFinished(str(exc)) from None
     except BudgetReached as exc:
         progress.close()
         say(f"[evaluate] {exc}")
         return ExitCode.INCOMPLETE
-    except SmokeStop as exc:  # the first answers show the run would not count (reasoning, format)
-        progress.close()
-        say(smoke_stop_line(exc))
-        return ExitCode.USAGE
-    finally:
+    finally:  # a smoke stop (reasoning or format: the first answers show the run would not count) goes on up: exit 2
         progress.close()
     code = exit_code(stats, root)
     waiting = sum(1 for e in selection for r in range(repeats) if (e.sample_id, r) in held)

@@ -13,13 +13,14 @@ from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import Protocol
 
+from evaluator.core.errors import EvaluatorError
 from evaluator.core.records import ResponseRecord
 from evaluator.data.benchmarks.base import Sample
 
 Unit = tuple[Sample, int]  # a sample and the repeat index to send it as
 
 
-class RunStopped(Exception):
+class RunStopped(EvaluatorError):
     """A refusal that no wait fixes (quota, billing, a request above the per-minute budget)."""
 
     def __init__(self, reason: str) -> None:

@@ -32,7 +32,7 @@ from evaluator.data.parquet import DataSource, iter_samples
 from evaluator.data.reasoning import SmokeCheck
 from evaluator.evaluation.loop import RowLoop, RunStopped  # noqa: F401 (cli imports RunStopped here)
 from evaluator.request.admission import PacingSummary, pacing_summary
-from evaluator.request.body import request_bytes
+from evaluator.request.body import RequestBuildError, request_bytes
 from evaluator.request.breaker import Breaker, shape_hint
 from evaluator.request.buckets import UserLimits
 from evaluator.request.client import (
@@ -174,7 +174,7 @@ class Evaluator:
             return data_error_record(base, sample.data_error, utc_now())
         try:
             body = request_bytes(s.benchmark, sample, s.model, s.sampling, base.seed)
-        except ValueError as exc:  # e.g. bytes that are not an image we can label
+        except (RequestBuildError, ValueError) as exc:  # e.g. bytes that are not an image we can label
             return data_error_record(base, str(exc), utc_now())
         base.request_sha256 = hashlib.sha256(body).hexdigest()
         del sample  # the image bytes are not needed any more; only the body is

@@ -8,6 +8,7 @@ from datetime import datetime, timezone
 from importlib import resources
 from typing import Any
 
+from evaluator.core.errors import UserError
 from evaluator.core.jsonl import JSONObject
 from evaluator.core.output import say
 from evaluator.data.benchmarks.base import Benchmark
@@ -61,7 +62,7 @@ VERDICT_RANK = {
 Log = Callable[[str], None]
 
 
-class ReportError(Exception):
+class ReportError(UserError):
     """The report cannot be written (bad arguments, unwritable output). Image problems never raise this."""
 
 

@@ -7,6 +7,7 @@ import io
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from evaluator.core.errors import EvaluatorError
 from evaluator.data.benchmarks.base import Benchmark, sha256_hex
 from evaluator.data.parquet import (
     DataError,
@@ -42,7 +43,7 @@ class PageData:
     archived: bool = False  # the archive's copy: nothing of the data (no thumbnail, no question text)
 
 
-class _NoData(Exception):
+class _NoData(EvaluatorError):
     pass
 
 

@@ -26,6 +26,7 @@ from typing import Any, BinaryIO, TypeVar
 import openai
 
 from evaluator.core.boundary import KeyFilter, ShapeError, clip, one_line, parse_json
+from evaluator.core.errors import EvaluatorError
 from evaluator.request.batch_ids import usable_batch_id
 from evaluator.request.batch_lines import BATCH_URL
 from evaluator.request.bounds import (
@@ -51,11 +52,11 @@ def output_cap(lines: int) -> int:
     return (lines + 1) * (MAX_RESPONSE_BYTES + LINE_SLACK)
 
 
-class BatchUnsupported(Exception):
+class BatchUnsupported(EvaluatorError):
     """The endpoint has no Files/Batches API."""
 
 
-class BatchAPIError(Exception):
+class BatchAPIError(EvaluatorError):
     def __init__(self, message: str, retryable: bool = False) -> None:
         super().__init__(message)
         self.retryable = retryable
@@ -305,6 +306,6 @@ class BatchAPI:
         raise AssertionError("unreachable")
 
 
-class _NotThere(Exception):
+class _NotThere(EvaluatorError):
     def __init__(self, status: int) -> None:
         self.status = status

@@ -6,6 +6,7 @@ import base64
 import json
 from typing import Any
 
+from evaluator.core.errors import UserError
 from evaluator.core.jsonl import JSONObject
 from evaluator.core.records import Sampling
 from evaluator.data.benchmarks.base import Benchmark, Sample, sniff_image_mime
@@ -16,7 +17,7 @@ RESERVED_KEYS = frozenset(
 )
 
 
-class RequestBuildError(ValueError):
+class RequestBuildError(UserError):
     pass
 
 

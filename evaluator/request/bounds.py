@@ -18,6 +18,8 @@ import httpx2 as httpx
 if TYPE_CHECKING:
     import openai
 
+from evaluator.core.errors import EvaluatorError
+
 # A reply's body is read up to this many bytes, then abandoned. A 32,768-token answer with as much
 # reasoning, every character JSON-escaped as \uXXXX, stays under 2 MiB: 16 MiB is far above any honest reply.
 MAX_RESPONSE_BYTES = 16 * 1024 * 1024
@@ -34,7 +36,7 @@ MIN_BYTES_PER_S = 1024 * 1024
 REPLY_CAP: ContextVar[int | None] = ContextVar("reply_cap", default=None)
 
 
-class ReplyTooLarge(Exception):
+class ReplyTooLarge(EvaluatorError):
     """A reply body past the cap (raised while it streams in, so it is never held whole)."""
 
     def __init__(self, seen: int, cap: int) -> None:

@@ -24,6 +24,7 @@ import asyncio
 from collections import Counter
 from collections.abc import Callable
 
+from evaluator.core.errors import EvaluatorError
 from evaluator.core.records import ResponseRecord, Sampling
 from evaluator.core.usage import record_tokens
 from evaluator.data.format_check import FormatCheck
@@ -32,7 +33,7 @@ from evaluator.request.endpoint import not_found_hint
 from evaluator.request.retry import NEVER_RETRIED_5XX, RETRYABLE_STATUS
 
 
-class EndpointDown(Exception):
+class EndpointDown(EvaluatorError):
     def __init__(self, count: int, last_error: str) -> None:
         super().__init__(
             f"stopped early: {count} rows in a row failed after their retries (last: {last_error}); check the "
@@ -40,7 +41,7 @@ class EndpointDown(Exception):
         )
 
 
-class BudgetReached(Exception):
+class BudgetReached(EvaluatorError):
     def __init__(self, spent: int, limit: int) -> None:
         super().__init__(
             f"stopped: this invocation's records report {spent} tokens, past --max-total-tokens {limit}; "

@@ -9,6 +9,7 @@ import re
 from urllib.parse import parse_qsl, unquote, urlsplit, urlunsplit
 
 from evaluator.core.boundary import KeyFilter
+from evaluator.core.errors import UserError
 
 VLLM_DEFAULT_BASE_URL = "http://localhost:8000/v1"
 CHAT_PATH = "/chat/completions"
@@ -29,7 +30,7 @@ KEY_SEGMENT = re.compile(
 USE_THE_ENV = "put the key in MODEL_API_KEY (it is sent in the Authorization header)"
 
 
-class EndpointError(ValueError):
+class EndpointError(UserError):
     pass
 
 

@@ -25,6 +25,7 @@ from evaluator.core.boundary import (
     sanitize_completion,
     sanitize_usage,
 )
+from evaluator.core.errors import EvaluatorError
 from evaluator.core.records import Usage
 from evaluator.request.gate_parts import Ticket
 from evaluator.request.ratelimit import Limits, Verdict, classify, limits_from_headers
@@ -44,7 +45,7 @@ class Completion:
     anomalies: list[str] = field(default_factory=list)  # protocol anomalies (core.boundary)
 
 
-class ResponseShapeError(Exception):
+class ResponseShapeError(EvaluatorError):
     pass
 
 

@@ -15,6 +15,7 @@ from typing import Any, TypedDict
 
 import click
 
+from evaluator.core.errors import UserError
 from evaluator.core.jsonl import JSONObject
 from evaluator.core.records import MAX_TOKENS_FIELDS, Sampling
 from evaluator.data.parsing import strip_token_problem
@@ -23,7 +24,7 @@ NONE = "none"  # the value that leaves a field out of every request
 PRESET_FLAGS = ("temperature", "top_p", "max_tokens", "max_tokens_field")
 
 
-class RequestShapeError(ValueError):
+class RequestShapeError(UserError):
     pass
 
 

@@ -24,6 +24,7 @@ from typing import TypedDict
 import msgspec
 
 from evaluator.core.atomic import write_atomic
+from evaluator.core.errors import UserError
 from evaluator.core.jsonl import JSONObject
 from evaluator.core.records import ResponseAttempt, RetryError
 from evaluator.request.batch_ids import usable_batch_id
@@ -77,7 +78,7 @@ class Ledger(msgspec.Struct):
     retry: dict[str, RowRetry] = msgspec.field(default_factory=dict)  # row_key -> pending retry
 
 
-class LedgerError(Exception):
+class LedgerError(UserError):
     pass
 
 

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from evaluator.core.atomic import no_follow, write_atomic
+from evaluator.core.errors import UserError
 from evaluator.core.jsonl import JSONObject, NotJSON, decode_line, decode_strict_lines, split_lines, utf8_json
 from evaluator.core.keys import Key
 from evaluator.core.records import ResponseRecord
@@ -33,7 +34,7 @@ MANIFEST = "manifest.jsonl"
 LOCK = ".lock"
 
 
-class RunFolderError(Exception):
+class RunFolderError(UserError):
     pass
 
 

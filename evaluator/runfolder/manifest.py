@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
+from evaluator.core.errors import UserError
 from evaluator.core.jsonl import decode_line, decode_strict_lines, split_lines
 from evaluator.core.text import examples
 from evaluator.core.values import is_int
@@ -12,7 +13,7 @@ from evaluator.data.benchmarks.base import ManifestEntry
 from evaluator.runfolder.files import MANIFEST
 
 
-class ManifestError(Exception):
+class ManifestError(UserError):
     """manifest.jsonl is missing, unreadable or damaged (a one-line message)."""
 
 

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import msgspec
 
+from evaluator.core.errors import UserError
 from evaluator.core.jsonl import JSONObject
 from evaluator.core.vocab import Launcher
 from evaluator.request.shape import PresetRecord
@@ -35,7 +36,7 @@ IDENTITY_FIELDS = ("benchmark", "model", "sampling", "retry_parse_failures", "se
 OMITTED_WHEN_NONE = ("servers", "serving", "launch", "reasoning", "seed", "repeats", "preset", "strip_tokens")
 
 
-class RunConfigError(ValueError):
+class RunConfigError(UserError):
     """run_config.json cannot be read, or belongs to a run with other settings."""
 
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from evaluator.core.errors import UserError
 from evaluator.core.jsonl import JSONObject
 from evaluator.core.values import is_num
 from evaluator.core.vocab import OUTCOMES as OUTCOMES
@@ -45,7 +46,7 @@ BUCKETS: tuple[tuple[str, int, int | None], ...] = (
 ZERO_BUCKET = ("0", 0, 0)
 
 
-class ScoreError(Exception):
+class ScoreError(UserError):
     """A run folder that cannot be scored (a user error: one clear message, no traceback)."""
 
 

@@ -26,6 +26,7 @@ from pathlib import Path
 import httpx2 as httpx
 
 from evaluator.core.atomic import no_follow
+from evaluator.core.errors import EvaluatorError
 from evaluator.request.bounds import MAX_SMALL_BYTES, BoundedGets, ReplyTooLarge
 from evaluator.runfolder.provenance import server_info
 from evaluator.study.launch import HOST, ServerSpec, free_port, launch_argv, release_port, remove_argv
@@ -38,7 +39,7 @@ SERVER_NEEDS = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
 ERROR_RE = re.compile(r"error|exception|traceback|out of memory|killed|failed|refused|denied", re.I)
 
 
-class ServerFailure(Exception):
+class ServerFailure(EvaluatorError):
     """The server did not become a usable server; `retry` when another start may succeed."""
 
     def __init__(self, message: str, retry: bool) -> None:
@@ -46,7 +47,7 @@ class ServerFailure(Exception):
         self.message, self.retry = message, retry
 
 
-class Stopped(Exception):
+class Stopped(EvaluatorError):
     """The sweep asked to stop while the server was starting."""
 
 

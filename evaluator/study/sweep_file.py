@@ -17,6 +17,7 @@ import msgspec
 import tomllib
 from msgspec import Meta
 
+from evaluator.core.errors import UserError
 from evaluator.core.values import MAX_PRICE
 from evaluator.study.file_lines import LineIndex
 from evaluator.study.key_hints import unknown_key
@@ -44,7 +45,7 @@ USD = f"a finite number from 0 to {MAX_PRICE:g} (USD per 1M tokens)"
 PriceValue = Annotated[float, Meta(ge=0, le=MAX_PRICE, description=USD)]
 
 
-class SweepFileError(ValueError):
+class SweepFileError(UserError):
     """A sweep file that cannot be run (a user error: one line naming the file, the line and the fix)."""
 
 

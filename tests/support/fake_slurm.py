@@ -1,5 +1,5 @@
-"""A fake Slurm for in-process tests of the Slurm executor: `sbatch`, `squeue`, `sacct` and `scancel` as small
-executable scripts in a folder put first on PATH (as submitit's own tests fake `sacct`), printing what the
+"""A fake Slurm for in-process tests of the Slurm executor: `sbatch`, `srun`, `squeue`, `sacct` and `scancel` as
+small executable scripts in a folder put first on PATH (as submitit's own tests fake `sacct`), printing what the
 real commands print (docs: /work/shared/notes/slurm.md; the formats below are Slurm 22.05's).
 
 The cluster is a JSON file: each job's name, its successive states (each `squeue` call moves every job it
@@ -97,6 +97,12 @@ for j in ids_after("-j"):
     print("|".join(step.get(f, "") for f in fields))
 """
 
+# submitit's executor refuses to start where `srun` is not on PATH (it takes that for "not a Slurm cluster");
+# the fake sbatch runs no job script, so the fake srun is only there to be found (and logs a call if any).
+SRUN = r"""
+log("srun")
+"""
+
 SCANCEL = r"""
 log("scancel")
 jobs = load()
@@ -113,7 +119,13 @@ class FakeSlurm:
     def __init__(self, folder: Path) -> None:
         self.folder = folder
         folder.mkdir(parents=True, exist_ok=True)
-        for name, body in (("sbatch", SBATCH), ("squeue", SQUEUE), ("sacct", SACCT), ("scancel", SCANCEL)):
+        for name, body in (
+            ("sbatch", SBATCH),
+            ("srun", SRUN),
+            ("squeue", SQUEUE),
+            ("sacct", SACCT),
+            ("scancel", SCANCEL),
+        ):
             script = folder / name
             script.write_text(f"#!{sys.executable}\n{_COMMON}\n{body}")
             script.chmod(0o755)

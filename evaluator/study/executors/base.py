@@ -28,12 +28,13 @@ from typing import Protocol
 
 import msgspec
 
+from evaluator.core.errors import UserError
 from evaluator.core.vocab import ExecutorName, QueueWord, RunStateWord, UnitEnd
 from evaluator.runfolder.sweep_state import RunState
 from evaluator.study.unit import UnitResult, UnitStatus, UnitTask
 
 
-class ExecutorError(ValueError):
+class ExecutorError(UserError):
     """A request no executor run could meet (a run asking more GPUs than the pool has): exit 2, naming it."""
 
 
