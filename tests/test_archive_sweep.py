@@ -46,19 +46,16 @@ def reproduce(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[st
 
 @pytest.fixture(scope="module")
 def swept(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimpleNamespace]:
-    """A sweep of three runs whose key variable is [defaults]' (D_KEY), run and archived by the real CLI."""
+    """A sweep of three runs whose endpoint and key variable are [defaults]' (D_KEY), run and archived by the
+    real CLI."""
     base = tmp_path_factory.mktemp("swept")
     rows = doccount_rows(3)
     write_doccount(base / "data" / "test-0.parquet", rows)
     data = str(base / "data" / "*.parquet")
     with TestServer({"answers": doccount_reply(rows)}) as recorded:
-        runs = "".join(
-            f'\n[[runs]]\nname = "{n}"\nmodel = "test-model"\nbase_url = "{recorded.base_url}"\n'
-            for n in "abc"
-        )
-        (base / "s.toml").write_text(
-            f'name = "sw"\ndata_files = "{data}"\n\n[defaults]\napi_key_env = "D_KEY"\nmax_retries = 1\n{runs}'
-        )
+        runs = "".join(f'\n[[runs]]\nname = "{n}"\nmodel = "test-model"\n' for n in "abc")
+        defaults = f'[defaults]\nbase_url = "{recorded.base_url}"\napi_key_env = "D_KEY"\nmax_retries = 1\n'
+        (base / "s.toml").write_text(f'name = "sw"\ndata_files = "{data}"\n\n{defaults}{runs}')
         res = run_cli("sweep", str(base / "s.toml"), "--run-root", str(base / "runs"), env={"D_KEY": KEY})
         assert res.returncode == 0, res.stderr
         sweep = base / "sw.tar.gz"
@@ -70,7 +67,7 @@ def swept(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimpleNamespace]
 def test_a_sweep_whose_key_variable_comes_from_defaults_reproduces(
     swept: SimpleNamespace, tmp_path: Path
 ) -> None:
-    """[defaults] api_key_env, runs with their own base_url: on main `reproduce --base-url a=URL` refused the
+    """[defaults] api_key_env beside [defaults] base_url, runs naming neither: on main `reproduce --base-url a=URL` refused the
     legitimate archive as crafted ("sweep.toml names None"). Now the key goes to the named endpoint; a
     sweep.json naming another variable is still refused."""
     sweep = swept.sweep

@@ -125,7 +125,7 @@ def test_batch_max_wait_stops_with_exit_3_and_a_rerun_collects(
     assert res.returncode == 3, res.stderr
     assert time.monotonic() - t0 < 30
     assert "--batch-max-wait" in res.stderr and "re-run" in res.stderr.lower()
-    waited = [x for x in res.stderr.splitlines() if "waiting" in x]
+    waited = [x for x in res.stderr.splitlines() if x.startswith("[batch]") and "waiting" in x]
     assert waited and "0/12 done" in waited[-1], res.stderr
     assert [e["state"] for e in ledger(root)["batches"]] == ["created"]  # the id is kept
     policy = json.loads((root / "run_config.json").read_text())["request_policy"]

@@ -19,6 +19,8 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import PurePosixPath
 
 from evaluator.archive.base import WHOLE_BYTES, Archive, Members, Problem
+from evaluator.report.base import REPORT_FILE
+from evaluator.scoring.base import SCORES_DIR
 from evaluator.scoring.plot_worker import PLOT_GROUPS, PLOT_PRED_TRUE
 
 PLOTS = (PLOT_GROUPS, PLOT_PRED_TRUE)
@@ -41,7 +43,7 @@ def is_plot(name: str) -> bool:
 
 def is_report(name: str) -> bool:
     parts = PurePosixPath(name).parts
-    return len(parts) == 4 and parts[0] == "runs" and parts[2] == "scores" and parts[3] == "report.html"
+    return len(parts) == 4 and parts[0] == "runs" and parts[2] == SCORES_DIR and parts[3] == REPORT_FILE
 
 
 def has_mark(chunks: Iterable[bytes]) -> bool:

@@ -11,7 +11,7 @@ import json
 import math
 from dataclasses import dataclass, field
 from importlib import resources
-from typing import Any, TypedDict
+from typing import Any, NotRequired, TypedDict
 
 import click
 
@@ -92,14 +92,14 @@ class PresetFlags(TypedDict, total=False):
     max_tokens_field: str
 
 
-class PresetRecord(TypedDict, total=False):
+class PresetRecord(TypedDict):
     """run_config.json `preset`: which preset shaped the requests, by name and file hash; and, only when
     false, whether its provider can show reasoning at all."""
 
     name: str
     sha256: str
     flags: PresetFlags
-    reasoning_observable: bool
+    reasoning_observable: NotRequired[bool]
 
 
 @dataclass(frozen=True)

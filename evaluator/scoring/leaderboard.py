@@ -177,12 +177,8 @@ def run_entry(
 def reasoning_of(config: RunConfig, responses: list[ScoredRow]) -> ReasoningSeen:
     """The declared mode, the share of answered responses that showed reasoning and whether the provider
     can show it at all (summary.json's)."""
-    block = reasoning_block(config, responses)
-    return {
-        "declared": block["declared"],
-        "observed_share": block["observed_share"],
-        "observable": block["observable"],
-    }
+    b = reasoning_block(config, responses)
+    return {"declared": b["declared"], "observed_share": b["observed_share"], "observable": b["observable"]}
 
 
 def _denominator(entry: BoardEntry) -> int:
