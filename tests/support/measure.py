@@ -22,6 +22,11 @@ print("MEASURE " + _json.dumps({"cpu_s": _cpu, "peak_mib": _resource.getrusage(_
 """
 
 
+# The measured interpreter is started by a fresh small one, not forked from pytest: a child forked from a
+# large process starts its ru_maxrss at that process's size.
+_RELAY = "import subprocess, sys\nsys.exit(subprocess.run(sys.argv[1:]).returncode)\n"
+
+
 def measured(setup: str, work: str, deadline_s: float = 60.0) -> dict[str, float]:
     """{"cpu_s": CPU seconds of `work` alone, "peak_mib": the process's peak RSS}: `setup` runs first (not
     timed), then `work`. AssertionError when it has not ended within deadline_s."""
@@ -36,8 +41,8 @@ def measured(setup: str, work: str, deadline_s: float = 60.0) -> dict[str, float
         ]
     )
     try:
-        done = subprocess.run(
-            [sys.executable, "-c", code],
+        done = subprocess.run(  # through a small parent: ru_maxrss survives exec (see _PARENT below)
+            [sys.executable, "-c", _RELAY, sys.executable, "-c", code],
             capture_output=True,
             text=True,
             env=clean_env(),
