@@ -151,3 +151,7 @@ _.verdict_class
 _.verdict_note
 _.waited_s
 _.without_response
+
+# The benchmark classes: evaluator/data/benchmarks/__init__.py finds them by module (Benchmark subclasses).
+DocCount
+CountQA
