@@ -134,6 +134,7 @@ def test_a_server_dying_mid_run_is_noticed_within_seconds_and_the_run_resumes(tm
     study.write(
         [{"name": "fragile", "serve": {"gpus": 1, "args": ["--die-after", "4", "--hold-s", "0.2"]}}],
         concurrency=1,
+        timeout=600,  # far above the sweep's own time on a loaded machine (59 s seen at load 14)
     )
     t0 = time.monotonic()
     res = study.sweep()
@@ -147,7 +148,8 @@ def test_a_server_dying_mid_run_is_noticed_within_seconds_and_the_run_resumes(tm
     first = [json.loads(x) for x in partial.read_text().splitlines()]
     answered = {r["sample_id"] for r in first if r["status"] == "ok"}
     assert 0 < len(answered) < 10
-    assert took < 45, f"the death was noticed only after {took:.0f} s (the request timeout is 60 s)"
+    # waiting out the in-flight request would take the whole 600 s request timeout
+    assert took < 300, f"the death was noticed only after {took:.0f} s (the request timeout is 600 s)"
     study.write([{"name": "fragile", "serve": {"gpus": 1}}], concurrency=1)
     n_before = len((tmp_path / "requests.jsonl").read_text().splitlines())
     res = study.sweep()

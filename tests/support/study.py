@@ -37,17 +37,21 @@ class Study:
         cfg = str(self.tmp / "cfg.json")
         return [sys.executable, STANDIN, "--config", cfg, "--record", str(self.records), *extra]
 
-    def header(self, concurrency: int) -> str:
+    def header(self, concurrency: int, timeout: int = 60) -> str:
         """The sweep file's name, data and [defaults] (fast retries, so that a failure shows at once)."""
         return (
             f'name = "{self.name}"\ndata_files = "{self.tmp / "data" / "*.parquet"}"\n\n[defaults]\n'
             f"concurrency = {concurrency}\nmax_retries = 1\nretry_backoff = 0.01\nretry_max_wait = 0.05\n"
-            "timeout = 60\n\n"
+            f"timeout = {timeout}\n\n"
         )
 
-    def write(self, runs: list[dict[str, Any]], gpus: str = "[0, 1, 2, 3]", concurrency: int = 2) -> Path:
+    def write(
+        self, runs: list[dict[str, Any]], gpus: str = "[0, 1, 2, 3]", concurrency: int = 2, timeout: int = 60
+    ) -> Path:
         command = self.command("--state", str(self.tmp / "state"), "--request-log", str(self.requests))
-        text = self.header(concurrency) + f"[serve]\ngpus = {gpus}\ncommand = {json.dumps(command)}\n"
+        text = (
+            self.header(concurrency, timeout) + f"[serve]\ngpus = {gpus}\ncommand = {json.dumps(command)}\n"
+        )
         for r in runs:
             serve = ", ".join(f"{k} = {json.dumps(v)}" for k, v in r["serve"].items())
             text += f'\n[[runs]]\nname = "{r["name"]}"\nmodel = "org/{r["name"]}"\nserve = {{ {serve} }}\n'
