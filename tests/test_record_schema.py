@@ -193,6 +193,20 @@ TYPES_SAMPLE: dict[str, Any] = {
     "request_sha256": "cd",
     "fallback_answer": 6,
     "record_ground_truth": "7",
+    "benchmark": "doccount",
+    "model": "m",
+    "backend": "api",
+    "sampling": {"temperature": 0.0, "top_p": None, "max_tokens": 64},
+    "started_at": "2026-01-01T00:00:00Z",
+    "finished_at": "2026-01-01T00:00:01Z",
+    "schema_version": 1,
+    "response_id": "r",
+    "system_fingerprint": "fp",
+    "endpoint": "http://127.0.0.1:8000/v1",
+    "inline_think": True,
+    "seed": 3,
+    "batch_id": "b",
+    "protocol_anomalies": ["choices"],
 }
 
 
