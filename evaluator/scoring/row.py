@@ -3,8 +3,8 @@ read it; and the question row that groups a question's repeats for comparisons.
 
 A row is the response record as read back (evaluator.core.records.RecordLine, with its lenient decode)
 plus the scorer's fields. It is made once, where the records are read (evaluator.scoring.merge,
-`read_scored_rows`), from the record that counted, or built for a question with no record
-(`missing_row`). `line` is that record as responses.jsonl holds it (the record's own fields, unknown ones
+`read_scored_rows`), from the record that counted, or built by the merge for a question with no record
+(its line holds MISSING_FIELDS: `missing_line`). `line` is that record as responses.jsonl holds it (the record's own fields, unknown ones
 kept, plus `correct`, `outcome` and the group fields): the one thing written, so a record keeps its bytes
 whatever it carried.
 """
@@ -18,7 +18,6 @@ import msgspec
 
 from evaluator.core.jsonl import JSONObject
 from evaluator.core.keys import Key
-from evaluator.core.lenient import lenient_struct
 from evaluator.core.records import RecordLine, RetryError, read_record
 from evaluator.runfolder.files import read_jsonl
 
@@ -90,11 +89,6 @@ def scored_row(line: JSONObject, outcome: str, correct: bool) -> ScoredRow:
     row = read_record(ScoredRow, line)
     row.outcome, row.correct, row.line = outcome, correct, line
     return row
-
-
-def lenient_row(line: JSONObject) -> ScoredRow:
-    """The row field by field, each field as ScoredRow declares it (evaluator.core.lenient)."""
-    return lenient_struct(ScoredRow, line)
 
 
 def missing_line(row: ScoredRow) -> JSONObject:
