@@ -2,14 +2,15 @@
 
 One typed, versioned model (msgspec Structs, like evaluator.runfolder.runconfig.RunConfig and inspect_ai's
 log records: a docstring per field). Field names are part of the outside contract (README, "Response
-record"). Written by `ResponseRecord.to_line`, read back by `msgspec.convert(obj, ResponseRecord)`;
-`msgspec.to_builtins` is the one way any part of a record becomes JSON-ready data. Bump RECORD_SCHEMA_VERSION when a field changes
-meaning; a record without the field was written before records carried a version (0).
+record"). Written by `ResponseRecord.to_line`; `msgspec.to_builtins` is the one way any part of a record
+becomes JSON-ready data. Bump RECORD_SCHEMA_VERSION when a field changes meaning; a record without the
+field was written before records carried a version (0).
 
-Read back, a line may be old or damaged (hand-edited, crafted): `read_record` decodes it strictly when it
-can and otherwise field by field (evaluator.core.lenient), a field of the wrong JSON type read as None (or
-empty), never as a value of another type; a label (finish_reason) keeps its text. The scorer's row
-(evaluator.scoring.row.ScoredRow) is this record plus the scorer's fields, read the same way.
+Read back, a line is a `RecordLine` (what ResponseRecord narrows for writing), and may be old or damaged
+(hand-edited, crafted): `read_record` decodes it strictly when it can and otherwise field by field
+(evaluator.core.lenient), a field of the wrong JSON type read as None (or empty), never as a value of
+another type; a label (status, parse_status, finish_reason) keeps its text. The scorer's row
+(evaluator.scoring.row.ScoredRow) is a RecordLine plus the scorer's fields.
 
 Which fields a line holds: every field is written, except the ones added with a feature (marked "left out
 at its default" below), which are left out while they hold their default so that records made without
