@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from evaluator.core.lenient import lenient_struct
 from evaluator.core.records import ResponseAttempt, ResponseRecord, RetryError, Sampling, Usage
-from evaluator.scoring.row import ScoredRow, lenient_row, scored_row
+from evaluator.scoring.row import ScoredRow, scored_row
 
 JSON = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=6),
@@ -164,7 +164,7 @@ def test_the_lenient_path_reads_every_declared_field() -> None:
     """The fallback has no list of its own: every field the Struct declares is read, and a wrong type
     in any of them still gives the others."""
     line = {name: TYPES_SAMPLE[name] for name in ROW_FIELDS} | {"sample_id": "q", "attempts": "three"}
-    row = lenient_row(line)
+    row = lenient_struct(ScoredRow, line)
     for name in ROW_FIELDS:
         if name != "attempts":
             assert getattr(row, name) == msgspec.convert(TYPES_SAMPLE[name], TYPES[name]), name
@@ -193,6 +193,20 @@ TYPES_SAMPLE: dict[str, Any] = {
     "request_sha256": "cd",
     "fallback_answer": 6,
     "record_ground_truth": "7",
+    "benchmark": "doccount",
+    "model": "m",
+    "backend": "api",
+    "sampling": {"temperature": 0.0, "top_p": None, "max_tokens": 64},
+    "started_at": "2026-01-01T00:00:00Z",
+    "finished_at": "2026-01-01T00:00:01Z",
+    "schema_version": 1,
+    "response_id": "r",
+    "system_fingerprint": "fp",
+    "endpoint": "http://127.0.0.1:8000/v1",
+    "inline_think": True,
+    "seed": 3,
+    "batch_id": "b",
+    "protocol_anomalies": ["choices"],
 }
 
 

@@ -2,9 +2,15 @@
 
 One typed, versioned model (msgspec Structs, like evaluator.runfolder.runconfig.RunConfig and inspect_ai's
 log records: a docstring per field). Field names are part of the outside contract (README, "Response
-record"). Written by `ResponseRecord.to_line`, read back by `msgspec.convert(obj, ResponseRecord)`;
-`msgspec.to_builtins` is the one way any part of a record becomes JSON-ready data. Bump RECORD_SCHEMA_VERSION when a field changes
-meaning; a record without the field was written before records carried a version (0).
+record"). Written by `ResponseRecord.to_line`; `msgspec.to_builtins` is the one way any part of a record
+becomes JSON-ready data. Bump RECORD_SCHEMA_VERSION when a field changes meaning; a record without the
+field was written before records carried a version (0).
+
+Read back, a line is a `RecordLine` (what ResponseRecord narrows for writing), and may be old or damaged
+(hand-edited, crafted): `read_record` decodes it strictly when it can and otherwise field by field
+(evaluator.core.lenient), a field of the wrong JSON type read as None (or empty), never as a value of
+another type; a label (status, parse_status, finish_reason) keeps its text. The scorer's row
+(evaluator.scoring.row.ScoredRow) is a RecordLine plus the scorer's fields.
 
 Which fields a line holds: every field is written, except the ones added with a feature (marked "left out
 at its default" below), which are left out while they hold their default so that records made without
@@ -14,11 +20,12 @@ always written take their default from a factory (`written`), which msgspec neve
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
 import msgspec
 
 from evaluator.core.jsonl import JSONObject, utf8_json
+from evaluator.core.lenient import LABEL, lenient_struct
 
 RECORD_SCHEMA_VERSION = 1
 
@@ -27,6 +34,11 @@ Status = Literal["ok", "request_error", "data_error", "missing"]
 
 MAX_TOKENS_FIELDS = ("max_tokens", "max_completion_tokens")
 DEFAULT_MAX_TOKENS_FIELD = MAX_TOKENS_FIELDS[0]
+
+Label = Annotated[str | None, LABEL]
+"""A text read back as its text when it is not a string (5 reads as "5"; evaluator.core.lenient)."""
+
+S = TypeVar("S", bound=msgspec.Struct)
 
 
 def written(default: Any) -> Any:
@@ -107,8 +119,12 @@ class ResponseAttempt(msgspec.Struct, omit_defaults=True):
     finished_at: str | None = written(None)
 
 
-class ResponseRecord(msgspec.Struct, omit_defaults=True):
-    """One question's (and repeat's) outcome: what was sent, what came back, how it parsed."""
+class RecordLine(msgspec.Struct, omit_defaults=True, kw_only=True):
+    """One question's (and repeat's) outcome: what was sent, what came back, how it parsed; as a line read
+    back holds it (`read_record`). ResponseRecord (what evaluate writes) narrows the fields every record it
+    writes holds; the scorer's row (evaluator.scoring.row.ScoredRow) adds the scorer's fields. A line read
+    back (an old record, the scorer's `missing` row) may lack a request, times, usage and attempts, and
+    its status and parse_status keep their text whatever it is."""
 
     sample_id: str
     """The question's id (DocCount: the row's sample_id; CountQA: image and question index)."""
@@ -122,14 +138,14 @@ class ResponseRecord(msgspec.Struct, omit_defaults=True):
     """Model id sent in the request."""
     backend: str
     """`api` or `vllm`."""
-    sampling: Sampling
+    sampling: Sampling | None = None
     """The sampling fields sent."""
-    started_at: str
+    started_at: str | None = None
     """When the row's first attempt started (UTC, ISO 8601)."""
-    finished_at: str
+    finished_at: str | None = None
     """When the row's last attempt ended."""
-    status: Status
-    """`ok` (a reply came back), `request_error` or `data_error`."""
+    status: Annotated[str, LABEL]
+    """`ok` (a reply came back), `request_error` or `data_error` (Status)."""
     schema_version: int = 0
     """RECORD_SCHEMA_VERSION of the code that wrote the record; 0 (left out): written before there was one."""
     response_text: str | None = written(None)
@@ -138,21 +154,21 @@ class ResponseRecord(msgspec.Struct, omit_defaults=True):
     """The reply's reasoning text, when the server sent one apart."""
     parsed_answer: int | None = written(None)
     """The answer the benchmark's parser read, or null."""
-    parse_status: str = written("no_response")
+    parse_status: Label = None
     """How parsing went: ok, no_tag, multiple_tags, unclosed_tag, not_final, not_integer, no_number, no_response."""
     correct: bool = written(False)
     """parsed_answer equals ground_truth (score recomputes it against the manifest)."""
     fallback_answer: int | None = written(None)
     """The last integer in the reply: diagnostic only, never the primary answer."""
-    finish_reason: str | None = written(None)
-    latency_s: float | None = written(None)
-    """Seconds of the answered attempt."""
-    usage: Usage = msgspec.field(default_factory=lambda: Usage())
+    finish_reason: Label = written(None)
+    latency_s: int | float | None = written(None)
+    """Seconds of the answered attempt (an int, as an old or hand-made line may hold it, stays an int)."""
+    usage: Usage | None = None
     response_id: str | None = written(None)
     system_fingerprint: str | None = written(None)
     endpoint: str | None = written(None)
     """The endpoint that answered."""
-    attempts: int = written(0)
+    attempts: int | None = None
     """HTTP attempts of the last send."""
     retry_errors: list[RetryError] = written([])
     """Every failed attempt of the last send."""
@@ -167,13 +183,26 @@ class ResponseRecord(msgspec.Struct, omit_defaults=True):
     """A <think> block in the visible text; left out at its default."""
     seed: int | None = None
     """The request's seed (--seed); left out at its default."""
-    repeat: int | None = None
-    """The repeat index 0..K-1 (--repeats K > 1); left out at its default."""
+    repeat: Annotated[int, msgspec.Meta(ge=0)] | None = None
+    """The repeat index 0..K-1 (--repeats K > 1); left out at its default. Read back: None when it is not a
+    non-negative int."""
     batch_id: str | None = None
     """The batch that answered the row (--batch, `doccount batch collect`); left out at its default."""
     protocol_anomalies: list[str] = msgspec.field(default_factory=list)
     """What the server sent that broke the protocol (core.boundary): field names and JSON types only; left
     out at its default."""
+
+
+class ResponseRecord(RecordLine, kw_only=True):
+    """A record as evaluate writes it: the fields every record holds, with their written defaults."""
+
+    sampling: Sampling
+    started_at: str
+    finished_at: str
+    status: Status
+    parse_status: str = written("no_response")
+    attempts: int = written(0)
+    usage: Usage = msgspec.field(default_factory=lambda: Usage())
 
     def to_dict(self) -> JSONObject:
         """The record as JSON-ready data; group fields are also lifted to the top level."""
@@ -189,3 +218,15 @@ class ResponseRecord(msgspec.Struct, omit_defaults=True):
         as its JSON escape, which reads back to the same text (evaluator.core.jsonl.utf8_json).
         """
         return utf8_json(self.to_dict(), sort_keys=True) + b"\n"
+
+
+def read_record(cls: type[S], line: JSONObject) -> S:
+    """A record (or a Struct made of its fields, such as the scorer's row) from a line read back.
+
+    A line whose every field has its declared type (what the evaluator writes) is converted by msgspec
+    (C speed: a 100k-row run); any other goes field by field (evaluator.core.lenient). Both give the same
+    value (tests/test_scored_row.py, tests/test_record_schema.py)."""
+    try:
+        return msgspec.convert(line, cls)
+    except msgspec.ValidationError:
+        return lenient_struct(cls, line)

@@ -11,8 +11,8 @@ report link through core.escape.safe_href.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, Literal, NamedTuple, TypedDict
+from collections.abc import Callable, Sequence
+from typing import Literal, NamedTuple, TypedDict
 
 from evaluator.core.escape import md_text, safe_href
 from evaluator.core.vocab import NOT_COMPARABLE
@@ -23,7 +23,7 @@ class Cell(TypedDict, total=False):
     """One table cell: text, sub (a second line), title (on hover), href; value: the number that can be
     "best" (bold); note and flag: said beside the value; cls and best are set by the page."""
 
-    text: Any
+    text: str | int
     value: float | None
     sub: str
     title: str
@@ -45,7 +45,7 @@ class Column(NamedTuple):
 
 
 def cell(
-    text: Any,
+    text: str | int,
     value: float | None = None,
     sub: str = "",
     title: str = "",
@@ -66,15 +66,15 @@ def cell(
     }
 
 
-def pct(x: Any) -> str:
+def pct(x: float | None) -> str:
     return "" if x is None else f"{100 * x:.2f}"
 
 
-def ci(c: Any) -> str:
+def ci(c: Sequence[float] | None) -> str:
     return "" if not c else f"[{100 * c[0]:.1f}, {100 * c[1]:.1f}]"
 
 
-def usd(x: Any) -> str:
+def usd(x: float | None) -> str:
     return "" if x is None else f"{x:.4f}" if x < 1 else f"{x:.2f}"
 
 

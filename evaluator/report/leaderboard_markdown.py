@@ -8,8 +8,6 @@ break, no link and no HTML; the report links are core.escape.safe_href paths.
 
 from __future__ import annotations
 
-from typing import Any
-
 from evaluator.core.escape import md_text
 from evaluator.core.vocab import NOT_COMPARABLE
 from evaluator.report.board_columns import markdown_table, md_row, pct
@@ -102,7 +100,7 @@ def _difference(block: PublishedBlock) -> str:
     return f"{100 * d:+.2f}" + (f" [{100 * c[0]:+.1f}, {100 * c[1]:+.1f}]" if c else "")
 
 
-def _p(x: Any) -> str:
+def _p(x: float | None) -> str:
     return "" if x is None else f"{x:.3g}"
 
 

@@ -9,7 +9,8 @@ network request); the only links are to each run's own report, relative to the p
 
 from __future__ import annotations
 
-from typing import Any, TypedDict
+from collections.abc import Sequence
+from typing import TypedDict
 
 from markupsafe import Markup
 
@@ -113,11 +114,11 @@ def board_rows(board: Board, cols: list[Column]) -> list[BoardRow]:
     ]
 
 
-def _points(x: Any) -> str:
+def _points(x: float | None) -> str:
     return "" if x is None else f"{100 * x:+.1f}"
 
 
-def _interval(c: Any) -> str:
+def _interval(c: Sequence[float] | None) -> str:
     return "" if not c else f"[{100 * c[0]:+.1f}, {100 * c[1]:+.1f}]"
 
 
@@ -127,7 +128,7 @@ def _verdict(block: PublishedBlock) -> VerdictCells:
     return {"verdict": word, "verdict_class": word.replace(" ", "-"), "verdict_note": verdict_detail(block)}
 
 
-def _p(x: Any) -> str:
+def _p(x: float | None) -> str:
     return "" if x is None else f"{x:.3g}"
 
 

@@ -53,6 +53,7 @@ from evaluator.scoring.stats import (
     holm,
     sign_flip_p,
 )
+from evaluator.scoring.summary_shape import Summary
 
 LEADERBOARD_SCHEMA_VERSION = 1
 
@@ -203,14 +204,11 @@ def provider_host(urls: Sequence[str]) -> str:
     return ", ".join(hosts)
 
 
-def repeats_of(summary: Mapping[str, Any]) -> RepeatSpread:
-    r = summary.get("repeats") or {}
-    return {
-        "k": r.get("k"),
-        "mean": r.get("mean_accuracy"),
-        "sd": r.get("std_accuracy"),
-        "per_repeat": [p.get("accuracy") for p in r.get("per_repeat") or []],
-    }
+def repeats_of(summary: Summary) -> RepeatSpread:
+    """The spread over the K repeats (summary.json `repeats`: written for a run with K > 1)."""
+    r = summary["repeats"]
+    per_repeat = [p["accuracy"] for p in r["per_repeat"]]
+    return {"k": r["k"], "mean": r["mean_accuracy"], "sd": r["std_accuracy"], "per_repeat": per_repeat}
 
 
 def outcomes_of(responses: list[ScoredRow]) -> Outcomes:

@@ -17,33 +17,30 @@ from evaluator.runfolder.runconfig import RunConfig
 from evaluator.scoring.base import MergedRun, ScoreError, outcome_of
 from evaluator.scoring.load import check_manifest_digest, load_config, load_run_manifest
 from evaluator.scoring.metrics import summarize
-from evaluator.scoring.row import ScoredRow, scored_row
+from evaluator.scoring.row import ScoredRow, missing_line, scored_row
 from evaluator.scoring.select import select_records
 from evaluator.scoring.summary_shape import Inputs
 
 
-def _missing_line(
+def _missing_row(
     entry: ManifestEntry, benchmark: Benchmark, config: RunConfig, repeat: int | None = None
-) -> JSONObject:
-    row: JSONObject = {
-        "sample_id": entry.sample_id,
-        "benchmark": benchmark.name,
-        "groups": entry.groups,
-        "ground_truth": entry.ground_truth,
-        "model": config.model,
-        "backend": config.backend,
-        "status": "missing",
-        "response_text": None,
-        "parsed_answer": None,
-        "parse_status": "no_response",
-        "correct": False,
-        "image_sha256": entry.image_sha256,
-        "data_error": entry.data_error,
-    }
-    if repeat is not None:
-        row["repeat"] = repeat
-    for k, v in entry.groups.items():
-        row.setdefault(k, v)
+) -> ScoredRow:
+    """The row of a question (and repeat) with no record: no response, counted wrong."""
+    row = ScoredRow(
+        sample_id=entry.sample_id,
+        benchmark=benchmark.name,
+        groups=entry.groups,
+        ground_truth=entry.ground_truth,
+        model=config.model,
+        backend=config.backend,
+        status="missing",
+        parse_status="no_response",
+        correct=bool(benchmark.is_correct(None, entry.ground_truth)),
+        image_sha256=entry.image_sha256,
+        data_error=entry.data_error,
+        repeat=repeat,
+    )
+    row.line = missing_line(row)
     return row
 
 
@@ -60,22 +57,22 @@ def _merge_rows(
     relabelled: list[str] = []
     repeats = config.repeat_count
     for entry, repeat in [(e, r) for e in manifest for r in range(repeats)]:
-        rec = latest.get((entry.sample_id, repeat))
-        if rec is None:
-            row = _missing_line(entry, benchmark, config, repeat if repeats > 1 else None)
-        else:
-            row = dict(rec)
-            if row.get("ground_truth") != entry.ground_truth:
-                relabelled.append(entry.sample_id)
-                row["record_ground_truth"] = row.get("ground_truth")
-            row["ground_truth"] = entry.ground_truth
-            row["groups"] = entry.groups
-            for k, v in entry.groups.items():
-                row[k] = v
-        answer = row.get("parsed_answer") if row.get("status") == "ok" else None
-        row["correct"] = correct = bool(benchmark.is_correct(answer, entry.ground_truth))
-        row["outcome"] = outcome = outcome_of(row)
-        rows.append(scored_row(row, outcome, correct))
+        # the selected record becomes the row's line in place: nothing reads the records after the merge
+        line = latest.get((entry.sample_id, repeat))
+        if line is None:
+            rows.append(_missing_row(entry, benchmark, config, repeat if repeats > 1 else None))
+            continue
+        if line.get("ground_truth") != entry.ground_truth:
+            relabelled.append(entry.sample_id)
+            line["record_ground_truth"] = line.get("ground_truth")
+        line["ground_truth"] = entry.ground_truth
+        line["groups"] = entry.groups
+        for k, v in entry.groups.items():
+            line[k] = v
+        answer = line.get("parsed_answer") if line.get("status") == "ok" else None
+        line["correct"] = correct = bool(benchmark.is_correct(answer, entry.ground_truth))
+        line["outcome"] = outcome = outcome_of(line)
+        rows.append(scored_row(line, outcome, correct))
     if relabelled:
         warnings.append(
             f"{len(relabelled)} record(s) carry a ground truth different from {MANIFEST} "

@@ -1,67 +1,38 @@
 """The scored row: one question (and repeat) of a merged run, typed, as scoring, the report and the archive
 read it; and the question row that groups a question's repeats for comparisons.
 
-A row is made once, where the records are read (evaluator.scoring.merge, `read_scored_rows`), from the
-record that counted (or the scorer's `missing` row). Its typed fields are what every metric, page and
-check reads; usage, retry errors and earlier attempts are the record's own Structs (evaluator.core.records).
-`line` is that record as responses.jsonl holds it (the record's own fields, unknown ones kept, plus
-`correct`, `outcome` and the group fields): the one thing written, so a record keeps its bytes whatever it
-carried. A field of the wrong JSON type (a hand-edited or crafted file) reads as None (or
-empty), never as a value of another type; labels (status, parse_status, finish_reason) keep their text.
-That fallback is derived from the fields ScoredRow declares (evaluator.core.lenient), not listed here.
+A row is the response record as read back (evaluator.core.records.RecordLine, with its lenient decode)
+plus the scorer's fields. It is made once, where the records are read (evaluator.scoring.merge,
+`read_scored_rows`), from the record that counted, or built by the merge for a question with no record
+(its line holds MISSING_FIELDS: `missing_line`). `line` is that record as responses.jsonl holds it (the record's own fields, unknown ones
+kept, plus `correct`, `outcome` and the group fields): the one thing written, so a record keeps its bytes
+whatever it carried.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 
 import msgspec
 
 from evaluator.core.jsonl import JSONObject
 from evaluator.core.keys import Key
-from evaluator.core.lenient import LABEL, lenient_struct
-from evaluator.core.records import ResponseAttempt, RetryError, Usage
+from evaluator.core.records import RecordLine, RetryError, read_record
 from evaluator.runfolder.files import read_jsonl
 
-Label = Annotated[str | None, LABEL]
+MISSING_FIELDS = (
+    *("sample_id", "benchmark", "groups", "ground_truth", "model", "backend", "image_sha256", "data_error"),
+    *("status", "response_text", "parsed_answer", "parse_status", "correct", "outcome"),
+)
+"""The fields a `missing` row's line holds (with `repeat` under --repeats, and the group fields)."""
 
 
-class ScoredRow(msgspec.Struct, kw_only=True):
-    """One row of responses.jsonl."""
+class ScoredRow(RecordLine, kw_only=True):
+    """One row of responses.jsonl: the record's fields as read back, then the scorer's."""
 
-    sample_id: str
-    """The question's id."""
-    repeat: Annotated[int, msgspec.Meta(ge=0)] | None = None
-    """The repeat index 0..K-1 with --repeats K > 1; None without (a record leaves it out), or when it is
-    not a non-negative int."""
-    status: Annotated[str, LABEL]
-    """The record's status: ok, request_error, data_error; `missing` when no record counted."""
     outcome: str = "missing"
     """ok, parse_failure, request_error, data_error or missing (evaluator.scoring.base.OUTCOMES)."""
-    correct: bool = False
-    """The parsed answer equals the manifest's ground truth (recomputed by the scorer)."""
-    ground_truth: int | None
-    """The manifest's true count."""
-    groups: JSONObject
-    """The manifest's subgroup fields."""
-    image_sha256: str | None = None
-    parsed_answer: int | None = None
-    parse_status: Label = None
-    response_text: str | None = None
-    reasoning_text: str | None = None
-    finish_reason: Label = None
-    latency_s: int | float | None = None
-    """Seconds of the answered attempt, as the record holds it."""
-    attempts: int | None = None
-    usage: Usage | None = None
-    """The answer's usage (a count of the wrong type reads as None)."""
-    retry_errors: list[RetryError] = msgspec.field(default_factory=list)
-    earlier_attempts: list[ResponseAttempt] = msgspec.field(default_factory=list)
-    request_error: str | None = None
-    data_error: str | None = None
-    request_sha256: str | None = None
-    fallback_answer: int | None = None
     record_ground_truth: Any = msgspec.UNSET
     """The ground truth the record carried (any JSON value), when it differed from the manifest's; UNSET
     when it agreed."""
@@ -114,22 +85,21 @@ class ScoredQuestion(msgspec.Struct, frozen=True):
 
 def scored_row(line: JSONObject, outcome: str, correct: bool) -> ScoredRow:
     """The typed row over `line` (a record with a str sample_id: runfolder.selection), with the scorer's
-    outcome and correctness.
-
-    A line whose every field has its declared type (what the evaluator writes) is converted by msgspec
-    (C speed: a 100k-row run); any other goes field by field, a field of the wrong type read as None.
-    Both give the same row (tests/test_scored_row.py, tests/test_record_schema.py)."""
-    try:
-        row = msgspec.convert(line, ScoredRow)
-    except msgspec.ValidationError:
-        row = lenient_row(line)
+    outcome and correctness (evaluator.core.records.read_record: a field of the wrong type reads as None)."""
+    row = read_record(ScoredRow, line)
     row.outcome, row.correct, row.line = outcome, correct, line
     return row
 
 
-def lenient_row(line: JSONObject) -> ScoredRow:
-    """The row field by field, each field as ScoredRow declares it (evaluator.core.lenient)."""
-    return lenient_struct(ScoredRow, line)
+def missing_line(row: ScoredRow) -> JSONObject:
+    """The line of a `missing` row (built by the scorer): MISSING_FIELDS, the repeat with one, and the group
+    fields."""
+    line: JSONObject = {name: getattr(row, name) for name in MISSING_FIELDS}
+    if row.repeat is not None:
+        line["repeat"] = row.repeat
+    for k, v in row.groups.items():
+        line.setdefault(k, v)
+    return line
 
 
 def row_from_line(line: JSONObject) -> ScoredRow | None:
