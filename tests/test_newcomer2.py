@@ -19,8 +19,7 @@ from evaluator.cli.main import evaluate_cmd
 from evaluator.core.secrets import ShortKeyError, api_key_from_env
 from evaluator.evaluation.refusal import model_not_found
 from evaluator.request.retry import retryable_status
-from evaluator.study.run_select import check_key_variables
-from evaluator.study.sweep_file import SweepFileError, load_sweep, option_specs
+from evaluator.study.sweep_file import SweepFileError, check_key_variables, load_sweep, option_specs
 
 
 def _data(tmp_path: Path, n: int = 4) -> tuple[str, list[dict[str, Any]]]:

@@ -60,12 +60,13 @@ from evaluator.study.plan_requests import request_lines, request_side
 from evaluator.study.plan_text import plan_lines
 from evaluator.study.progress import SweepProgress, end_table, status_lines
 from evaluator.study.rehearsal import rehearsal_row, smoke_run, table_lines, write_rehearsal
-from evaluator.study.run_select import check_key_variables, select_runs
 from evaluator.study.sweep_file import (
     OptionSpec,
     RunSpec,
     SweepSpec,
+    check_key_variables,
     run_args,
+    select_runs,
 )
 from evaluator.study.unit import CHILD_DROPS, UnitResult, UnitTask
 
