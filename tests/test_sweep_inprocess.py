@@ -446,7 +446,7 @@ def test_slurm_queue_is_read_at_most_every_refresh_and_close_cancels(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from evaluator.study.executors.slurm import REFRESH_S, SlurmExecutor
-    from evaluator.study.slurm_settings import SlurmSettings
+    from evaluator.study.serve_file import SlurmSettings
 
     _, fake = slurm_sweep(tmp_path, monkeypatch)
     logs = tmp_path / "runs" / "s" / "logs"

@@ -56,8 +56,7 @@ from evaluator.runfolder.sweep_state import (
 from evaluator.study.executors.base import Executor, ExecutorError, Handle, Poll
 from evaluator.study.launch import ServerSpec
 from evaluator.study.plan_checks import check_runs
-from evaluator.study.plan_requests import request_lines, request_side
-from evaluator.study.plan_text import plan_lines
+from evaluator.study.plan_text import plan_lines, request_lines, request_side
 from evaluator.study.progress import SweepProgress, end_table, status_lines
 from evaluator.study.rehearsal import rehearsal_row, smoke_run, table_lines, write_rehearsal
 from evaluator.study.sweep_file import (
