@@ -19,7 +19,7 @@ Three entry points, none asking which executor it is (the executor carries what 
 evaluator.study.sweep).
 
 Stopping: Ctrl-C or SIGTERM cancels every unit (evaluate children save their rows and exit 130, servers
-are stopped); a sweep killed by SIGKILL leaves nothing running either (evaluation.orphan, study.guard).
+are stopped); a sweep killed by SIGKILL leaves nothing running either (evaluation.ending, study.guard).
 """
 
 from __future__ import annotations
