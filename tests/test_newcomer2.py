@@ -18,7 +18,7 @@ from support.datagen import doccount_reply, doccount_rows, write_doccount
 from evaluator.cli.main import evaluate_cmd
 from evaluator.core.secrets import ShortKeyError, api_key_from_env
 from evaluator.evaluation.reachability import model_not_found
-from evaluator.request.retry import retryable_status
+from evaluator.request.ratelimit import retryable_status
 from evaluator.study.sweep_file import SweepFileError, check_key_variables, load_sweep, option_specs
 
 

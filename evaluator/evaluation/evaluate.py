@@ -43,7 +43,7 @@ from evaluator.request.endpoint import (
     EndpointError,
     normalize_base_url,
 )
-from evaluator.request.retry import RetryPolicy
+from evaluator.request.ratelimit import RetryPolicy
 from evaluator.request.shape import load_preset, resolve_sampling
 from evaluator.runfolder.batches import held_by_batches
 from evaluator.runfolder.files import (

@@ -31,10 +31,8 @@ from evaluator.data.format_check import FORMAT_SMOKE_RESPONSES, FormatCheck
 from evaluator.data.parquet import DataSource, iter_samples
 from evaluator.data.reasoning import SmokeCheck
 from evaluator.evaluation.loop import RowLoop, RunStopped  # noqa: F401 (cli imports RunStopped here)
-from evaluator.request.admission import PacingSummary, pacing_summary
 from evaluator.request.body import RequestBuildError, request_bytes
 from evaluator.request.breaker import Breaker, shape_hint
-from evaluator.request.buckets import UserLimits
 from evaluator.request.client import (
     ChatSender,
     Endpoint,
@@ -43,7 +41,8 @@ from evaluator.request.client import (
     make_client,
     utc_now,
 )
-from evaluator.request.pacing import Gate
+from evaluator.request.pace import UserLimits
+from evaluator.request.pacing import Gate, PacingSummary, pacing_summary
 from evaluator.runfolder.files import RecordWriter
 from evaluator.runfolder.record_builder import (
     attempt_of,
