@@ -31,6 +31,7 @@ from evaluator.core.jsonl import printable
 from evaluator.core.output import answer, say
 from evaluator.core.secrets import redactor_from_env
 from evaluator.data.benchmarks import Benchmark, get_benchmark
+from evaluator.data.benchmarks.base import PROMPTS_ENV
 from evaluator.data.parquet import (
     DataError,
     DataSource,
@@ -41,7 +42,6 @@ from evaluator.data.parquet import (
     resolve_hub,
     resolve_local,
 )
-from evaluator.data.prompt_files import PROMPTS_ENV
 from evaluator.evaluation.evaluate import evaluate
 from evaluator.evaluation.options import options_from_args
 from evaluator.runfolder.files import MERGED

@@ -306,7 +306,7 @@ def model_cmd(
     model_id: str, revision: str | None, include: tuple[str, ...], exclude: tuple[str, ...]
 ) -> None:
     """Fetch a model's weights at one revision into the HF cache (for vLLM); print the commit."""
-    from evaluator.data.hub_model import fetch_model, model_report
+    from evaluator.data.hub import fetch_model, model_report
 
     snap = fetch_model(model_id, revision, list(include) or None, list(exclude) or None)
     click.echo("\n".join(model_report(snap)))

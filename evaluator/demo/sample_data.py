@@ -29,7 +29,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from PIL import Image
 
-from evaluator.data.prompt_files import prompt_text
+from evaluator.data.benchmarks.base import prompt_text
 from evaluator.demo.page_layout import render_page
 from evaluator.demo.page_model import (
     CLASS_DEFINITIONS,

@@ -133,7 +133,6 @@ def plan_lines(
     return out + ([""] + list(requests) if requests else [])
 
 
-WIDTH = 100
 DEFAULT_CONCURRENCY, DEFAULT_TIMEOUT = 16, 600.0  # evaluate's (evaluation.options), when not given
 
 
