@@ -234,7 +234,7 @@ def test_a_typo_inside_a_run_gets_a_did_you_mean(tmp_path) -> None:
 
 
 def test_identical_results_share_a_rank_everywhere() -> None:
-    from evaluator.report.leaderboard_markdown import leaderboard_markdown
+    from evaluator.report.leaderboard import leaderboard_markdown
     from evaluator.report.leaderboard_page import render_page
 
     same = [row(i, i % 2 == 0) for i in range(8)]

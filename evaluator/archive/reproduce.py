@@ -15,10 +15,9 @@ from evaluator.archive.base import (
     VerifyResult,
 )
 from evaluator.archive.endpoints import Confirm, key_endpoints
-from evaluator.archive.opened import OpenedArchive, config_of
+from evaluator.archive.opened import ArchivedData, OpenedArchive, archived_data, config_of, local_pattern
 from evaluator.archive.pack import create_archive
 from evaluator.archive.plan import evaluate_args, format_command, serve_commands
-from evaluator.archive.recorded import ArchivedData, archived_data, local_pattern
 from evaluator.archive.verify import (
     extract_prompts,
     read_archive,
