@@ -15,7 +15,7 @@ _.format_options
 # click reads Command.short_help for a group's command list in --help (cli/main.py SHORT_HELP).
 _.short_help
 
-# The io text-stream protocol (writelines) and the warnings module's hook (showwarning): cli/guard.py.
+# The io text-stream protocol (writelines) and the warnings module's hook (showwarning): cli/base.py.
 _.writelines
 _.showwarning
 

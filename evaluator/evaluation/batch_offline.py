@@ -27,8 +27,7 @@ from evaluator.evaluation.batch_files import (
     settle_entry,
     write_inputs,
 )
-from evaluator.evaluation.plan import RunPlan
-from evaluator.evaluation.runner import EvalSettings
+from evaluator.evaluation.runner import EvalSettings, RunPlan
 from evaluator.request.batch_api import BatchAPI
 from evaluator.request.batch_lines import LineResult
 from evaluator.request.bounds import LINE_SLACK, MAX_RESPONSE_BYTES

@@ -35,8 +35,8 @@ from evaluator.evaluation.data_check import (
 )
 from evaluator.evaluation.ending import note_rows, stop_when_orphaned
 from evaluator.evaluation.options import EvaluateOptions, batch_settings
-from evaluator.evaluation.plan import RunPlan
 from evaluator.evaluation.reachability import nothing_listening, refusal_line, unreachable
+from evaluator.evaluation.runner import RunPlan
 from evaluator.request.body import RequestBuildError, validate_extra_body
 from evaluator.request.endpoint import (
     VLLM_DEFAULT_BASE_URL,

@@ -16,6 +16,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -324,3 +325,16 @@ def settings_summary(s: EvalSettings) -> RunSettings:
             **({} if s.smoke_check else {"smoke_check": False}),
         },
     }
+
+
+# What `evaluate` has settled before anything is sent: one value the senders share (online rows, provider
+# batches, offline batch files), instead of the same seven arguments three times.
+@dataclass(frozen=True)
+class RunPlan:
+    settings: EvalSettings
+    source: DataSource  # where the questions' rows and images are read
+    root: Path  # the run folder, locked by the caller
+    folder: list[ManifestEntry]  # the folder's whole question set (it only grows)
+    selection: list[ManifestEntry]  # this invocation's questions (--limit)
+    overwrite: bool = False  # re-send rows that are done
+    quiet: bool = False  # no progress bar
