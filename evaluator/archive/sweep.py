@@ -44,11 +44,11 @@ from evaluator.archive.base import (
     secret_hits,
     sha256_hex,
 )
-from evaluator.archive.endpoints import Confirm, key_endpoints
 from evaluator.archive.images import check_images
 from evaluator.archive.opened import SWEEP_FORMAT, OpenedArchive, config_of
 from evaluator.archive.pack import create_archive, write_tar_gz
 from evaluator.archive.read import read_archive
+from evaluator.archive.reproduce import Confirm, key_endpoints
 from evaluator.archive.verify import check_sums, verify_archive
 from evaluator.core.atomic import atomic_file
 from evaluator.core.boundary import clip
