@@ -65,9 +65,9 @@ def hub_cache_dir() -> str:
     return str(constants.HF_HUB_CACHE)
 
 
-def cached_commits(cache_dir: str | os.PathLike[str], repo_id: str) -> list[str]:
+def cached_commits(cache_dir: str | os.PathLike[str], repo_id: str, repo_type: str = REPO_TYPE) -> list[str]:
     """Commits with a snapshot folder in the cache, e.g. left by `datasets.load_dataset`."""
-    snaps = repo_folder(cache_dir, repo_id) / "snapshots"
+    snaps = repo_folder(cache_dir, repo_id, repo_type) / "snapshots"
     if not snaps.is_dir():
         return []
     return sorted(p.name for p in snaps.iterdir() if p.is_dir() and COMMIT_RE.fullmatch(p.name))
@@ -304,7 +304,7 @@ def model_error(exc: Exception, repo_id: str, revision: str | None, offline: boo
         )
     if isinstance(exc, (errors.LocalEntryNotFoundError, errors.RevisionResolutionError)):
         why = "HF_HUB_OFFLINE is set" if offline else "the hub cannot be reached"
-        cached = cached_model_commits(hub_cache_dir(), repo_id)
+        cached = cached_commits(hub_cache_dir(), repo_id, MODEL_REPO_TYPE)
         hint = (
             f"; the cache holds commit(s) {', '.join(cached[:3])}: pass one as --revision" if cached else ""
         )
@@ -319,13 +319,6 @@ def model_error(exc: Exception, repo_id: str, revision: str | None, offline: boo
             f"{type(exc).__name__}: {one_line(exc)[:300]}"
         )
     return None
-
-
-def cached_model_commits(cache_dir: str, repo_id: str) -> list[str]:
-    snaps = repo_folder(cache_dir, repo_id, MODEL_REPO_TYPE) / "snapshots"
-    if not snaps.is_dir():
-        return []
-    return sorted(p.name for p in snaps.iterdir() if p.is_dir() and COMMIT_RE.fullmatch(p.name))
 
 
 def model_report(snap: ModelSnapshot) -> list[str]:
