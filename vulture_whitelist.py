@@ -15,7 +15,7 @@ _.format_options
 # click reads Command.short_help for a group's command list in --help (cli/main.py SHORT_HELP).
 _.short_help
 
-# The io text-stream protocol (writelines) and the warnings module's hook (showwarning): cli/guard.py.
+# The io text-stream protocol (writelines) and the warnings module's hook (showwarning): cli/base.py.
 _.writelines
 _.showwarning
 
@@ -53,7 +53,7 @@ _.child_main
 # TypedDict keys of summary.json, leaderboard.json and compare.json (scoring/board.py, scoring/summary_shape.py,
 # core/usage.py, data/reasoning.py, request/ratelimit.py, runfolder/batches.py, report/leaderboard_page.py), of
 # run_config.json (runfolder/run_settings.py), of the chat messages (data/benchmarks/base.py) and of the pages'
-# values (report/leaderboard_forest.py, scoring/identity.py): written to JSON or read by the templates by name,
+# values (report/leaderboard_page.py, scoring/identity.py): written to JSON or read by the templates by name,
 # and read in Python as string keys (e["accuracy"]), which vulture does not see.
 _.accuracy
 _.accuracy_a

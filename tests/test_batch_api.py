@@ -16,7 +16,7 @@ from support.batchrun import evaluate
 from evaluator.core.boundary import KeyFilter
 from evaluator.request.batch_api import BatchAPI, BatchAPIError
 from evaluator.request.client import make_client
-from evaluator.request.retry import RetryPolicy
+from evaluator.request.ratelimit import RetryPolicy
 
 
 def test_a_dripping_poll_is_a_timeout_of_each_attempt(tmp_path: Path, data12: str) -> None:

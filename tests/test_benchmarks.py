@@ -29,7 +29,7 @@ from __future__ import annotations
 from evaluator.core.records import Sampling
 from evaluator.data.benchmarks.base import Benchmark, Sample, check_answer, image_bytes_of, sha256_hex
 from evaluator.data.parsing import parse_answer_tag
-from evaluator.data.prompt_files import prompt_text
+from evaluator.data.benchmarks.base import prompt_text
 
 
 class Tally(Benchmark):

@@ -97,7 +97,7 @@ def test_countqa_strips_the_think_block_before_parsing(tmp_path, server) -> None
 
 
 def test_think_helpers() -> None:
-    from evaluator.data.think import has_inline_think, strip_think_block
+    from evaluator.data.reasoning import has_inline_think, strip_think_block
 
     assert strip_think_block("<think>a 5</think> 3") == "3"
     assert strip_think_block('x <think signature="s">a</think> y') == "x  y"

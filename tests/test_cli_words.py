@@ -9,7 +9,7 @@ from support.cli import eval_args, run_cli
 from support.datagen import doccount_reply, doccount_rows, write_doccount
 
 from evaluator.cli.main import evaluate_cmd
-from evaluator.request.admission import PacingSummary
+from evaluator.request.pacing import PacingSummary
 
 HEADINGS = [
     "Endpoint:",

@@ -1,4 +1,5 @@
-"""The size limits of the package (issue #40, point 9): no function over 60 lines, no module over 400.
+"""The size limits of the package (issue #40, point 9): no function over 60 lines, no module over 400
+(but the few named in ONE_CONCEPT).
 
 Measured with an ast walk (a function's end_lineno - lineno + 1, its decorators left out), so a split
 that only moves lines around cannot hide a long function."""
@@ -11,6 +12,11 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parent.parent / "evaluator"
 MAX_FUNCTION = 60
 MAX_MODULE = 400
+# A module that is one concept may pass the budget (issue #47, point 5: modules are cut along a concept,
+# not to a size); each one is named here with its own bound, and why it is one.
+ONE_CONCEPT = {
+    "study/sweep.py": 500,  # one sweep invocation: its state, its units, the drive loop, the three entry points
+}
 
 
 def _modules() -> list[Path]:
@@ -41,10 +47,11 @@ def test_no_function_over_60_lines() -> None:
 
 
 def test_no_module_over_400_lines() -> None:
+    assert all((PACKAGE / name).is_file() for name in ONE_CONCEPT)  # an allowance outlives no module
     found = []
     for path in _modules():
         lines = len(path.read_text(encoding="utf-8").splitlines())
-        if lines > MAX_MODULE:
+        if lines > ONE_CONCEPT.get(path.relative_to(PACKAGE).as_posix(), MAX_MODULE):
             found.append(f"{path.relative_to(PACKAGE.parent)} ({lines} lines)")
     assert not found, "split these modules along their seams:\n" + "\n".join(found)
 

@@ -10,7 +10,7 @@ import pytest
 
 from evaluator.core.boundary import KeyFilter
 from evaluator.request.client import ChatSender, Endpoint, EndpointPool, SendOutcome, make_client
-from evaluator.request.retry import RetryPolicy
+from evaluator.request.ratelimit import RetryPolicy
 
 KEY = "sk-proj-test-KEY-0123456789abcdefXYZ"
 

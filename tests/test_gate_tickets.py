@@ -9,9 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from evaluator.request.buckets import UserLimits
 from evaluator.request.gate_parts import Patience, Spacing, Ticket, Window
-from evaluator.request.pace import Pace
+from evaluator.request.pace import Pace, UserLimits
 from evaluator.request.pacing import Gate
 from evaluator.request.ratelimit import Limits
 

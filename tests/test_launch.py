@@ -100,7 +100,7 @@ def test_a_signal_is_a_negative_returncode_and_startup_settings_go_cold(tmp_path
     fresh = launch.run([sys.executable, "-c", probe], capture_output=True, text=True,
                        env=clean_env(PYTHONHASHSEED="123"))  # fmt: skip
     assert fresh.stdout.strip() == "False"
-    # a child that watches its parent (evaluation/orphan.py) is the caller's own child
+    # a child that watches its parent (evaluation/ending.py) is the caller's own child
     parent = "import os; print(os.getppid())"
     watched = launch.run([sys.executable, "-c", parent], capture_output=True, text=True,
                          env=clean_env(DOCCOUNT_PARENT_PID=str(os.getpid())))  # fmt: skip

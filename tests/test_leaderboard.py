@@ -141,7 +141,7 @@ def test_every_pair_once_in_rank_order(outcomes: list[list[bool]]) -> None:
 
 
 def test_a_benchmark_s_other_metrics_get_a_column_in_both_renderings() -> None:
-    from evaluator.report.leaderboard_markdown import leaderboard_markdown
+    from evaluator.report.leaderboard import leaderboard_markdown
     from evaluator.report.leaderboard_page import render_page
 
     def cq(i: int, answer: int) -> dict[str, Any]:
@@ -173,7 +173,7 @@ def test_leaderboard_md_and_the_page_show_the_same_table() -> None:
     import html
     import re
 
-    from evaluator.report.leaderboard_markdown import leaderboard_markdown
+    from evaluator.report.leaderboard import leaderboard_markdown
     from evaluator.report.leaderboard_page import render_page
 
     runs = [("a", [row(i, i % 3 != 0) for i in range(9)]), ("b", [row(i, i % 2 == 0) for i in range(9)])]

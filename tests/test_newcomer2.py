@@ -17,10 +17,9 @@ from support.datagen import doccount_reply, doccount_rows, write_doccount
 
 from evaluator.cli.main import evaluate_cmd
 from evaluator.core.secrets import ShortKeyError, api_key_from_env
-from evaluator.evaluation.refusal import model_not_found
-from evaluator.request.retry import retryable_status
-from evaluator.study.run_select import check_key_variables
-from evaluator.study.sweep_file import SweepFileError, load_sweep, option_specs
+from evaluator.evaluation.reachability import model_not_found
+from evaluator.request.ratelimit import retryable_status
+from evaluator.study.sweep_file import SweepFileError, check_key_variables, load_sweep, option_specs
 
 
 def _data(tmp_path: Path, n: int = 4) -> tuple[str, list[dict[str, Any]]]:
@@ -235,7 +234,7 @@ def test_a_typo_inside_a_run_gets_a_did_you_mean(tmp_path) -> None:
 
 
 def test_identical_results_share_a_rank_everywhere() -> None:
-    from evaluator.report.leaderboard_markdown import leaderboard_markdown
+    from evaluator.report.leaderboard import leaderboard_markdown
     from evaluator.report.leaderboard_page import render_page
 
     same = [row(i, i % 2 == 0) for i in range(8)]

@@ -14,7 +14,7 @@ from support.cli import REPO, eval_args, run_cli
 from support.datagen import doccount_reply, doccount_rows, write_doccount
 
 from evaluator.cli.main import main
-from evaluator.report.leaderboard_forest import LABEL_CHARS
+from evaluator.report.leaderboard_page import LABEL_CHARS
 from evaluator.report.pieces import status_bits
 
 LONG = "anthropic-claude-sonnet-4.5-reasoning-high-temperature-1-top-p-none-repeat-3"

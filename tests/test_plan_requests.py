@@ -1,4 +1,4 @@
-"""The request side of `doccount sweep --plan` (evaluator/study/plan_requests.py): what each run sends and
+"""The request side of `doccount sweep --plan` (evaluator/study/plan_text.py): what each run sends and
 the rate each request needs, through the command line and on its own."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from support.cli import REPO, run_cli
 
-from evaluator.study.plan_requests import (
+from evaluator.study.plan_text import (
     DEFAULT_CONCURRENCY,
     DEFAULT_TIMEOUT,
     request_lines,

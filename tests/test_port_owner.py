@@ -1,6 +1,6 @@
 """Issue #46 point 6: a local process that binds a served run's announced port before the server does
 (while vLLM loads) and answers /health, /v1/models and chat is not taken for the run's server: the run
-fails with one line and the squatter never receives the run's token. The check (study.port_owner) reads
+fails with one line and the squatter never receives the run's token. The check (study.server) reads
 the kernel's listening sockets and the server's own process tree."""
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from support.study import Study, wait_until
 
-from evaluator.study.port_owner import LISTEN, foreign_listener, listeners, port_sockets
+from evaluator.study.server import LISTEN, foreign_listener, listeners, port_sockets
 
 pytestmark = pytest.mark.timeout(300)
 

@@ -9,7 +9,7 @@ from support.cli import FAST_RETRIES, eval_args, run_cli
 from support.cli import read_records as records
 from support.datagen import countqa_rows, doccount_reply, sha, write_countqa
 
-from evaluator.data.prompt_files import prompts_dir
+from evaluator.data.benchmarks.base import prompts_dir
 
 
 def test_payload_is_exactly_image_then_verbatim_prompt(tmp_path, doc_data, doc_rows, server) -> None:

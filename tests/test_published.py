@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from scipy.stats import chi2_contingency
 from support.boards import CLASSES, merged, row
 
-from evaluator.report.leaderboard_markdown import leaderboard_markdown
+from evaluator.report.leaderboard import leaderboard_markdown
 from evaluator.report.leaderboard_page import render_page
 from evaluator.scoring.leaderboard import BoardRun, build_leaderboard
 from evaluator.scoring.published import newcombe_interval, published_block, two_proportion_p

@@ -1,4 +1,4 @@
-"""What an archive records about its data (evaluator/archive/recorded.py), as `verify` and `reproduce` meet it
+"""What an archive records about its data (evaluator/archive/opened.py), as `verify` and `reproduce` meet it
 (issue 46 points 8, 9 and 14): a hub revision or dataset id the Hub cannot hold and wrong types in
 run_config.json `data` are refused when the archive is read; every command reproduce prints is shell-quoted
 (pasted into a real bash with stand-in commands on PATH, only the stand-in it names runs); a recorded local
@@ -30,8 +30,8 @@ from support.cli import REPO, clean_env, run_cli
 from support.datagen import doccount_reply, doccount_rows, write_doccount
 from support.openai_test_server import TestServer
 
+from evaluator.archive.opened import is_hub_revision
 from evaluator.archive.pack import dataset_record
-from evaluator.archive.recorded import is_hub_revision
 from evaluator.runfolder.runconfig import RunConfig
 
 pytestmark = pytest.mark.timeout(300)

@@ -26,7 +26,7 @@ from evaluator.study.launch import (
     port_is_free,
     process_argv,
 )
-from evaluator.study.slurm_settings import SlurmSettings
+from evaluator.study.serve_file import SlurmSettings
 from evaluator.study.sweep_file import SweepFileError, load_sweep, option_specs
 from evaluator.study.unit import UnitTask, serve_and_evaluate
 

@@ -14,7 +14,7 @@ from support.datagen import doccount_rows, write_doccount
 
 from evaluator.study.executors.slurm import withheld_variables
 from evaluator.study.executors.slurm_queue import JobView, describe, parse_squeue
-from evaluator.study.slurm_settings import SlurmSettings, job_parameters, mem_scaled, time_minutes
+from evaluator.study.serve_file import SlurmSettings, job_parameters, mem_scaled, time_minutes
 from evaluator.study.unit import UnitTask
 
 

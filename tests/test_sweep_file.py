@@ -13,9 +13,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from evaluator.study.run_select import check_key_variables, select_runs
 from evaluator.study.secrets import looks_like_secret
-from evaluator.study.sweep_file import SweepFileError, load_sweep, run_args
+from evaluator.study.sweep_file import SweepFileError, check_key_variables, load_sweep, run_args, select_runs
 
 REPO = Path(__file__).resolve().parent.parent
 SECRET = "sk-proj-" + "Ab3dE6gH9jK2mN5pQ8rS1tU4"

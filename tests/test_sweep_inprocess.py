@@ -1,4 +1,4 @@
-"""The sweep's loop in-process (evaluator/study/sweep.py, drive.py, executors/): a fake executor whose units
+"""The sweep's loop in-process (evaluator/study/sweep.py, executors/): a fake executor whose units
 finish, fail, are refused or interrupted; the local executor packing served runs onto its GPUs with a
 stand-in unit; the Slurm executor against fake `sbatch`/`squeue`/`sacct`/`scancel` (tests/support/fake_slurm.py).
 No wall clock: the loop's sleep is set to 0, the Slurm executor reads a virtual clock, units end when the
@@ -30,7 +30,7 @@ from support.fake_slurm import FakeSlurm
 from evaluator.core.exitcode import ExitCode
 from evaluator.core.vocab import RunStateWord, UnitEnd
 from evaluator.runfolder.sweep_state import SWEEP_STATE, RunState
-from evaluator.study import drive
+from evaluator.study import sweep as sweep_module
 from evaluator.study.executors.base import PlanRow, Poll, StatusRow, recorded_status
 from evaluator.study.executors.local import LocalExecutor
 from evaluator.study.sweep import plan_sweep, run_sweep, sweep_status
@@ -42,7 +42,7 @@ KEY = "sk-live-" + "k" * 24  # a run's key: never in sweep.json, the status or a
 
 @pytest.fixture(autouse=True)
 def _no_sleep(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(drive, "POLL_S", 0.0)  # the loop's pace, not its logic
+    monkeypatch.setattr(sweep_module, "POLL_S", 0.0)  # the loop's pace, not its logic
 
 
 def specs() -> dict:
@@ -446,7 +446,7 @@ def test_slurm_queue_is_read_at_most_every_refresh_and_close_cancels(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from evaluator.study.executors.slurm import REFRESH_S, SlurmExecutor
-    from evaluator.study.slurm_settings import SlurmSettings
+    from evaluator.study.serve_file import SlurmSettings
 
     _, fake = slurm_sweep(tmp_path, monkeypatch)
     logs = tmp_path / "runs" / "s" / "logs"

@@ -1,4 +1,4 @@
-"""The inline think block (evaluator/data/think.py): the first `<think ...>...</think>` found in time linear
+"""The inline think block (evaluator/data/reasoning.py): the first `<think ...>...</think>` found in time linear
 in the reply (trust3 #4: the pattern it replaced, searched from every `<think`, was quadratic)."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from support.measure import measured
 
-from evaluator.data.think import strip_think_block
+from evaluator.data.reasoning import strip_think_block
 
 # the reference: the pattern EvalScope's adapter uses, which the block finder replaced
 _BLOCK = re.compile(r'<think(?:\s+signature="([^"]*)")?(?:\s+redacted="(true)")?\s*>(.*?)</think>', re.DOTALL)
@@ -70,7 +70,7 @@ def test_strip_think_block_cases(text: str, left: str) -> None:
 )
 def test_strip_think_block_is_linear_at_the_reply_cap(reply: str) -> None:
     cost = measured(
-        f"from evaluator.data.think import strip_think_block\ntext = {reply}",
+        f"from evaluator.data.reasoning import strip_think_block\ntext = {reply}",
         "strip_think_block(text)",
         deadline_s=30,
     )

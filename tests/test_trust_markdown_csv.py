@@ -18,7 +18,7 @@ from support.datagen import PROMPT_TEMPLATE, doccount_reply, doccount_rows, writ
 from support.openai_test_server import TestServer
 
 from evaluator.core.escape import FORMULA_STARTS, csv_cell, md_code, md_text
-from evaluator.report.leaderboard_markdown import leaderboard_markdown
+from evaluator.report.leaderboard import leaderboard_markdown
 from evaluator.scoring.leaderboard import BoardRun, build_leaderboard
 
 HOSTILE = "x|y\n# injected <script>alert(1)</script> [a](javascript:alert(1)) `code` \\| ![i](http://h/i.png)"

@@ -15,8 +15,7 @@ from support.boards import merged, row  # scored rows and merged runs built in m
 from support.cli import run_cli
 
 from evaluator.core.jsonl import utf8_json
-from evaluator.report.leaderboard import leaderboard_json
-from evaluator.report.leaderboard_markdown import leaderboard_markdown
+from evaluator.report.leaderboard import leaderboard_json, leaderboard_markdown
 from evaluator.scoring.leaderboard import BoardRun, build_leaderboard
 from evaluator.study.sweep_file import SweepFileError, load_sweep
 

@@ -20,7 +20,6 @@ from hypothesis import strategies as st
 from evaluator.core.exitcode import ExitCode
 from evaluator.core.vocab import QueueWord, RunStateWord, UnitEnd, UnitPhase
 from evaluator.runfolder.sweep_state import SWEEP_STATE
-from evaluator.study import drive as drive_mod
 from evaluator.study import sweep as sweep_mod
 from evaluator.study.executors.base import PlanRow, Poll
 from evaluator.study.sweep import load_state
@@ -133,7 +132,7 @@ def _run(scripts: dict[str, list[Poll]], folder: Path) -> tuple[int, set[str], d
     sweep, specs = _sweep(folder)
     executor = ScriptedExecutor(scripts, folder / "runs" / "s" / SWEEP_STATE)
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(drive_mod, "POLL_S", 0.001)  # the loop's pace, not its logic
+        mp.setattr(sweep_mod, "POLL_S", 0.001)  # the loop's pace, not its logic
         code = sweep_mod.run_sweep(
             sweep, specs, folder / "runs", [], 1, env={}, out=io.StringIO(), executor=executor
         )

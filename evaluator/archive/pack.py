@@ -43,7 +43,7 @@ from evaluator.archive.plan import reproduce_md
 from evaluator.core.atomic import atomic_file
 from evaluator.core.jsonl import utf8_text
 from evaluator.data.benchmarks import REGISTRY
-from evaluator.data.prompt_files import prompts_dir
+from evaluator.data.benchmarks.base import prompts_dir
 from evaluator.report import PER_QUESTION_FILE, REPORT_FILE
 from evaluator.report.run_page import archived_report
 from evaluator.runfolder.batches import LEDGER

@@ -12,7 +12,9 @@ Layout (under one top folder ``<sweep>.sweep-archive/``)::
 Deterministic like a run's archive (sorted entries, fixed metadata). `verify_sweep` checks the outer
 checksums, verifies every run archive as `doccount verify` does, and recomputes the leaderboard's numbers
 from the re-scored records. `reproduce_sweep` re-runs the runs (all, or the ones named) each with its
-own key variable, through `doccount reproduce` in a child process.
+own key variable, through `doccount reproduce` in a child process. Its key variables are sweep.json's,
+checked against the archived sweep file, so that a crafted sweep.json cannot name another variable (its
+checksum recomputed).
 """
 
 from __future__ import annotations
@@ -42,12 +44,11 @@ from evaluator.archive.base import (
     secret_hits,
     sha256_hex,
 )
-from evaluator.archive.endpoints import Confirm, key_endpoints
 from evaluator.archive.images import check_images
 from evaluator.archive.opened import SWEEP_FORMAT, OpenedArchive, config_of
 from evaluator.archive.pack import create_archive, write_tar_gz
 from evaluator.archive.read import read_archive
-from evaluator.archive.sweep_keys import key_variables
+from evaluator.archive.reproduce import Confirm, key_endpoints
 from evaluator.archive.verify import check_sums, verify_archive
 from evaluator.core.atomic import atomic_file
 from evaluator.core.boundary import clip
@@ -58,6 +59,7 @@ from evaluator.scoring.board import Board, is_board
 
 if TYPE_CHECKING:
     from evaluator.scoring import MergedRun
+
 
 SWEEP_FORMAT_VERSION = 1
 SWEEP_TOP_SUFFIX = ".sweep-archive"
@@ -247,7 +249,7 @@ def _check_renderings(archive: Archive, board: Board, problems: list[Problem], c
     """leaderboard.md and index.html rebuilt from the archived leaderboard.json (whose numbers were just
     checked against the re-scored records) and compared byte for byte: an edited rendering is caught even
     when SHA256SUMS was recomputed."""
-    from evaluator.report.leaderboard_markdown import leaderboard_markdown
+    from evaluator.report.leaderboard import leaderboard_markdown
     from evaluator.report.leaderboard_page import render_page
 
     # the page's footer says which version wrote it and when: taken from the archived page itself
@@ -348,3 +350,51 @@ def _recorded(path: Path, budget: Budget | None) -> list[str]:
     finally:
         inner.release()
     return [str(u) for u in (config.get("endpoints") or [config.get("endpoint")]) if u]
+
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib  # type: ignore[no-redef]
+
+STATE, COPY = SWEEP_STATE, SWEEP_COPY
+
+
+def _declared(toml: Any) -> tuple[dict[str, Any], Any]:
+    """The key variable each run of the archived sweep file names itself, and its [defaults]' one."""
+    toml = toml if isinstance(toml, dict) else {}
+    runs = toml.get("runs") if isinstance(toml.get("runs"), list) else []
+    own = {str(r.get("name")): r.get("api_key_env") for r in runs if isinstance(r, dict)}
+    defaults = toml.get("defaults")
+    return own, defaults.get("api_key_env") if isinstance(defaults, dict) else None
+
+
+def key_variables(archive: OpenedArchive, runs: Mapping[str, str]) -> dict[str, str | None]:
+    """Each run's key variable, from sweep.json checked against the archived sweep file (sweep.toml): the
+    variable the run names itself, or, when it names none, the one of [defaults] (which a run inherits; a
+    run that does not, e.g. a served one, records none). ArchiveError in one line when they differ (a crafted
+    sweep.json naming another variable, with its checksum recomputed) or when a run names a variable the
+    archive has no sweep file to check against."""
+    try:
+        state = archive.sweep_state.get() if archive.sweep_state is not None else None
+        toml = tomllib.loads(archive.whole(COPY).decode("utf-8")) if COPY in archive.files else None
+    except (ValueError, UnicodeDecodeError) as exc:  # tomllib.TOMLDecodeError is a ValueError
+        raise ArchiveError(
+            f"{archive.source}: cannot read {STATE} or {COPY} ({clip(str(exc), 120)})"
+        ) from None
+    states = state.runs if state else {}
+    own, default = _declared(toml)
+    out: dict[str, str | None] = {}
+    for name in runs:
+        st = states.get(name)
+        var = st.api_key_env if st else None
+        allowed = [own[name]] if own.get(name) is not None else [None, default]
+        if var not in allowed:
+            declared = own.get(name) if own.get(name) is not None else default
+            raise ArchiveError(
+                f"{archive.source}: {STATE} names the key variable {clip(repr(var), 60)} for run {name} where the "
+                f"archived sweep file ({COPY}) names {clip(repr(declared), 60)}; refusing to reproduce "
+                "from it (nothing was read or sent)"
+            )
+        out[name] = var if isinstance(var, str) and var else None
+    return out

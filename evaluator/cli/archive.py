@@ -151,7 +151,7 @@ def reproduce_cmd(only: tuple[str, ...], **opts: Any) -> ExitCode:
 
 def _reproduce(archive: OpenedArchive, only: list[str], **opts: Any) -> int:
     from evaluator.archive import ArchiveError, reproduce
-    from evaluator.archive.endpoints import parse_base_urls
+    from evaluator.archive.reproduce import parse_base_urls
     from evaluator.archive.sweep import is_sweep_archive
 
     if is_sweep_archive(archive):
@@ -171,7 +171,7 @@ def _reproduce(archive: OpenedArchive, only: list[str], **opts: Any) -> int:
 def _reproduce_sweep(archive: OpenedArchive, only: list[str], run_root: Path | None, **opts: Any) -> int:
     """Each (or each named) run of a sweep archive re-run by `doccount reproduce`; 0 when all finished."""
     from evaluator.archive import ArchiveError
-    from evaluator.archive.endpoints import parse_base_urls
+    from evaluator.archive.reproduce import parse_base_urls
     from evaluator.archive.sweep import reproduce_sweep, run_archives, sweep_name
 
     runs = run_archives(archive)  # the archive's names checked before any is used in a path
@@ -198,7 +198,7 @@ def _confirm() -> Any:
     refused, otherwise). It names the run, the key's variable and the hosts."""
     if not sys.stdin.isatty():
         return None
-    from evaluator.archive.endpoints import endpoint_hosts
+    from evaluator.archive.reproduce import endpoint_hosts
 
     def ask(run: str, variable: str, urls: list[str]) -> bool:
         return click.confirm(

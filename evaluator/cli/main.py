@@ -11,9 +11,14 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from evaluator.cli import guard
 from evaluator.cli.archive import archive_cmd, reproduce_cmd, verify_cmd
-from evaluator.cli.base import GroupedCommand, one_run_folder, run_folder_arguments, show_output
+from evaluator.cli.base import (
+    GroupedCommand,
+    install_terminal_guard,
+    one_run_folder,
+    run_folder_arguments,
+    show_output,
+)
 from evaluator.cli.batch import add_batch_commands
 from evaluator.cli.demo import demo_cmd, serve_reference_cmd
 from evaluator.cli.sweep import leaderboard_cmd, sweep_command
@@ -221,9 +226,9 @@ main.add_command(compare_cmd)
 
 
 def run_command(command: click.Command, prog_name: str) -> None:
-    """The console scripts: the terminal guard (cli.guard), then the command, then an ordinary exit (the
+    """The console scripts: the terminal guard (cli.base), then the command, then an ordinary exit (the
     temporary folders and files a command opened are closed on the way out, atexit handlers run)."""
-    guard.install()
+    install_terminal_guard()
     show_output()
     try:
         command.main(prog_name=prog_name)  # always ends in SystemExit (Standalone.main)
@@ -306,7 +311,7 @@ def model_cmd(
     model_id: str, revision: str | None, include: tuple[str, ...], exclude: tuple[str, ...]
 ) -> None:
     """Fetch a model's weights at one revision into the HF cache (for vLLM); print the commit."""
-    from evaluator.data.hub_model import fetch_model, model_report
+    from evaluator.data.hub import fetch_model, model_report
 
     snap = fetch_model(model_id, revision, list(include) or None, list(exclude) or None)
     click.echo("\n".join(model_report(snap)))

@@ -34,7 +34,7 @@ from evaluator.evaluation.batch_files import (
     validation_records,
     write_inputs,
 )
-from evaluator.evaluation.plan import RunPlan
+from evaluator.evaluation.runner import RunPlan
 from evaluator.request.batch_api import BatchAPI, BatchAPIError, BatchInfo, BatchUnsupported, output_cap
 from evaluator.request.batch_lines import LineResult
 from evaluator.request.bounds import LINE_SLACK, MAX_RESPONSE_BYTES

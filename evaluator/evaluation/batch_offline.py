@@ -27,13 +27,12 @@ from evaluator.evaluation.batch_files import (
     settle_entry,
     write_inputs,
 )
-from evaluator.evaluation.plan import RunPlan
-from evaluator.evaluation.runner import EvalSettings
+from evaluator.evaluation.runner import EvalSettings, RunPlan
 from evaluator.request.batch_api import BatchAPI
 from evaluator.request.batch_lines import LineResult
 from evaluator.request.bounds import LINE_SLACK, MAX_RESPONSE_BYTES
 from evaluator.request.client import make_client
-from evaluator.request.retry import RetryPolicy
+from evaluator.request.ratelimit import RetryPolicy
 from evaluator.runfolder.batches import keys_in_flight, load_ledger, offline_batch_id
 from evaluator.runfolder.files import (
     CONFIG,

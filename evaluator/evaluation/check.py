@@ -22,7 +22,7 @@ from evaluator.core.secrets import Redactor
 from evaluator.data.benchmarks.base import ManifestEntry, Sample
 from evaluator.data.parquet import DataSource, iter_samples
 from evaluator.data.parsing import strip_tokens
-from evaluator.data.think import has_inline_think
+from evaluator.data.reasoning import has_inline_think
 from evaluator.evaluation.reachability import answering_base_urls
 from evaluator.evaluation.runner import EvalSettings
 from evaluator.request.body import request_bytes, sampling_fields

@@ -6,12 +6,21 @@ Ctrl-C or SIGTERM as 130, a crash as 1). Its cause is the exception's: a UserErr
 exit code and its `error:` line, a smoke stop (data.reasoning.SmokeStop: reasoning or format) is one; the
 recorded rows are noted where they are known (`note_rows`). Outside `recording` the notes do nothing, so a
 library call of evaluate() is unchanged.
+
+A sweep's evaluate child also ends when its sweep dies, even by `kill -9`: the sweep names its own pid in
+the child's environment (PARENT_PID_ENV) and the child watches it (`stop_when_orphaned`); once its parent
+is gone (the child is re-parented), it sends itself SIGTERM, which an evaluation answers as it answers
+Ctrl-C (finished rows are already on disk, the run folder is unlocked, a re-run continues). Without the
+watch such a child would run on unseen and hold its run folder's lock against the resume.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import signal
+import threading
+import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
@@ -86,3 +95,22 @@ def recording(env: Mapping[str, str] = os.environ) -> Iterator[Ending]:
         if contract is not None:
             with contextlib.suppress(OSError):  # a folder gone: the unit goes by the exit code
                 write_atomic(Path(contract.outcome), encode_outcome(ending.outcome()))
+
+
+PARENT_PID_ENV = "DOCCOUNT_PARENT_PID"
+POLL_S = 0.5
+
+
+def stop_when_orphaned(env: Mapping[str, str] = os.environ, poll_s: float = POLL_S) -> bool:
+    """Start the watch when the environment names a parent; whether it was started."""
+    want = env.get(PARENT_PID_ENV, "")
+    if not want.isdigit():
+        return False
+
+    def watch() -> None:
+        while os.getppid() == int(want):
+            time.sleep(poll_s)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
+    return True

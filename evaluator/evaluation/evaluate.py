@@ -33,18 +33,17 @@ from evaluator.evaluation.data_check import (
     load_source,
     validate_data,
 )
-from evaluator.evaluation.ending import note_rows
+from evaluator.evaluation.ending import note_rows, stop_when_orphaned
 from evaluator.evaluation.options import EvaluateOptions, batch_settings
-from evaluator.evaluation.orphan import stop_when_orphaned
-from evaluator.evaluation.plan import RunPlan
-from evaluator.evaluation.reachability import nothing_listening, unreachable
+from evaluator.evaluation.reachability import nothing_listening, refusal_line, unreachable
+from evaluator.evaluation.runner import RunPlan
 from evaluator.request.body import RequestBuildError, validate_extra_body
 from evaluator.request.endpoint import (
     VLLM_DEFAULT_BASE_URL,
     EndpointError,
     normalize_base_url,
 )
-from evaluator.request.retry import RetryPolicy
+from evaluator.request.ratelimit import RetryPolicy
 from evaluator.request.shape import load_preset, resolve_sampling
 from evaluator.runfolder.batches import held_by_batches
 from evaluator.runfolder.files import (
@@ -315,8 +314,6 @@ def send_pending(plan: RunPlan) -> int:
         stats = asyncio.run(run_with_signals(ev, source, selection, skip, progress))
     except EndpointRefused as exc:
         progress.close()
-        from evaluator.evaluation.refusal import refusal_line
-
         code, line = refusal_line(exc, settings.base_urls[0], settings.model, settings.api_key)
         raise (NotFinished if code == ExitCode.INCOMPLETE else UserError)(line) from None
     except (EndpointDown, RunStopped) as exc:

@@ -16,6 +16,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -31,10 +32,8 @@ from evaluator.data.format_check import FORMAT_SMOKE_RESPONSES, FormatCheck
 from evaluator.data.parquet import DataSource, iter_samples
 from evaluator.data.reasoning import SmokeCheck
 from evaluator.evaluation.loop import RowLoop, RunStopped  # noqa: F401 (cli imports RunStopped here)
-from evaluator.request.admission import PacingSummary, pacing_summary
 from evaluator.request.body import RequestBuildError, request_bytes
 from evaluator.request.breaker import Breaker, shape_hint
-from evaluator.request.buckets import UserLimits
 from evaluator.request.client import (
     ChatSender,
     Endpoint,
@@ -43,7 +42,8 @@ from evaluator.request.client import (
     make_client,
     utc_now,
 )
-from evaluator.request.pacing import Gate
+from evaluator.request.pace import UserLimits
+from evaluator.request.pacing import Gate, PacingSummary, pacing_summary
 from evaluator.runfolder.files import RecordWriter
 from evaluator.runfolder.record_builder import (
     attempt_of,
@@ -325,3 +325,16 @@ def settings_summary(s: EvalSettings) -> RunSettings:
             **({} if s.smoke_check else {"smoke_check": False}),
         },
     }
+
+
+# What `evaluate` has settled before anything is sent: one value the senders share (online rows, provider
+# batches, offline batch files), instead of the same seven arguments three times.
+@dataclass(frozen=True)
+class RunPlan:
+    settings: EvalSettings
+    source: DataSource  # where the questions' rows and images are read
+    root: Path  # the run folder, locked by the caller
+    folder: list[ManifestEntry]  # the folder's whole question set (it only grows)
+    selection: list[ManifestEntry]  # this invocation's questions (--limit)
+    overwrite: bool = False  # re-send rows that are done
+    quiet: bool = False  # no progress bar

@@ -16,7 +16,7 @@ from typing import Literal, NamedTuple, TypedDict
 
 from evaluator.core.escape import md_text, safe_href
 from evaluator.core.vocab import NOT_COMPARABLE
-from evaluator.scoring.board import Board, BoardColumn, BoardEntry
+from evaluator.scoring.board import Board, BoardColumn, BoardEntry, PublishedBlock
 
 
 class Cell(TypedDict, total=False):
@@ -279,3 +279,11 @@ def _tokens_cell(e: BoardEntry) -> Cell:
     full = f"prompt {t['prompt']:,}, completion {t['completion']:,}, reasoning {t['reasoning']:,}"
     full += f", cached {t['cached']:,}, of failed attempts {t['failed_attempts']:,}"
     return cell(" / ".join(f"{t[k]:,}" for k in ("prompt", "completion", "reasoning")), title=full)
+
+
+def verdict_detail(block: PublishedBlock) -> str:
+    """What goes beside the verdict: the smallest difference the test detects here, or why no test."""
+    if block.get("verdict") in (NOT_COMPARABLE, None):
+        return block.get("not_comparable") or "no test"
+    md = block.get("min_detectable")
+    return "" if md is None else f"smallest detectable: {md:.1f} points"

@@ -37,8 +37,8 @@ from evaluator.request.bounds import (
     total_timeout,
     transfer_deadline,
 )
+from evaluator.request.ratelimit import RetryPolicy, retryable_status
 from evaluator.request.replies import error_message
-from evaluator.request.retry import RetryPolicy, retryable_status
 
 T = TypeVar("T")
 # A batch id goes into URL paths (GET /batches/{id}) and the run folder's ledger: letters, digits and a few

@@ -30,7 +30,7 @@ from evaluator.core.usage import record_tokens
 from evaluator.data.format_check import FormatCheck
 from evaluator.data.reasoning import SmokeCheck, SmokeStop
 from evaluator.request.endpoint import not_found_hint
-from evaluator.request.retry import NEVER_RETRIED_5XX, RETRYABLE_STATUS
+from evaluator.request.ratelimit import NEVER_RETRIED_5XX, RETRYABLE_STATUS
 
 
 class EndpointDown(EvaluatorError):

@@ -19,11 +19,10 @@ import openai
 from evaluator.core.boundary import KeyFilter, clip
 from evaluator.core.records import RetryError, Usage
 from evaluator.core.text import one_line, utc_now
-from evaluator.request.admission import admit
 from evaluator.request.bounds import MAX_RESPONSE_BYTES, ReplyTooLarge, capping_hook, total_timeout
 from evaluator.request.endpoint import split_query
-from evaluator.request.pacing import Gate, Ticket
-from evaluator.request.ratelimit import Limits
+from evaluator.request.pacing import Gate, Ticket, admit
+from evaluator.request.ratelimit import NEVER_RETRIED_5XX, Limits, RetryPolicy
 from evaluator.request.replies import (
     Completion,
     Failure,
@@ -32,7 +31,6 @@ from evaluator.request.replies import (
     limits_of,
     status_failure,
 )
-from evaluator.request.retry import NEVER_RETRIED_5XX, RetryPolicy
 
 log = logging.getLogger(__name__)
 MESSAGE_LIMIT = 2000  # a retry error's or stop line's text, after redaction

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from evaluator.request.buckets import Bucket
+from evaluator.request.pace import Bucket
 
 RAMP_S = 1.0  # before a pace is known, the window opens over the probe's round trip, at most this long ...
 RAMP_MIN_S = 0.5  # ... and at least this long (a fast endpoint's round trip is a few ms: no spread at all)

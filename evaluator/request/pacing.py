@@ -14,7 +14,7 @@ A gate holds, for one endpoint, four parts (request.gate_parts, request.pace):
   the opening is spread over the first round trip measured in time, at least RAMP_MIN_S and at most RAMP_S,
   then the window doubles per round trip from what is in flight: on a fast endpoint a limiter's first
   refusal stops it after about burst + rate x RAMP_MIN_S requests;
-- the pace in requests and tokens per second (request.buckets: burst, then one slot per 1/rate), the
+- the pace in requests and tokens per second (request.pace: burst, then one slot per 1/rate), the
   smallest of --max-requests-per-minute / --max-tokens-per-minute, the announced limits and, when none is
   announced, the rate let through between refusals (never below a floor of what succeeded);
 - the patience: no success for --rate-limit-patience seconds while refusals come: `gave_up` says why, and
@@ -22,21 +22,23 @@ A gate holds, for one endpoint, four parts (request.gate_parts, request.pace):
 
 reserve() hands out a Ticket; the caller hands it back to release() once the attempt is over and to one of
 succeeded() / failed() / refused() with its outcome. A ticket is taken back once: again, it is ignored.
-Pure bookkeeping on a caller-supplied clock; request.admission.admit sleeps until the slot it reserved.
+Pure bookkeeping on a caller-supplied clock; `admit` sleeps until the slot it reserved, over several
+endpoints' gates, and `pacing_summary` is what the gates did over a run.
 tests/support/pacing_sim.py runs a gate against a simulated token bucket on a virtual clock.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import itertools
 import math
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from evaluator.request.buckets import Bucket, UserLimits
 from evaluator.request.gate_parts import (
     PATIENCE_S,
     RAMP_MIN_S,
@@ -46,7 +48,7 @@ from evaluator.request.gate_parts import (
     Ticket,
     Window,
 )
-from evaluator.request.pace import Pace
+from evaluator.request.pace import Bucket, Pace, UserLimits
 from evaluator.request.ratelimit import Limits
 
 __all__ = ["RAMP_MIN_S", "RAMP_S", "Bucket", "Gate", "GateStats", "Hold", "Ticket", "UserLimits"]
@@ -256,3 +258,74 @@ class Gate:
     def _learn(self, limits: Limits, now: float) -> None:
         if self.pace.learn(limits, now):
             self.window.ramp = None
+
+
+async def admit(
+    gates: Sequence[Gate], usable: Callable[[int], bool], changed: asyncio.Event
+) -> tuple[int, Ticket]:
+    """Wait for the earliest slot over the usable gates and take it; returns the gate's index and ticket.
+
+    Ties go to the gate with fewer requests in flight, then fewer sent. A slot is taken only when it has
+    come: a worker waiting for one gate's next slot looks again whenever any gate changes (`changed` is set
+    on every release, refusal or success), so it is never committed to a slow endpoint while a fast one
+    opens up.
+    """
+    while True:
+        now = gates[0].clock()
+        best, key = -1, (math.inf, 0, 0)
+        for i, g in enumerate(gates):
+            if usable(i):
+                k = (g.earliest(now), g.in_flight, g.stats.sent)
+                if k < key:
+                    best, key = i, k
+        when = key[0]
+        if when <= now:
+            return best, gates[best].reserve(now)
+        changed.clear()
+        if when == math.inf:
+            await changed.wait()
+        else:
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(changed.wait(), when - now)
+
+
+@dataclass(frozen=True)
+class PacingSummary:
+    """What the gates did over a run (the final summary line and run_config)."""
+
+    concurrency: int  # the effective concurrency at the end
+    lowest: int  # the lowest it went
+    ceiling: int
+    refusals: int  # rate-limit refusals over all endpoints
+    held_s: float  # the union of the holds on every worker (per endpoint, summed over endpoints)
+    sent: dict[str, int]  # attempts per endpoint
+    alone: int = 0  # refusals our pace did not cause, each waited out by its own request
+
+    def line(self) -> str:
+        # "requests at once", not "concurrency 12/16 (lowest 16)": the window at the end can be below its
+        # lowest, which only rate-limit refusals lower (the opening ramp does not)
+        narrowed = (
+            f"rate limits narrowed it to {self.lowest} at the lowest"
+            if self.lowest < self.ceiling
+            else "never narrowed by rate limits"
+        )
+        text = (
+            f"up to {self.concurrency} requests at once at the end (--concurrency {self.ceiling}; {narrowed})"
+        )
+        if self.refusals:
+            text += f", {self.refusals} rate-limit refusal(s), every worker held {self.held_s:.1f} s in all"
+        if self.alone:
+            text += f" ({self.alone} not caused by our pace, waited out alone)"
+        return text
+
+
+def pacing_summary(gates: Sequence[Gate], urls: Sequence[str], ceiling: int) -> PacingSummary:
+    return PacingSummary(
+        concurrency=min(ceiling, sum(g.concurrency for g in gates)),
+        lowest=min(ceiling, sum(g.stats.lowest_window for g in gates)),
+        ceiling=ceiling,
+        refusals=sum(g.stats.refusals for g in gates),
+        held_s=round(sum(g.stats.held_s for g in gates), 3),
+        sent={u: g.stats.sent for u, g in zip(urls, gates, strict=True)},
+        alone=sum(g.stats.foreign for g in gates),
+    )

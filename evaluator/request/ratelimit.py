@@ -1,6 +1,7 @@
 """What a refusal means: rate limit (wait, then send again), quota or billing (stop), or a request that
 can never fit the limit (stop). Also the limits a response's headers announce. Pure: no I/O, no HTTP
-library; headers are any str -> str mapping, bodies the decoded JSON (or None).
+library; headers are any str -> str mapping, bodies the decoded JSON (or None). The retry policy and
+the one list of retryable HTTP statuses are here too.
 
 Provider facts this module relies on (see also docs/providers.md):
 - OpenAI sends `x-ratelimit-limit-requests` (per minute), `x-ratelimit-remaining-requests`,
@@ -31,6 +32,7 @@ Provider facts this module relies on (see also docs/providers.md):
 
 from __future__ import annotations
 
+import random
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -41,7 +43,6 @@ from typing import Any, TypedDict
 from evaluator.core.boundary import clip
 from evaluator.core.jsonl import JSONObject
 from evaluator.core.usage import retry_errors_of
-from evaluator.request.retry import retryable_status
 
 # A server asking for a longer wait than this is out of quota for the day, not pacing requests.
 QUOTA_WAIT_S = 900.0
@@ -54,6 +55,35 @@ _TOO_LARGE = re.compile(
     r"(?:, Used:? ~?\d+)?, Requested:? ~?(\d+)",
     re.IGNORECASE | re.DOTALL,
 )
+
+
+# The statuses worth retrying besides 5xx (which are always retried): request timeout, conflict,
+# too early, rate limited. ratelimit.classify and the breaker read this set; nothing else lists them.
+RETRYABLE_STATUS = frozenset({408, 409, 425, 429})
+# The 5xx that never heal: 501 Not Implemented is a server that has no such method or route (a static file
+# server answering POST), so sending again cannot help.
+NEVER_RETRIED_5XX = frozenset({501})
+
+
+def retryable_status(status: int) -> bool:
+    """Whether an HTTP error status is worth another attempt (rate limits aside, see ratelimit.classify)."""
+    return status in RETRYABLE_STATUS or (status >= 500 and status not in NEVER_RETRIED_5XX)
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    max_retries: int = 4
+    backoff_base_s: float = 1.0
+    backoff_max_s: float = 60.0
+    retry_after_max_s: float = 120.0
+
+    def wait_s(self, attempt: int, retry_after: float | None, rng: random.Random) -> float:
+        """Exponential backoff with full jitter in [50%, 100%]; Retry-After wins when longer (capped)."""
+        backoff = min(self.backoff_max_s, self.backoff_base_s * 2 ** (attempt - 1))
+        wait = backoff * (0.5 + 0.5 * rng.random())
+        if retry_after is not None:
+            wait = max(wait, min(retry_after, self.retry_after_max_s))
+        return wait
 
 
 def parse_duration(value: str | None) -> float | None:

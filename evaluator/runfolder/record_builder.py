@@ -15,7 +15,7 @@ from evaluator.core.records import RECORD_SCHEMA_VERSION, ResponseAttempt, Respo
 from evaluator.core.secrets import Redactor
 from evaluator.data.benchmarks.base import Benchmark, ManifestEntry, Sample
 from evaluator.data.parsing import strip_tokens
-from evaluator.data.think import has_inline_think
+from evaluator.data.reasoning import has_inline_think
 from evaluator.request.client import Completion, SendOutcome
 
 

@@ -10,8 +10,13 @@ from evaluator.core.usage import extra_usage_stats
 from evaluator.core.values import is_int, is_num
 from evaluator.data.benchmarks.base import Benchmark
 from evaluator.data.parquet import DataOrigin
-from evaluator.data.reasoning import ReasoningObserved, observed, shows_reasoning
-from evaluator.data.think import inline_think_count, inline_think_warnings
+from evaluator.data.reasoning import (
+    ReasoningObserved,
+    inline_think_count,
+    inline_think_warnings,
+    observed,
+    shows_reasoning,
+)
 from evaluator.request.ratelimit import rate_limit_stats
 from evaluator.runfolder.batches import run_batch_summary
 from evaluator.runfolder.runconfig import RunConfig

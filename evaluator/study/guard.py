@@ -6,7 +6,7 @@ process group and stays with it. It stops the server, its whole process tree (an
 the container: `--stop` is the argv that does, e.g. `docker stop NAME`), when:
 - it gets SIGTERM or SIGINT (the unit's stop: SIGTERM to the group);
 - its parent, the process that started it (the sweep, or the unit in a Slurm job), is gone, even by
-  `kill -9`: it is re-parented, which it notices within a poll (as evaluation.orphan does for evaluate);
+  `kill -9`: it is re-parented, which it notices within a poll (as evaluation.ending does for evaluate);
 Stopping is SIGTERM to the group, then SIGKILL to what is left of it after the grace period; what a
 server that exits by itself leaves in the group is killed too. The server also gets
 PR_SET_PDEATHSIG (Linux), so a guard killed by SIGKILL takes the server's main process with it.

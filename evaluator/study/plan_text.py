@@ -1,18 +1,32 @@
 """`doccount sweep FILE --plan` as a person reads it: a header (the executor, its GPU pool or partition,
 `--parallel`, what the start order assumes), then one row per run (start order, GPUs, the run whose
 GPUs it waits for) with its server command under it, shell-quoted and wrapped so that it pastes; then
-what each run's requests carry (plan_requests).
+the request side (docs/sweeps.md, "The plan"): per run, what its requests carry and what its endpoint
+must sustain. The settings that decide whether a number is comparable (a lowered max_tokens, reasoning
+declared off, a provider's thinking budget or effort in the extra body, the timeout) are seen before a
+GPU hour or a dollar is spent.
+
+Per run: the output limit as sent (its field, its value; the run's, else its preset's, else the
+benchmark's default: evaluator.request.shape.resolve_sampling, what evaluate itself does), the reasoning
+mode declared, the preset, the extra body fields, the strip tokens, the concurrency, the timeout, and
+the tokens/s one request must sustain to finish max_tokens within the timeout (max_tokens / timeout),
+with what that is over all requests in flight. Pure: a run's options in, lines out.
 """
 
 from __future__ import annotations
 
+import json
 import shlex
 import textwrap
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
+import msgspec
+
+from evaluator.data.benchmarks import DEFAULT_BENCHMARK, get_benchmark
 from evaluator.request.endpoint import VLLM_DEFAULT_BASE_URL
+from evaluator.request.shape import RequestShapeError, load_preset, resolve_sampling
 from evaluator.study.launch import PORT_PLACEHOLDER
 
 WIDTH = 100
@@ -88,7 +102,7 @@ def plan_lines(
     requests: Sequence[str] = (),
 ) -> list[str]:
     """`--plan`: the header, each run's row and its server command (executors.base.PlanRow), then the
-    request side of each run (plan_requests.request_lines)."""
+    request side of each run (request_lines)."""
     out = [f"sweep {sweep.name}: plan; nothing is started"]
     for line in header:
         out += textwrap.wrap(line, WIDTH, initial_indent="  ", subsequent_indent="    ")
@@ -117,3 +131,133 @@ def plan_lines(
             f"{name:<{pad}}  {'':>5}  {'-':<{width}}  finished earlier with the same settings: not started"
         )
     return out + ([""] + list(requests) if requests else [])
+
+
+DEFAULT_CONCURRENCY, DEFAULT_TIMEOUT = 16, 600.0  # evaluate's (evaluation.options), when not given
+
+
+class RequestSide(msgspec.Struct, frozen=True):
+    """What one run's requests carry, and the rate each must sustain."""
+
+    run: str
+    max_tokens: int | None  # None: no output limit is sent
+    max_tokens_field: str
+    reasoning: str | None  # declared mode; None: not declared
+    preset: str | None
+    extra_body: dict[str, Any]
+    strip_token: list[str]
+    concurrency: int
+    timeout_s: float
+
+    @property
+    def tokens_per_s(self) -> float | None:
+        """What one request must generate per second to finish max_tokens within the timeout."""
+        return None if self.max_tokens is None else self.max_tokens / self.timeout_s
+
+
+def _extra_body(value: Any) -> dict[str, Any]:
+    if isinstance(value, str):  # `extra_body_json = "{...}"`: already checked by evaluate's own type
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return {}
+    return dict(value) if isinstance(value, dict) else {}
+
+
+def request_side(name: str, options: Mapping[str, Any]) -> RequestSide:
+    """The request side of one run from its evaluate options (the sweep file's keys, defaults merged)."""
+    bench = get_benchmark(str(options.get("benchmark", DEFAULT_BENCHMARK)))
+    preset_name = options.get("preset")
+    try:
+        preset = load_preset(preset_name) if isinstance(preset_name, str) else None
+    except RequestShapeError:  # the file's checks refuse an unknown preset first
+        preset = None
+    body = _extra_body(options.get("extra_body", options.get("extra_body_json")))
+    sampling = resolve_sampling(
+        bench.default_sampling,
+        body,
+        temperature=options.get("temperature"),
+        top_p=options.get("top_p"),
+        max_tokens=options.get("max_tokens"),
+        max_tokens_field=options.get("max_tokens_field"),
+        preset=preset,
+    )
+    strip = options.get("strip_token", [])
+    return RequestSide(
+        run=name,
+        max_tokens=sampling.max_tokens,
+        max_tokens_field=sampling.max_tokens_field,
+        reasoning=options.get("reasoning"),
+        preset=preset.name if preset else None,
+        extra_body=body,
+        strip_token=[str(t) for t in (strip if isinstance(strip, list) else [strip])],
+        concurrency=int(options.get("concurrency", DEFAULT_CONCURRENCY)),
+        timeout_s=float(options.get("timeout", DEFAULT_TIMEOUT)),
+    )
+
+
+def _json(value: Any) -> str:
+    """A value as compact JSON, escaped for a terminal (no control character, ASCII only)."""
+    return json.dumps(value, ensure_ascii=True, separators=(",", ":"))
+
+
+def _cells(side: RequestSide) -> list[str]:
+    limit = "none" if side.max_tokens is None else str(side.max_tokens)
+    rate = side.tokens_per_s
+    return [
+        side.run,
+        limit,
+        side.reasoning or "undeclared",
+        side.preset or "-",
+        str(side.concurrency),
+        f"{side.timeout_s:g} s",
+        "-" if rate is None else f"{rate:,.1f}",
+        "-" if rate is None else f"{rate * side.concurrency:,.0f}",
+    ]
+
+
+HEAD = ["run", "max_tokens", "reasoning", "preset", "at once", "timeout", "tokens/s", "all"]
+RIGHT = {4, 5, 6, 7}  # numbers, right-aligned
+
+
+def request_lines(sides: Sequence[RequestSide]) -> list[str]:
+    """The plan's request section: one row per run (tokens/s: what one request must generate per second
+    to finish max_tokens within the timeout; all: that over the requests at once), the output limit's
+    field when it is not max_tokens, its extra body and strip tokens on lines under it when it has them. Rows are indented: a line that starts with a run's
+    name is its server row above."""
+    if not sides:
+        return []
+    rows = [HEAD] + [_cells(s) for s in sides]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(HEAD))]
+
+    def line(cells: list[str]) -> str:
+        return (
+            "  "
+            + "  ".join(
+                c.rjust(w) if i in RIGHT else c.ljust(w)
+                for i, (c, w) in enumerate(zip(cells, widths, strict=True))
+            ).rstrip()
+        )
+
+    out = textwrap.wrap(
+        "requests: what each run sends; tokens/s: what one request must generate per second to finish "
+        "max_tokens within the timeout (all: over the requests at once)",
+        WIDTH,
+    )
+    out.append(line(HEAD))
+    for side, cells in zip(sides, rows[1:], strict=True):
+        out.append(line(cells))
+        body = _json(side.extra_body) if side.extra_body else ""
+        field = (
+            side.max_tokens_field
+            if side.max_tokens is not None and side.max_tokens_field != "max_tokens"
+            else ""
+        )
+        strip = " ".join(map(_json, side.strip_token))
+        for label, text in (("max_tokens sent as", field), ("extra body", body), ("strip tokens", strip)):
+            if text:
+                out += textwrap.wrap(
+                    f"{label}: {text}", WIDTH, initial_indent="      ", subsequent_indent="        ",
+                    break_on_hyphens=False,
+                )  # fmt: skip
+    return out

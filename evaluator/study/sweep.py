@@ -16,22 +16,25 @@ changed: that refusal is the run's state and its message is shown.
 
 Three entry points, none asking which executor it is (the executor carries what differs): `plan_sweep`
 (`--plan`), `sweep_status` (`--status`, the executor's `status()`), `run_sweep` (the drive loop is
-evaluator.study.drive).
+evaluator.study.sweep).
 
 Stopping: Ctrl-C or SIGTERM cancels every unit (evaluate children save their rows and exit 130, servers
-are stopped); a sweep killed by SIGKILL leaves nothing running either (evaluation.orphan, study.guard).
+are stopped); a sweep killed by SIGKILL leaves nothing running either (evaluation.ending, study.guard).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Callable, Mapping
+import time
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import msgspec
 
@@ -40,7 +43,7 @@ from evaluator.core.exitcode import ExitCode
 from evaluator.core.output import answer, say
 from evaluator.core.secrets import Redactor
 from evaluator.core.text import utc_now
-from evaluator.core.vocab import ExecutorName, run_state
+from evaluator.core.vocab import QUEUE_RUN_STATE, ExecutorName, run_state
 from evaluator.runfolder.files import CONFIG, RunLock, refuse_links
 from evaluator.runfolder.sweep_state import (
     SWEEP_COPY,
@@ -50,24 +53,32 @@ from evaluator.runfolder.sweep_state import (
     args_digest,
     read_sweep_state,
 )
-from evaluator.study.drive import Task, follow_all, forward_signals, submit_all
-from evaluator.study.executors.base import Executor, ExecutorError, Handle
+from evaluator.study.executors.base import Executor, ExecutorError, Handle, Poll
 from evaluator.study.launch import ServerSpec
 from evaluator.study.plan_checks import check_runs
-from evaluator.study.plan_requests import request_lines, request_side
-from evaluator.study.plan_text import plan_lines
+from evaluator.study.plan_text import plan_lines, request_lines, request_side
 from evaluator.study.progress import SweepProgress, end_table, status_lines
 from evaluator.study.rehearsal import rehearsal_row, smoke_run, table_lines, write_rehearsal
-from evaluator.study.run_select import check_key_variables, select_runs
 from evaluator.study.sweep_file import (
     OptionSpec,
     RunSpec,
     SweepSpec,
+    check_key_variables,
     run_args,
+    select_runs,
 )
 from evaluator.study.unit import CHILD_DROPS, UnitResult, UnitTask
 
 LOGS = "logs"
+POLL_S = 0.2  # the drive loop's pace: how often it polls the handles
+
+
+class Task(NamedTuple):
+    """A run's unit, the digest of its arguments, and whether it finished with them already."""
+
+    unit: UnitTask
+    digest: str
+    done: bool
 
 
 def load_state(path: Path, sweep: SweepSpec) -> SweepState:
@@ -141,7 +152,7 @@ class Sweep:
             drop_env=[k for k in self.key_vars if k != run.api_key_env],
             python=self.python,
         )
-        return task, digest, finished and (folder / CONFIG).is_file()
+        return Task(task, digest, finished and (folder / CONFIG).is_file())
 
     def server_spec(self, run: RunSpec) -> ServerSpec | None:
         if run.serve is None:
@@ -207,6 +218,102 @@ class Sweep:
         self.stopping = True
 
 
+@contextlib.contextmanager
+def forward_signals(sw: Sweep) -> Iterator[None]:
+    """SIGTERM and SIGINT (Ctrl-C) stop the sweep: every unit is told to stop (rows saved, servers stopped).
+    Both only set a flag the loop reads: a KeyboardInterrupt raised wherever the main thread happens to be
+    could be lost on the way (seen: the sweep went on to start the next run after its units had stopped)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = {sig: signal.signal(sig, lambda *_: sw.stop()) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
+    finally:
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
+
+
+def submit_all(
+    sw: Sweep, executor: Executor, runs: list[RunSpec], tasks: dict[str, Task], progress: SweepProgress
+) -> None:
+    """Submit every unfinished run (a job id is in sweep.json as soon as it exists)."""
+    sw.handles = {}
+    for run in runs:
+        task = tasks[run.name]
+        if task.done:
+            progress.update(run.name, "done", "finished earlier with the same settings: nothing sent")
+            continue
+        handle = sw.handles[run.name] = executor.submit(task.unit)
+        if handle.job_id:
+            st = sw.state.runs.setdefault(run.name, RunState())
+            st.job_id, st.args_sha256 = handle.job_id, task.digest
+            sw.save()
+    sw.save()
+
+
+def follow_all(
+    sw: Sweep, executor: Executor, runs: list[RunSpec], tasks: dict[str, Task], progress: SweepProgress
+) -> bool:
+    """Follow each submitted run to its end; True when the sweep was interrupted."""
+    handles = sw.handles
+    by_name = {r.name: r for r in runs}
+    seen: dict[str, Poll | None] = dict.fromkeys(handles)
+    closed = False
+    try:
+        while handles:
+            if sw.stopping and not closed:
+                closed = True
+                executor.close()
+            for name in list(handles):
+                _follow(sw, by_name[name], tasks[name], handles, seen, progress)
+            if handles:
+                time.sleep(POLL_S)
+    except KeyboardInterrupt:
+        sw.stopping = True
+        executor.close()
+        for name in list(handles):
+            _follow(sw, by_name[name], tasks[name], handles, seen, progress)
+        return True
+    executor.close()
+    return sw.stopping
+
+
+def _follow(
+    sw: Sweep,
+    run: RunSpec,
+    task: Task,
+    handles: dict[str, Handle],
+    seen: dict[str, Poll | None],
+    progress: SweepProgress,
+) -> None:
+    """One poll of one run: its start recorded, its progress shown, its end recorded and scored."""
+    handle = handles[run.name]
+    poll = handle.poll()
+    if poll is None or poll == seen[run.name]:
+        return
+    first = seen[run.name] is None
+    seen[run.name] = poll
+    result = poll.result
+    if result is not None and result.state == "not-started":
+        del handles[run.name]  # cancelled before it started: its state stays what it was
+        return
+    if first:
+        sw.started(run, task.digest, handle, task.unit)
+    if poll.queue in QUEUE_RUN_STATE:  # a job's place in the queue, as a run state
+        sw.state.runs[run.name].state = QUEUE_RUN_STATE[poll.queue]
+    if result is not None:
+        del handles[run.name]
+        sw.finished(run, result, progress)
+        return
+    if poll.unit is None:
+        progress.update(run.name, poll.queue or "queued", sw.redact(poll.detail))
+        return
+    phase = poll.unit.phase
+    label = "running" if phase == "evaluating" and run.serve is None else phase
+    progress.update(run.name, label, sw.redact(poll.unit.detail))
+
+
 def _local(sw: Sweep, runs: list[RunSpec], parallel: int | None, env: Mapping[str, str]) -> Executor:
     """This host; its GPU pool is asked of nvidia-smi only when a run is served (and [serve] names none)."""
     from evaluator.study.executors.local import LocalExecutor, detect_gpus
@@ -251,9 +358,9 @@ def _open(
 def _checked_tasks(sw: Sweep, executor: Executor, runs: list[RunSpec]) -> dict[str, Task]:
     """Each run's unit, refused before anything starts when the executor or a server could not run it."""
     tasks = {r.name: sw.task(r) for r in runs}
-    executor.check([t for t, _, _ in tasks.values()])
+    executor.check([t.unit for t in tasks.values()])
     # the settings a server would refuse or waste, found before any server starts or job is submitted
-    for note in check_runs(sw.sweep, [r for r in runs if not tasks[r.name][2]]):
+    for note in check_runs(sw.sweep, [r for r in runs if not tasks[r.name].done]):
         say(note)  # a size that could not be known: not a refusal
     return tasks
 
@@ -271,9 +378,9 @@ def plan_sweep(
     sw, runs = _open(sweep, specs, run_root, only, env)
     executor = executor or make_executor(sw, runs, parallel, sw.env)
     tasks = _checked_tasks(sw, executor, runs)
-    rows = executor.plan([t for t, _, done in tasks.values() if not done])
-    finished = [r.name for r in runs if tasks[r.name][2]]
-    sides = request_lines([request_side(r.name, r.options) for r in runs if not tasks[r.name][2]])
+    rows = executor.plan([t.unit for t in tasks.values() if not t.done])
+    finished = [r.name for r in runs if tasks[r.name].done]
+    sides = request_lines([request_side(r.name, r.options) for r in runs if not tasks[r.name].done])
     for line in plan_lines(sweep, rows, finished, executor.plan_header(), executor.parallel, sides):
         answer(line)  # the plan is the command's answer
     return ExitCode.OK

@@ -3,13 +3,16 @@ is sent. A run names its model, endpoint and key variable; its other keys are ev
 long flag (`_` for `-`), typed from evaluate's own click parameters and checked by them. Refused, naming
 the file and line: bad TOML, an unknown key (with the closest valid one), a value of the wrong type or
 one evaluate refuses, a value that looks like a secret (never repeated), and an unset key variable.
+A run's `published` result is declared here too (`published = { correct = 322, questions = 442, source =
+"...", reasoning = "on", per_class = { "Table" = [44, 75] }, note = "..." }`), and the runs one
+invocation starts: those --only names, each with its key variable set (`select_runs`, `check_key_variables`).
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -19,14 +22,10 @@ from msgspec import Meta
 
 from evaluator.core.errors import UserError
 from evaluator.core.values import MAX_PRICE
-from evaluator.study.file_lines import LineIndex
-from evaluator.study.key_hints import unknown_key
-from evaluator.study.published_file import PUBLISHED_TYPE, published_problem
-from evaluator.study.schema_errors import Problem, problem
+from evaluator.core.vocab import ReasoningMode
+from evaluator.study.schema_errors import LineIndex, Problem, problem, unknown_key
 from evaluator.study.secrets import secret_places
 from evaluator.study.serve_file import RunServe, ServeRequest, ServeTable, checked_serve, gpu_id, run_serve
-
-# option_specs and OptionSpec are re-exported: a caller loads a file with them
 from evaluator.study.sweep_options import SWEEP_OWNED, option_problems, option_types
 from evaluator.study.sweep_options import OptionSpec as OptionSpec
 from evaluator.study.sweep_options import option_specs as option_specs
@@ -57,6 +56,37 @@ class Price(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     cached_input: PriceValue | None = None
     batch_input: PriceValue | None = None  # a --batch run's prices; default half the online ones
     batch_output: PriceValue | None = None
+
+
+# a run's `published` result: the number the run reproduces. `reasoning` is the mode the source ran in
+# (a run in the other mode is not comparable); the leaderboard shows it beside the reproduced accuracy;
+# it never reaches a request
+Count = Annotated[int, Meta(ge=0)]
+Text = Annotated[str, Meta(max_length=2000, description="a short text")]
+PAIR = "[correct, questions] with 0 <= correct <= questions"
+PER_CLASS = f'a table: {{ "<class>" = {PAIR}, ... }}'
+
+
+class Published(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    correct: Annotated[Count, Meta(description="an integer from 0 to `questions`")]
+    questions: Annotated[int, Meta(ge=1, description="an integer >= 1")]
+    source: Text = ""
+    reasoning: ReasoningMode | None = None
+    per_class: Annotated[dict[str, tuple[Count, Count]], Meta(description=PER_CLASS)] = {}
+    note: Text = ""
+
+
+PUBLISHED_TYPE = Annotated[Published, Meta(description="a table: { correct = 3, questions = 4, ... }")]
+
+
+def published_problem(pub: Published) -> str | None:
+    """What a schema cannot say: each count of correct answers is at most its count of questions."""
+    if pub.correct > pub.questions:
+        return "needs integers `correct` and `questions` with 0 <= correct <= questions"
+    for cls, (correct, questions) in pub.per_class.items():
+        if not questions > 0 or correct > questions:
+            return f'`per_class."{cls}"` must be {PAIR}'
+    return None
 
 
 class RunSpec(msgspec.Struct, frozen=True):
@@ -104,7 +134,7 @@ def _schema(options: dict[str, Any]) -> Any:
 
 
 def load_sweep(path: Path, specs: Mapping[str, OptionSpec]) -> SweepSpec:
-    """The sweep file read and checked (everything but the key variables: run_select.check_key_variables)."""
+    """The sweep file read and checked (everything but the key variables: check_key_variables)."""
     try:
         raw = Path(path).read_bytes()
     except OSError as exc:
@@ -207,3 +237,32 @@ def _run(fail: _Fail, i: int, run: Any, table: dict, inherited: dict, default_en
     line = fail.lines.line_of(("runs",), "name", i)
     published = dict(table["published"]) if run.published else None
     return RunSpec(run.name, run.model, env, options, line, key_line, serve, published)
+
+
+def select_runs(sweep: SweepSpec, only: Iterable[str]) -> list[RunSpec]:
+    """The runs named by --only (all when none is named), in file order."""
+    wanted = list(only)
+    known = {r.name for r in sweep.runs}
+    unknown = [n for n in wanted if n not in known]
+    if unknown:
+        raise SweepFileError(
+            f"--only names no run of {sweep.path}: {', '.join(unknown)} (runs: {', '.join(sorted(known))})"
+        )
+    return [r for r in sweep.runs if not wanted or r.name in wanted]
+
+
+def check_key_variables(sweep: SweepSpec, runs: Iterable[RunSpec], env: Mapping[str, str]) -> None:
+    """Every run about to start has its key variable set (a run without api_key_env sends no key)."""
+    missing: dict[tuple[str, int | None], list[str]] = {}
+    for r in runs:
+        if r.api_key_env and not env.get(r.api_key_env, "").strip():
+            missing.setdefault((r.api_key_env, r.key_line), []).append(r.name)
+    if missing:  # one line, each unset variable once, with the line that names it and its runs
+        where = "; ".join(
+            f"{', '.join(names)} (line {line}: {var})" for (var, line), names in missing.items()
+        )
+        count = sum(len(names) for names in missing.values())
+        raise SweepFileError(
+            f"{sweep.path}: the key variable of {count} run(s) is not set: {where}; export it "
+            "(read -rsp 'key: ' VAR; export VAR) or leave the run out with --only"
+        )

@@ -45,7 +45,7 @@ from evaluator.core.atomic import no_follow, write_atomic
 from evaluator.core.exitcode import ExitCode
 from evaluator.core.secrets import Redactor
 from evaluator.core.vocab import UnitEnd, UnitPhase
-from evaluator.evaluation.orphan import PARENT_PID_ENV
+from evaluator.evaluation.ending import PARENT_PID_ENV
 from evaluator.runfolder.handoff import (
     HANDOFF_ENV,
     STATES,
@@ -282,7 +282,7 @@ def _child_env(
             out["MODEL_API_KEY"] = server.token
     elif task.api_key_env and env.get(task.api_key_env, "").strip():
         out["MODEL_API_KEY"] = env[task.api_key_env].strip()
-    out[PARENT_PID_ENV] = str(os.getpid())  # the child stops if this process dies (evaluation.orphan)
+    out[PARENT_PID_ENV] = str(os.getpid())  # the child stops if this process dies (evaluation.ending)
     out[HANDOFF_ENV] = str(contract)
     return out
 

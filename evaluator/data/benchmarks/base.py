@@ -1,7 +1,11 @@
 """What a benchmark declares. One module per benchmark implements `Benchmark`.
 
 Data flow: parquet row batch -> Sample(s) -> chat messages -> response text -> ParseResult -> correct.
-Everything here is pure (no HTTP, no files) except reading prompt files at import time.
+Everything here is pure (no HTTP, no files) except reading prompt files at import time. The prompt
+files are shipped inside the package (evaluator/data/prompts/, package data read with
+importlib.resources), or read from the folder named by DOCCOUNT_PROMPTS_DIR (the container image, a
+`doccount reproduce` of an archive). The repository's top-level prompts/ is where people read and edit
+them; tests/test_wheel.py fails when the package copy differs from it (copy them over after an edit).
 """
 
 from __future__ import annotations
@@ -15,10 +19,18 @@ from typing import TYPE_CHECKING, Any, TypedDict
 from evaluator.core.jsonl import JSONObject
 from evaluator.core.records import Sampling
 from evaluator.data.parsing import ParseResult, last_integer_fallback
-from evaluator.data.prompt_files import prompt_bytes
 
 if TYPE_CHECKING:  # annotations only: pyarrow costs ~0.15 s at start-up
     import pyarrow as pa
+import os
+from importlib import resources
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from evaluator.core.errors import UserError
+
+if TYPE_CHECKING:  # importlib.resources.abc is 3.11+; the package supports 3.10
+    from importlib.abc import Traversable
 
 
 @dataclass
@@ -36,7 +48,7 @@ class Sample:
 
 
 class ImageURL(TypedDict):
-    url: str  # a data: URL (or the placeholder data.messages hashes in its place)
+    url: str  # a data: URL (or the placeholder data.parquet hashes in its place)
 
 
 class ContentPart(TypedDict, total=False):
@@ -195,3 +207,34 @@ class Benchmark(ABC):
 
     def prompt_hashes(self) -> dict[str, str]:
         return {name: sha256_hex(prompt_bytes(name)) for name in self.prompt_files}
+
+
+PROMPTS_ENV = "DOCCOUNT_PROMPTS_DIR"
+
+
+class PromptError(UserError):
+    """A prompt file is missing or unreadable (a one-line message for the user)."""
+
+
+def prompts_dir() -> Traversable:
+    """DOCCOUNT_PROMPTS_DIR when set, else the prompts shipped in the package."""
+    env = os.environ.get(PROMPTS_ENV)
+    if env:
+        return Path(env)
+    return resources.files("evaluator.data").joinpath("prompts")
+
+
+def prompt_bytes(name: str) -> bytes:
+    folder = prompts_dir()
+    try:
+        return folder.joinpath(name).read_bytes()
+    except OSError as exc:
+        where = f"{PROMPTS_ENV}={folder}" if os.environ.get(PROMPTS_ENV) else str(folder)
+        raise PromptError(
+            f"prompt file {name} cannot be read from {where} ({exc.strerror or type(exc).__name__}); "
+            f"point {PROMPTS_ENV} at a folder that has it, or reinstall the package"
+        ) from None
+
+
+def prompt_text(name: str) -> str:
+    return prompt_bytes(name).decode("utf-8")

@@ -13,12 +13,12 @@ from evaluator.data.benchmarks.base import (
     Sample,
     check_answer,
     image_bytes_of,
+    prompt_text,
     sha256_hex,
     sniff_image_mime,
 )
 from evaluator.data.parsing import ParseResult, parse_countqa
-from evaluator.data.prompt_files import prompt_text
-from evaluator.data.think import strip_think_block
+from evaluator.data.reasoning import strip_think_block
 
 if TYPE_CHECKING:  # annotations only: pyarrow costs ~0.15 s at start-up
     import pyarrow as pa

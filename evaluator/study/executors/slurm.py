@@ -47,7 +47,7 @@ from evaluator.study.executors.slurm_queue import (
 )
 from evaluator.study.launch import plan_argv
 from evaluator.study.secrets import credential_named
-from evaluator.study.slurm_settings import SlurmSettings, job_parameters, mem_scaled, time_minutes
+from evaluator.study.serve_file import SlurmSettings, job_parameters, mem_scaled, time_minutes
 from evaluator.study.unit import CHILD_DROPS, UnitResult, UnitStatus, UnitTask, serve_and_evaluate
 
 REFRESH_S = 2.0  # one squeue (and sacct) call for all jobs at most this often
