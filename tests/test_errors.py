@@ -13,8 +13,7 @@ from click.testing import CliRunner
 
 from evaluator.archive.base import ArchiveError
 from evaluator.cli.main import invoke, main
-from evaluator.core.errors import EvaluatorError, NotFinished, UserError
-from evaluator.core.exitcode import ExitCode
+from evaluator.core.errors import EvaluatorError, ExitCode, NotFinished, UserError
 from evaluator.data.parquet import DataError
 from evaluator.request.endpoint import EndpointError
 from evaluator.runfolder.runconfig import RunConfigError

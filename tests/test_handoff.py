@@ -20,7 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from support.datagen import doccount_reply, doccount_rows, write_doccount
 
-from evaluator.core.exitcode import ExitCode
+from evaluator.core.errors import ExitCode
 from evaluator.core.vocab import UnitEnd
 from evaluator.runfolder.handoff import (
     HANDOFF_ENV,

@@ -22,8 +22,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from evaluator import scoring
+from evaluator.core import jsonl as core_values
 from evaluator.core import text
-from evaluator.core import values as core_values
 from evaluator.core.records import Sampling
 from evaluator.data.benchmarks import get_benchmark
 from evaluator.data.benchmarks.base import ManifestEntry, Sample

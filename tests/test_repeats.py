@@ -16,7 +16,7 @@ import pytest
 from support.cli import eval_args, read_records, run_cli
 from support.datagen import CLASSES
 
-from evaluator.core.keys import derive_seed
+from evaluator.core.records import derive_seed
 
 K = 3
 ROWS = 12

@@ -10,8 +10,8 @@ import msgspec
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from evaluator.core.keys import record_key
 from evaluator.core.lenient import lenient_struct
+from evaluator.core.records import record_key
 from evaluator.scoring.row import (
     ScoredRow,
     question_rows,

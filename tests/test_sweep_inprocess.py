@@ -27,7 +27,7 @@ import pytest
 from support.cli import REPO
 from support.fake_slurm import FakeSlurm
 
-from evaluator.core.exitcode import ExitCode
+from evaluator.core.errors import ExitCode
 from evaluator.core.vocab import RunStateWord, UnitEnd
 from evaluator.runfolder.sweep_state import SWEEP_STATE, RunState
 from evaluator.study import sweep as sweep_module

@@ -1,4 +1,4 @@
-"""The typed vocabularies (evaluator.core.vocab, evaluator.core.exitcode): the exit codes are the contract's
+"""The typed vocabularies (evaluator.core.vocab, evaluator.core.errors): the exit codes are the contract's
 numbers and every documented one is an ExitCode; a sweep writes only declared run states to sweep.json,
 whatever its units (a Slurm job's queue words included) report on the way."""
 
@@ -17,7 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from evaluator.core.exitcode import ExitCode
+from evaluator.core.errors import ExitCode
 from evaluator.core.vocab import QueueWord, RunStateWord, UnitEnd, UnitPhase
 from evaluator.runfolder.sweep_state import SWEEP_STATE
 from evaluator.study import sweep as sweep_mod

@@ -35,8 +35,7 @@ from evaluator.archive.verify import (
     verify_archive,
 )
 from evaluator.core.boundary import clip
-from evaluator.core.errors import NotFinished, UserError
-from evaluator.core.exitcode import ExitCode
+from evaluator.core.errors import ExitCode, NotFinished, UserError
 from evaluator.core.jsonl import printable
 from evaluator.core.output import answer, say
 from evaluator.core.secrets import redactor_from_env

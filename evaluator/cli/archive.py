@@ -10,8 +10,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from evaluator.cli.base import one_run_folder, run_folder_arguments, sigterm_as_interrupt
-from evaluator.core.errors import UserError
-from evaluator.core.exitcode import ExitCode
+from evaluator.core.errors import ExitCode, UserError
 from evaluator.core.secrets import api_key_from_env
 
 if TYPE_CHECKING:

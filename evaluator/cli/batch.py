@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from evaluator.core.exitcode import ExitCode
+from evaluator.core.errors import ExitCode
 
 
 @click.group("batch")

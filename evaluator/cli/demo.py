@@ -6,8 +6,7 @@ from pathlib import Path
 
 import click
 
-from evaluator.core.errors import UserError
-from evaluator.core.exitcode import ExitCode
+from evaluator.core.errors import ExitCode, UserError
 
 # What `doccount demo` and `serve-reference` import beyond the base install (the `demo` extra)
 DEMO_MODULES = {"rapid_layout": "rapid-layout", "onnxruntime": "onnxruntime", "skimage": "scikit-image"}

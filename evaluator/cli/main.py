@@ -22,8 +22,7 @@ from evaluator.cli.base import (
 from evaluator.cli.batch import add_batch_commands
 from evaluator.cli.demo import demo_cmd, serve_reference_cmd
 from evaluator.cli.sweep import leaderboard_cmd, sweep_command
-from evaluator.core.errors import UserError
-from evaluator.core.exitcode import ExitCode
+from evaluator.core.errors import ExitCode, UserError
 from evaluator.core.jsonl import printable
 from evaluator.core.secrets import redactor_from_env
 from evaluator.data.benchmarks import DEFAULT_BENCHMARK, REGISTRY, get_benchmark

@@ -7,9 +7,8 @@ from pathlib import Path
 
 import click
 
-from evaluator.core.docs import see_docs
-from evaluator.core.errors import UserError
-from evaluator.core.exitcode import ExitCode
+from evaluator.core.errors import ExitCode, UserError
+from evaluator.core.text import see_docs
 
 SMOKE_OPTION = click.option(
     "--smoke",

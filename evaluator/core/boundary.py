@@ -36,9 +36,8 @@ from functools import cached_property
 from typing import Any
 from urllib.parse import quote, quote_plus
 
-from evaluator.core.cover import RUN, mark, replaced
 from evaluator.core.jsonl import JSONObject
-from evaluator.core.unescape import decoded_views
+from evaluator.core.unescape import RUN, decoded_views, mark, replaced
 
 REDACTED = "[REDACTED]"
 PIECE = 8  # the shortest piece of the key that is removed on its own

@@ -14,6 +14,8 @@ round-trip form `0.00001`, the stdlib `1e-05`). A row built from a lenient line,
 encode, is written by the stdlib with ASCII escapes (`json.dumps(row, sort_keys=True,
 separators=(",", ":"))`), which keeps NaN as NaN and a lone surrogate as `\\ud800` instead of
 turning them into null or failing. The choice depends only on the row, so re-encoding is byte-identical.
+
+Type tests for values read from JSON (records, run_config.json), where a bool is not a number. Pure.
 """
 
 from __future__ import annotations
@@ -21,8 +23,8 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Iterable, Iterator, Sequence
-from typing import Any, BinaryIO
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any, BinaryIO, TypeGuard
 
 import msgspec
 
@@ -168,3 +170,25 @@ def file_lines(f: BinaryIO, cap: int) -> Iterator[bytes]:
             continue
         while line and not line.endswith(b"\n"):  # the rest of the long line
             line = f.readline(cap + 1)
+
+
+def is_int(v: Any) -> TypeGuard[int]:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def is_num(v: Any) -> TypeGuard[int | float]:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def object_at(d: Mapping[str, Any], key: str) -> JSONObject:
+    """d[key] when it is a JSON object, else an empty one (a summary or config read back may hold anything)."""
+    v = d.get(key)
+    return v if isinstance(v, dict) else {}
+
+
+MAX_PRICE = 10_000.0  # USD per 1M tokens: 15 times the dearest price listed anywhere (above it: an error)
+
+
+def is_price(v: Any) -> bool:
+    """A price a pricing table may hold: a finite number from 0 to MAX_PRICE (USD per 1M tokens)."""
+    return is_num(v) and math.isfinite(v) and 0 <= v <= MAX_PRICE

@@ -18,11 +18,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from evaluator.core.errors import NotFinished
-from evaluator.core.exitcode import ExitCode
+from evaluator.core.errors import ExitCode, NotFinished
 from evaluator.core.jsonl import file_lines
-from evaluator.core.keys import Key, unit_keys
 from evaluator.core.output import say
+from evaluator.core.records import Key, unit_keys
 from evaluator.core.text import utc_now
 from evaluator.data.parquet import DataSource
 from evaluator.evaluation.batch_files import (

@@ -28,8 +28,7 @@ import msgspec
 
 from evaluator.core.atomic import no_follow
 from evaluator.core.jsonl import JSONObject, decode_line, split_lines
-from evaluator.core.keys import Key, derive_seed
-from evaluator.core.records import ResponseAttempt, ResponseRecord, RetryError
+from evaluator.core.records import Key, ResponseAttempt, ResponseRecord, RetryError, derive_seed
 from evaluator.core.secrets import Redactor
 from evaluator.core.text import examples, utc_now
 from evaluator.core.usage import record_tokens

@@ -11,11 +11,10 @@ from pathlib import Path
 
 import msgspec
 
-from evaluator.core.exitcode import ExitCode
+from evaluator.core.errors import ExitCode
 from evaluator.core.jsonl import file_lines
-from evaluator.core.keys import unit_keys
 from evaluator.core.output import answer, say
-from evaluator.core.records import Sampling
+from evaluator.core.records import Sampling, unit_keys
 from evaluator.core.secrets import Redactor, api_key_from_env
 from evaluator.core.text import utc_now
 from evaluator.data.benchmarks import get_benchmark

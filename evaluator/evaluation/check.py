@@ -15,9 +15,9 @@ from typing import Any
 import openai
 
 from evaluator.core.boundary import KeyFilter, ShapeError, body_text, clip, json_text, parse_json
-from evaluator.core.exitcode import ExitCode
-from evaluator.core.keys import derive_seed
+from evaluator.core.errors import ExitCode
 from evaluator.core.output import answer, say
+from evaluator.core.records import derive_seed
 from evaluator.core.secrets import Redactor
 from evaluator.data.benchmarks.base import ManifestEntry, Sample
 from evaluator.data.parquet import DataSource, iter_samples

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from evaluator.core.exitcode import ExitCode
+from evaluator.core.errors import ExitCode
 from evaluator.core.output import answer
 from evaluator.data.benchmarks import Benchmark, get_benchmark
 from evaluator.data.benchmarks.base import ManifestEntry

@@ -25,8 +25,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 from evaluator.core.atomic import write_atomic
-from evaluator.core.errors import UserError
-from evaluator.core.exitcode import ExitCode
+from evaluator.core.errors import ExitCode, UserError
 from evaluator.core.secrets import redactor_from_env
 from evaluator.data.reasoning import SmokeStop
 from evaluator.runfolder.handoff import Outcome, Rows, encode_outcome, outcome_state, read_contract

@@ -17,8 +17,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from evaluator.core.errors import NotFinished, UserError
-from evaluator.core.exitcode import ExitCode
+from evaluator.core.errors import ExitCode, NotFinished, UserError
 from evaluator.core.jsonl import JSONObject
 from evaluator.core.output import say
 from evaluator.core.secrets import api_key_from_env

@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from evaluator.core.docs import see_docs
+from evaluator.core.text import see_docs
 from evaluator.data.benchmarks import DEFAULT_BENCHMARK, REGISTRY
 from evaluator.request.shape import FiniteRange, NumberOrNone, StripToken, preset_names
 from evaluator.runfolder.run_settings import BatchPolicy

@@ -10,7 +10,7 @@ from __future__ import annotations
 from urllib.parse import urlsplit
 
 from evaluator.core.boundary import clip, one_line
-from evaluator.core.exitcode import ExitCode
+from evaluator.core.errors import ExitCode
 from evaluator.core.jsonl import JSONObject
 from evaluator.request.bounds import MAX_MODELS_BYTES, BoundedGets
 from evaluator.request.breaker import EndpointRefused, wrong_path

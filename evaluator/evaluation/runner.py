@@ -22,9 +22,8 @@ from typing import Any
 import msgspec
 
 from evaluator.core.boundary import clip
-from evaluator.core.keys import Key, derive_seed, unit_keys
 from evaluator.core.output import MESSAGES, say
-from evaluator.core.records import ResponseAttempt, ResponseRecord, Sampling
+from evaluator.core.records import Key, ResponseAttempt, ResponseRecord, Sampling, derive_seed, unit_keys
 from evaluator.core.secrets import Redactor
 from evaluator.core.text import one_line
 from evaluator.data.benchmarks.base import Benchmark, ManifestEntry, Sample

@@ -12,9 +12,8 @@ from typing import Any, TypedDict
 import msgspec
 
 from evaluator.core.boundary import clip
-from evaluator.core.jsonl import JSONObject
+from evaluator.core.jsonl import JSONObject, is_int, is_num, object_at
 from evaluator.core.records import Usage
-from evaluator.core.values import is_int, is_num, object_at
 from evaluator.data.benchmarks.base import Benchmark
 from evaluator.report.base import (
     PLOT_CAPTIONS,

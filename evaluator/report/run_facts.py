@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from evaluator.core.values import is_int, object_at
+from evaluator.core.jsonl import is_int, object_at
 from evaluator.runfolder.runconfig import RunConfig
 from evaluator.scoring.summary_shape import Summary
 

@@ -12,9 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from evaluator.core.atomic import write_atomic
-from evaluator.core.jsonl import utf8_text
+from evaluator.core.jsonl import is_num, utf8_text
 from evaluator.core.secrets import redactor_from_env
-from evaluator.core.values import is_num
 from evaluator.data.benchmarks.base import Benchmark
 from evaluator.report import count_errors, pieces
 from evaluator.report.base import (

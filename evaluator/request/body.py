@@ -48,7 +48,7 @@ def _body(
     body: JSONObject = {"model": model, "messages": benchmark.messages(sample, url)}
     body.update(sampling_fields(sampling))
     body.update(sampling.extra_body)
-    if seed is not None:  # --seed: one integer per question and repeat (evaluator.core.keys.derive_seed)
+    if seed is not None:  # --seed: one integer per question and repeat (evaluator.core.records.derive_seed)
         body["seed"] = seed
     return body
 

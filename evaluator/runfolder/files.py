@@ -21,8 +21,7 @@ from typing import Any
 from evaluator.core.atomic import no_follow, write_atomic
 from evaluator.core.errors import UserError
 from evaluator.core.jsonl import JSONObject, NotJSON, decode_line, decode_strict_lines, split_lines, utf8_json
-from evaluator.core.keys import Key
-from evaluator.core.records import ResponseRecord
+from evaluator.core.records import Key, ResponseRecord
 from evaluator.data.benchmarks.base import ManifestEntry
 from evaluator.runfolder import selection
 from evaluator.runfolder.selection import COLUMNS

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import msgspec
 
-from evaluator.core.exitcode import ExitCode
+from evaluator.core.errors import ExitCode
 from evaluator.core.vocab import UnitEnd
 from evaluator.runfolder.runconfig import Launch, RunConfigError
 from evaluator.runfolder.serving import Serving

@@ -6,9 +6,8 @@ from collections import Counter
 from pathlib import Path
 
 from evaluator.core.errors import UserError
-from evaluator.core.jsonl import decode_line, decode_strict_lines, split_lines
+from evaluator.core.jsonl import decode_line, decode_strict_lines, is_int, split_lines
 from evaluator.core.text import examples
-from evaluator.core.values import is_int
 from evaluator.data.benchmarks.base import ManifestEntry
 from evaluator.runfolder.files import MANIFEST
 

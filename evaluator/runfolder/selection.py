@@ -21,8 +21,8 @@ from collections.abc import Iterable
 from typing import Any
 
 from evaluator.core.jsonl import JSONObject
-from evaluator.core.keys import Key, record_repeat
-from evaluator.core.keys import record_key as repeat_key
+from evaluator.core.records import Key, record_repeat
+from evaluator.core.records import record_key as repeat_key
 
 RECORD_STATUSES = ("ok", "request_error", "data_error")
 # The fields the selection reads, with their Arrow types (the column-wise resume reads only these).
@@ -35,7 +35,7 @@ COLUMNS: dict[str, str] = {
 
 
 def record_key(rec: JSONObject) -> Key:
-    """The question (and repeat, with --repeats) a valid record answers: evaluator.core.keys.record_key."""
+    """The question (and repeat, with --repeats) a valid record answers: evaluator.core.records.record_key."""
     return repeat_key(rec)
 
 

@@ -8,8 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from evaluator.core.errors import UserError
-from evaluator.core.jsonl import JSONObject
-from evaluator.core.values import is_num
+from evaluator.core.jsonl import JSONObject, is_num
 from evaluator.core.vocab import OUTCOMES as OUTCOMES
 from evaluator.core.vocab import Outcome
 from evaluator.data.benchmarks.base import Benchmark, ManifestEntry

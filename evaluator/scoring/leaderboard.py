@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from typing import Any, Literal, TypedDict
 from urllib.parse import urlsplit
 
+from evaluator.core.jsonl import is_price
 from evaluator.core.records import Usage
-from evaluator.core.values import is_price
 from evaluator.runfolder.runconfig import RunConfig
 from evaluator.scoring import (
     MergedRun,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from evaluator.core.values import object_at
+from evaluator.core.jsonl import object_at
 from evaluator.data.benchmarks import REGISTRY
 from evaluator.data.benchmarks.base import ManifestEntry
 from evaluator.data.parquet import manifest_digest

@@ -9,8 +9,8 @@ from __future__ import annotations
 from typing import Any
 
 from evaluator.core.escape import md_code, md_text
+from evaluator.core.jsonl import is_int
 from evaluator.core.usage import usage_markdown
-from evaluator.core.values import is_int
 from evaluator.data.benchmarks import title_of
 from evaluator.request.ratelimit import rate_limit_markdown
 from evaluator.runfolder.batches import batch_line

@@ -6,10 +6,9 @@ import hashlib
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from evaluator.core.jsonl import JSONObject
-from evaluator.core.keys import Key
+from evaluator.core.jsonl import JSONObject, is_int
+from evaluator.core.records import Key
 from evaluator.core.text import examples
-from evaluator.core.values import is_int
 from evaluator.data.benchmarks import get_benchmark
 from evaluator.data.benchmarks.base import Benchmark, ManifestEntry
 from evaluator.runfolder.files import MANIFEST, PARTIAL, gc_paused, parse_jsonl

@@ -6,8 +6,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, Literal
 
+from evaluator.core.jsonl import is_int, is_num
 from evaluator.core.usage import extra_usage_stats
-from evaluator.core.values import is_int, is_num
 from evaluator.data.benchmarks.base import Benchmark
 from evaluator.data.parquet import DataOrigin
 from evaluator.data.reasoning import (

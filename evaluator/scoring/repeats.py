@@ -1,4 +1,4 @@
-"""The spread over repeats (the seed and the (sample_id, repeat) key live in evaluator.core.keys). Pure.
+"""The spread over repeats (the seed and the (sample_id, repeat) key live in evaluator.core.records). Pure.
 
 * `repeat_metrics(correct)`: over a (questions x K) boolean matrix, each repeat's accuracy over
   every question, their mean (the headline), standard deviation, a question-cluster bootstrap interval

@@ -17,8 +17,7 @@ from typing import Any
 import msgspec
 
 from evaluator.core.jsonl import JSONObject
-from evaluator.core.keys import Key
-from evaluator.core.records import RecordLine, RetryError, read_record
+from evaluator.core.records import Key, RecordLine, RetryError, read_record
 from evaluator.runfolder.files import read_jsonl
 
 MISSING_FIELDS = (
@@ -46,7 +45,7 @@ class ScoredRow(RecordLine, kw_only=True):
 
     @property
     def key(self) -> Key:
-        """(sample_id, repeat), repeat 0 without --repeats (evaluator.core.keys.record_key)."""
+        """(sample_id, repeat), repeat 0 without --repeats (evaluator.core.records.record_key)."""
         return (self.sample_id, self.repeat or 0)
 
 
@@ -104,7 +103,7 @@ def missing_line(row: ScoredRow) -> JSONObject:
 
 def row_from_line(line: JSONObject) -> ScoredRow | None:
     """A row of a responses.jsonl already written (its own correct and outcome); None for a line without a
-    str sample_id. A repeat that is not a non-negative int reads as 0 (evaluator.core.keys.record_key)."""
+    str sample_id. A repeat that is not a non-negative int reads as 0 (evaluator.core.records.record_key)."""
     if not isinstance(line.get("sample_id"), str):
         return None
     outcome = line.get("outcome")

@@ -31,7 +31,7 @@ import msgspec
 
 from evaluator.core.atomic import write_atomic
 from evaluator.core.boundary import one_line
-from evaluator.core.values import is_int, is_num
+from evaluator.core.jsonl import is_int, is_num
 from evaluator.data.reasoning import shows_reasoning
 from evaluator.runfolder.files import CONFIG, PARTIAL, read_jsonl
 from evaluator.runfolder.runconfig import RunConfigError, load_run_config

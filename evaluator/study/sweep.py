@@ -39,7 +39,7 @@ from typing import Any, NamedTuple
 import msgspec
 
 from evaluator.core.atomic import no_follow, write_atomic
-from evaluator.core.exitcode import ExitCode
+from evaluator.core.errors import ExitCode
 from evaluator.core.output import answer, say
 from evaluator.core.secrets import Redactor
 from evaluator.core.text import utc_now

@@ -21,7 +21,7 @@ import tomllib
 from msgspec import Meta
 
 from evaluator.core.errors import UserError
-from evaluator.core.values import MAX_PRICE
+from evaluator.core.jsonl import MAX_PRICE
 from evaluator.core.vocab import ReasoningMode
 from evaluator.study.schema_errors import LineIndex, Problem, problem, unknown_key
 from evaluator.study.secrets import secret_places

@@ -42,7 +42,7 @@ from pathlib import Path
 import msgspec
 
 from evaluator.core.atomic import no_follow, write_atomic
-from evaluator.core.exitcode import ExitCode
+from evaluator.core.errors import ExitCode
 from evaluator.core.secrets import Redactor
 from evaluator.core.vocab import UnitEnd, UnitPhase
 from evaluator.evaluation.ending import PARENT_PID_ENV
