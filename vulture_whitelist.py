@@ -52,7 +52,7 @@ _.child_main
 
 # TypedDict keys of summary.json, leaderboard.json and compare.json (scoring/board.py, scoring/summary_shape.py,
 # core/usage.py, data/reasoning.py, request/ratelimit.py, runfolder/batches.py, report/leaderboard_page.py), of
-# run_config.json (runfolder/run_settings.py), of the chat messages (data/benchmarks/base.py) and of the pages'
+# run_config.json (runfolder/runconfig.py), of the chat messages (data/benchmarks/base.py) and of the pages'
 # values (report/leaderboard_page.py, scoring/identity.py): written to JSON or read by the templates by name,
 # and read in Python as string keys (e["accuracy"]), which vulture does not see.
 _.accuracy

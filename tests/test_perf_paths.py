@@ -34,7 +34,7 @@ from evaluator.runfolder import files as run_files
 from evaluator.runfolder.files import MERGED, PARTIAL, read_jsonl
 from evaluator.runfolder.runconfig import RunConfig
 from evaluator.runfolder.selection import done_keys, record_key, record_problem
-from evaluator.scoring import select as scoring_select
+from evaluator.scoring import merge as scoring_select
 from evaluator.scoring import write as scoring_write
 from evaluator.scoring.row import ScoredRow
 from evaluator.scoring.stats import PERCENTILES, describe, percentile

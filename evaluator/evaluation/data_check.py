@@ -21,7 +21,7 @@ from evaluator.data.parquet import (
     resolve_hub,
     resolve_local,
 )
-from evaluator.runfolder.run_settings import DataFile, DataRecord
+from evaluator.runfolder.runconfig import DataFile, DataRecord
 
 
 def load_source(

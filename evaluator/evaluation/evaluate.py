@@ -3,7 +3,7 @@
 `evaluate(options)` takes the `doccount-evaluate` options as one EvaluateOptions (the CLI is a thin
 adapter over it). The steps, each a function: load and check the data, resolve endpoints and sampling,
 build the run's RunConfig (runfolder.runconfig), check it against the folder's, grow the folder's
-question set (runfolder.question_set), find what is done (runfolder.selection), send the rest
+question set (runfolder.manifest), find what is done (runfolder.selection), send the rest
 (evaluation.runner).
 """
 
@@ -57,9 +57,14 @@ from evaluator.runfolder.files import (
     write_json_atomic,
     write_manifest,
 )
-from evaluator.runfolder.manifest import ManifestError, load_manifest
+from evaluator.runfolder.manifest import (
+    ManifestError,
+    changed_questions,
+    changed_text_message,
+    folder_question_set,
+    load_manifest,
+)
 from evaluator.runfolder.provenance import environment_info, served_provenance, server_info
-from evaluator.runfolder.question_set import changed_questions, changed_text_message, folder_question_set
 from evaluator.runfolder.runconfig import (
     RunConfig,
     build_run_config,

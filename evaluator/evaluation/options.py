@@ -12,7 +12,7 @@ import click
 from evaluator.core.text import see_docs
 from evaluator.data.benchmarks import DEFAULT_BENCHMARK, REGISTRY
 from evaluator.request.shape import FiniteRange, NumberOrNone, StripToken, preset_names
-from evaluator.runfolder.run_settings import BatchPolicy
+from evaluator.runfolder.runconfig import BatchPolicy
 
 
 @dataclass(frozen=True, kw_only=True)

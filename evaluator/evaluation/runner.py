@@ -52,7 +52,7 @@ from evaluator.runfolder.record_builder import (
     record_from_outcome,
     redact_outcome,
 )
-from evaluator.runfolder.run_settings import BatchPolicy, RunSettings
+from evaluator.runfolder.runconfig import BatchPolicy, RunSettings
 
 log = logging.getLogger("doccount")
 

@@ -17,8 +17,7 @@ from evaluator.core.secrets import Redactor
 from evaluator.request.bounds import MAX_MODELS_BYTES, MAX_SMALL_BYTES, BoundedGets
 from evaluator.request.endpoint import server_root, split_query
 from evaluator.runfolder.handoff import read_contract
-from evaluator.runfolder.run_settings import Environment
-from evaluator.runfolder.runconfig import Launch
+from evaluator.runfolder.runconfig import Environment, Launch
 from evaluator.runfolder.serving import Serving, serving_record
 
 KEY_PACKAGES = ("openai", "httpx2", "pyarrow", "huggingface_hub", "click", "numpy", "matplotlib", "tqdm")

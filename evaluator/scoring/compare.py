@@ -24,7 +24,7 @@ from evaluator.scoring import (
     outcome_counts,
 )
 from evaluator.scoring.board import AccuracyBlock, CompareData, CompareEntry, PairedComparison
-from evaluator.scoring.repeat_scoring import compare_block, paired_mean_table
+from evaluator.scoring.repeats import compare_block, paired_mean_table
 from evaluator.scoring.row import ScoredQuestion, question_rows, responses_of
 from evaluator.scoring.stats import (
     BOOTSTRAP_RESAMPLES,

@@ -43,7 +43,7 @@ from evaluator.scoring.board import (
 from evaluator.scoring.compare import competition_ranks, group_columns, paired_comparison
 from evaluator.scoring.metrics import reasoning_block, timeout_block
 from evaluator.scoring.published import INTERVAL, MIN_DETECTABLE, PER_CLASS, TEST, published_block
-from evaluator.scoring.repeat_scoring import compare_block
+from evaluator.scoring.repeats import compare_block
 from evaluator.scoring.row import ScoredQuestion, ScoredRow, question_rows, responses_of
 from evaluator.scoring.stats import (
     BOOTSTRAP_RESAMPLES,

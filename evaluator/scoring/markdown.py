@@ -16,7 +16,7 @@ from evaluator.request.ratelimit import rate_limit_markdown
 from evaluator.runfolder.batches import batch_line
 from evaluator.scoring.base import OUTCOME_LABELS, ci_text, num, pct_text
 from evaluator.scoring.board import Timeouts
-from evaluator.scoring.repeat_scoring import headline_markdown, repeats_markdown
+from evaluator.scoring.repeats import headline_markdown, repeats_markdown
 from evaluator.scoring.stats import PERCENTILES
 from evaluator.scoring.summary_shape import Summary
 

@@ -1,4 +1,8 @@
-"""The merge: one row per manifest question, from the latest valid record or a `missing` row."""
+"""The merge: one row per manifest question, from the latest valid record or a `missing` row.
+
+It reads the folder's run_config.json and manifest.jsonl and checks that they belong together, then
+selects the records that count (the valid ones that belong to the run, the latest per question).
+"""
 
 from __future__ import annotations
 
@@ -6,19 +10,154 @@ import hashlib
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from evaluator.core.jsonl import JSONObject, is_int
+from evaluator.core.jsonl import JSONObject, is_int, object_at
 from evaluator.core.records import Key
 from evaluator.core.text import examples
-from evaluator.data.benchmarks import get_benchmark
+from evaluator.data.benchmarks import REGISTRY, get_benchmark
 from evaluator.data.benchmarks.base import Benchmark, ManifestEntry
-from evaluator.runfolder.files import MANIFEST, PARTIAL, gc_paused, parse_jsonl
-from evaluator.runfolder.runconfig import RunConfig
+from evaluator.data.parquet import manifest_digest
+from evaluator.runfolder.files import CONFIG, MANIFEST, PARTIAL, ReadReport, gc_paused, parse_jsonl, read_json
+from evaluator.runfolder.manifest import ManifestError, load_manifest
+from evaluator.runfolder.runconfig import RunConfig, RunConfigError
+from evaluator.runfolder.selection import latest_valid, record_key
 from evaluator.scoring.base import MergedRun, ScoreError, outcome_of
-from evaluator.scoring.load import check_manifest_digest, load_config, load_run_manifest
 from evaluator.scoring.metrics import summarize
 from evaluator.scoring.row import ScoredRow, missing_line, scored_row
-from evaluator.scoring.select import select_records
-from evaluator.scoring.summary_shape import Inputs
+from evaluator.scoring.summary_shape import Inputs, ManifestCheck, RecordCounts
+
+
+def load_config(run_root: Path) -> RunConfig:
+    """run_config.json, typed (wrong field types refused in one line; absent newer fields take their defaults)."""
+    if not run_root.exists():
+        raise ScoreError(
+            f"run folder {run_root} does not exist; pass the folder that evaluate wrote (runs/<name>)"
+        )
+    if not run_root.is_dir():
+        raise ScoreError(
+            f"{run_root} is a file, not a run folder; pass the folder that evaluate wrote (runs/<name>)"
+        )
+    path = run_root / CONFIG
+    if not path.exists():
+        raise ScoreError(f"{run_root} has no {CONFIG}; is it a run folder written by doccount-evaluate?")
+    try:
+        config = read_json(path)
+    except (OSError, ValueError) as exc:
+        raise ScoreError(f"{path} cannot be read as JSON ({exc}); the run folder is damaged") from None
+    if not isinstance(config, dict):
+        raise ScoreError(f"{path} is not a JSON object; the run folder is damaged")
+    try:
+        typed = RunConfig.from_dict(config)
+    except RunConfigError as exc:
+        raise ScoreError(f"{path}: {exc}; the run folder is damaged") from None
+    if typed.benchmark not in REGISTRY:
+        raise ScoreError(
+            f"{path} names benchmark {typed.benchmark!r}; expected one of {', '.join(sorted(REGISTRY))}"
+        )
+    return typed
+
+
+def load_run_manifest(run_root: Path, lenient: set[str] | None = None) -> list[ManifestEntry]:
+    """runfolder.manifest.load_manifest, its refusal as a ScoreError (same text)."""
+    try:
+        return load_manifest(run_root, lenient)
+    except ManifestError as exc:
+        raise ScoreError(str(exc)) from None
+
+
+def check_manifest_digest(
+    config: RunConfig, manifest: list[ManifestEntry], warnings: list[str]
+) -> ManifestCheck:
+    data = config.data
+    selection = object_at(data, "selection")
+    expected = selection.get("manifest_sha256")
+    actual = manifest_digest(manifest)
+    if not expected:
+        warnings.append(
+            f"{CONFIG} records no data.selection.manifest_sha256, so {MANIFEST} could not be verified against it"
+        )
+        verified = False
+    elif expected != actual:
+        raise ScoreError(
+            f"{MANIFEST} (SHA-256 {actual[:12]}..., {len(manifest)} questions) does not match the question set "
+            f"recorded in {CONFIG} (SHA-256 {str(expected)[:12]}..., {selection.get('questions')} questions): "
+            "one of them was replaced or an evaluate run was cut short between writing them. Re-run "
+            "doccount-evaluate with the options in run_config.json to rewrite both"
+        )
+    else:
+        verified = True
+    return {"manifest_sha256": actual, "manifest_verified": verified}
+
+
+def select_records(
+    report: ReadReport,
+    manifest: list[ManifestEntry],
+    config: RunConfig,
+    warnings: list[str],
+    lenient: set[Key] | None = None,
+) -> tuple[dict[Key, JSONObject], RecordCounts]:
+    """The latest valid record per question of the manifest (evaluator.runfolder.selection); raises on records
+    that belong to another run. Adds to `lenient` the ids whose selected record only json.loads could read.
+    """
+    by_id = {e.sample_id: e for e in manifest}
+    latest, valid, malformed = latest_valid(report.records)
+    outside = {rec["sample_id"] for rec in latest.values() if rec["sample_id"] not in by_id}
+    foreign = _foreign(valid, by_id, config)
+    if outside:
+        latest = {key: rec for key, rec in latest.items() if rec["sample_id"] in by_id}
+    if lenient is not None and report.lenient:
+        chosen = {id(rec) for rec in latest.values()}
+        records = report.records
+        lenient.update(record_key(records[i]) for i in report.lenient if id(records[i]) in chosen)
+    if malformed:
+        warnings.append(
+            f"{len(malformed)} record(s) in {PARTIAL} are not valid response records and were ignored: "
+            f"{examples(malformed)}"
+        )
+    if foreign:
+        raise ScoreError(
+            f"{len(foreign)} record(s) in {PARTIAL} do not match this run's {CONFIG}/{MANIFEST} "
+            f"(model {config.model!r}, benchmark {config.benchmark!r}): {examples(foreign)}. "
+            "The records and the run configuration come from different runs or data; score the folder the "
+            "records were written in, or move the foreign records out"
+        )
+    if valid and not latest:
+        raise ScoreError(
+            f"none of the {len(valid)} record(s) in {PARTIAL} belongs to this run's question set "
+            f"({len(manifest)} questions in {MANIFEST}, e.g. {manifest[0].sample_id}; records are for e.g. "
+            f"{sorted(outside)[0]}): {CONFIG}/{MANIFEST} come from another dataset than the records"
+        )
+    if outside:
+        warnings.append(
+            f"{len(outside)} sample id(s) with records are not in this run's question set and were ignored "
+            f"(e.g. from an earlier run with a larger --limit): {examples(sorted(outside))}"
+        )
+    counts: RecordCounts = {
+        "records_valid": len(valid),
+        "records_malformed": len(malformed),
+        "sample_ids_outside": len(outside),
+    }
+    return latest, counts
+
+
+def _foreign(valid: list[JSONObject], by_id: dict[str, ManifestEntry], config: RunConfig) -> list[str]:
+    """Valid records of the question set made for another image, benchmark or model, described."""
+    run_benchmark, run_model = config.benchmark, config.model
+    foreign: list[str] = []
+    for rec in valid:
+        entry = by_id.get(rec["sample_id"])
+        if entry is None:
+            continue
+        rec_hash, rec_benchmark, rec_model = rec.get("image_sha256"), rec.get("benchmark"), rec.get("model")
+        reasons = []
+        if isinstance(rec_hash, str) and entry.image_sha256 and rec_hash != entry.image_sha256:
+            reasons.append("image hash")
+        if rec_benchmark not in (None, run_benchmark):
+            reasons.append(f"benchmark {rec_benchmark!r}")
+        if rec_model not in (None, run_model):
+            reasons.append(f"model {rec_model!r}")
+        if reasons:
+            foreign.append(f"{rec['sample_id']} ({', '.join(reasons)})")
+    return foreign
 
 
 def _missing_row(

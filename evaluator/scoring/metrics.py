@@ -32,7 +32,7 @@ from evaluator.scoring.base import (
     wilson_ci,
 )
 from evaluator.scoring.board import AccuracyBlock, Timeouts
-from evaluator.scoring.repeat_scoring import apply_repeats
+from evaluator.scoring.repeats import apply_repeats
 from evaluator.scoring.row import ScoredRow
 from evaluator.scoring.stats import CONFIDENCE, PERCENTILES, describe
 from evaluator.scoring.summary_shape import (
@@ -358,7 +358,7 @@ def _methods() -> Methods:
 
 
 def _apply_repeats_view(summary: Summary, benchmark: Benchmark, rows: list[ScoredRow], k: int) -> None:
-    """Accuracies per question over the K repeats (evaluator.scoring.repeat_scoring), in place."""
+    """Accuracies per question over the K repeats (evaluator.scoring.repeats), in place."""
     summary["data"]["questions"] = len(rows) // k
     summary["data"]["responses"] = len(rows)
     buckets = [ZERO_BUCKET, *BUCKETS] if "0" in summary["count_buckets"]["order"] else list(BUCKETS)
