@@ -1,4 +1,4 @@
-"""The format smoke stop and --strip-token (evaluator/data/format_check.py, data/parsing.strip_tokens;
+"""The format smoke stop and --strip-token (evaluator/data/reasoning.py, data/parsing.strip_tokens;
 docs/evaluate.md "First answers").
 
 Loopback stand-ins for the ways a model's first answers would never count: GLM-4.6V's box markers left
@@ -185,7 +185,7 @@ def record(text: str | None, status: str = "ok", finish: str | None = "stop") ->
 
 
 def test_check_decides_on_the_first_answered_only() -> None:
-    from evaluator.data.format_check import FormatCheck, FormatMismatch
+    from evaluator.data.reasoning import FormatCheck, FormatMismatch
 
     check = FormatCheck(4)
     assert check.see(record(None, status="request_error")) is None  # not an answered response
@@ -202,7 +202,7 @@ def test_check_decides_on_the_first_answered_only() -> None:
 
 
 def test_the_quoted_text_is_clipped() -> None:
-    from evaluator.data.format_check import FormatCheck
+    from evaluator.data.reasoning import FormatCheck
 
     check = FormatCheck(1)
     stop = check.see(record("<answer>1</answer>" + "z" * 5000))
@@ -293,7 +293,7 @@ def test_a_reproduction_strips_the_same_tokens_and_keeps_the_check_as_it_was() -
 
 @given(text=st.text(max_size=300), status=st.sampled_from(["not_final", "no_tag", "no_response", None]))
 def test_the_offending_text_is_one_escaped_line_of_bounded_length(text: str, status: str | None) -> None:
-    from evaluator.data.format_check import offending_text
+    from evaluator.data.reasoning import offending_text
 
     shown = offending_text(text, status, "stop")
     assert "\n" not in shown and "\x1b" not in shown and len(shown) < 60 * 12 + 60  # \uXXXX\uXXXX at most

@@ -14,8 +14,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from evaluator.core.lenient import lenient_struct
-from evaluator.core.records import ResponseAttempt, ResponseRecord, RetryError, Sampling, Usage
+from evaluator.core.records import (
+    ResponseAttempt,
+    ResponseRecord,
+    RetryError,
+    Sampling,
+    Usage,
+    lenient_struct,
+)
 from evaluator.scoring.row import ScoredRow, scored_row
 
 JSON = st.recursive(

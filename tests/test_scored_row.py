@@ -10,8 +10,7 @@ import msgspec
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from evaluator.core.lenient import lenient_struct
-from evaluator.core.records import record_key
+from evaluator.core.records import lenient_struct, record_key
 from evaluator.scoring.row import (
     ScoredRow,
     question_rows,

@@ -29,7 +29,7 @@ from support.fake_slurm import FakeSlurm
 
 from evaluator.core.errors import ExitCode
 from evaluator.core.vocab import RunStateWord, UnitEnd
-from evaluator.runfolder.sweep_state import SWEEP_STATE, RunState
+from evaluator.runfolder.handoff import SWEEP_STATE, RunState
 from evaluator.study import sweep as sweep_module
 from evaluator.study.executors.base import PlanRow, Poll, StatusRow, recorded_status
 from evaluator.study.executors.local import LocalExecutor

@@ -1,4 +1,4 @@
-"""sweep.json as one type (evaluator.runfolder.sweep_state.SweepState), written by the sweep and read through
+"""sweep.json as one type (evaluator.runfolder.handoff.SweepState), written by the sweep and read through
 the same type by the leaderboard and the sweep archive: an older file's queue words read as run states, and a
 damaged file is refused in one line naming it, never a traceback nor a board built from half of it."""
 
@@ -14,7 +14,7 @@ from support.cli import eval_args, run_cli
 from support.datagen import doccount_reply, doccount_rows, write_doccount
 from support.openai_test_server import TestServer
 
-from evaluator.runfolder.sweep_state import SWEEP_STATE, RunState, SweepState, read_sweep_state
+from evaluator.runfolder.handoff import SWEEP_STATE, RunState, SweepState, read_sweep_state
 
 STATE = {"sweep": "t", "file": "sweeps/t.toml", "sha256": "ab" * 32, "invocations": 1}
 

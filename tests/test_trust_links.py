@@ -23,7 +23,7 @@ from support.cli import eval_args, run_cli
 from support.datagen import doccount_reply, doccount_rows, write_doccount
 from support.openai_test_server import TestServer
 
-from evaluator.core.escape import safe_href
+from evaluator.core.text import safe_href
 
 HOSTILE = "javascript:alert(document.domain)"
 SCHEME = re.compile(r"^[a-z][a-z0-9+.\-]*:", re.IGNORECASE)

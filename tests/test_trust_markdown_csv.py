@@ -1,5 +1,5 @@
 """Text from data, servers, sweep files and folder names cannot break out of a Markdown cell or run as a
-spreadsheet formula (#39, 8 and 9): core.escape's md_text and csv_cell, and the files that use them."""
+spreadsheet formula (#39, 8 and 9): core.text's md_text and csv_cell, and the files that use them."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from support.cli import eval_args, run_cli
 from support.datagen import PROMPT_TEMPLATE, doccount_reply, doccount_rows, write_doccount
 from support.openai_test_server import TestServer
 
-from evaluator.core.escape import FORMULA_STARTS, csv_cell, md_code, md_text
+from evaluator.core.text import FORMULA_STARTS, csv_cell, md_code, md_text
 from evaluator.report.leaderboard import leaderboard_markdown
 from evaluator.scoring.leaderboard import BoardRun, build_leaderboard
 

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from evaluator.core.errors import ExitCode
 from evaluator.core.vocab import QueueWord, RunStateWord, UnitEnd, UnitPhase
-from evaluator.runfolder.sweep_state import SWEEP_STATE
+from evaluator.runfolder.handoff import SWEEP_STATE
 from evaluator.study import sweep as sweep_mod
 from evaluator.study.executors.base import PlanRow, Poll
 from evaluator.study.sweep import load_state

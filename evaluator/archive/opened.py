@@ -29,8 +29,8 @@ import msgspec
 from evaluator.archive.base import INDEX, RUNS, SUMS, Archive, ArchiveError
 from evaluator.core.boundary import clip
 from evaluator.runfolder.files import CONFIG
+from evaluator.runfolder.handoff import SWEEP_STATE, SweepState
 from evaluator.runfolder.runconfig import RunConfig, RunConfigError
-from evaluator.runfolder.sweep_state import SWEEP_STATE, SweepState
 
 SWEEP_FORMAT = "doccount-sweep-archive"
 

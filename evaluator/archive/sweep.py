@@ -53,7 +53,7 @@ from evaluator.archive.verify import check_sums, verify_archive
 from evaluator.core.atomic import atomic_file
 from evaluator.core.boundary import clip
 from evaluator.runfolder.files import CONFIG
-from evaluator.runfolder.sweep_state import SWEEP_COPY, SWEEP_STATE, SweepState, read_sweep_state
+from evaluator.runfolder.handoff import SWEEP_COPY, SWEEP_STATE, SweepState, read_sweep_state
 from evaluator.scoring.base import BOARD_DIR, BOARD_FILES
 from evaluator.scoring.board import Board, is_board
 

@@ -8,7 +8,7 @@ field was written before records carried a version (0).
 
 Read back, a line is a `RecordLine` (what ResponseRecord narrows for writing), and may be old or damaged
 (hand-edited, crafted): `read_record` decodes it strictly when it can and otherwise field by field
-(evaluator.core.lenient), a field of the wrong JSON type read as None (or empty), never as a value of
+(evaluator.core.records), a field of the wrong JSON type read as None (or empty), never as a value of
 another type; a label (status, parse_status, finish_reason) keeps its text. The scorer's row
 (evaluator.scoring.row.ScoredRow) is a RecordLine plus the scorer's fields.
 
@@ -26,18 +26,113 @@ The (sample_id, repeat) key of a record and the per-request seed. Pure.
   (Gemini's generationConfig.seed) a 32-bit one; a non-negative 31-bit value fits all of them.
 * `record_key(record)`: (sample_id, repeat); a record without `repeat` (every run without
   `--repeats`) is repeat 0.
+
+Lenient decoding: a msgspec Struct read from JSON that may be damaged (a hand-edited or crafted file).
+
+`lenient_struct` reads each field the Struct declares (msgspec.structs.fields) on its own with msgspec's
+strict converter; a field that does not convert is replaced by a value of its declared type, never by a
+value of another one. The fields come from the Struct itself, so a field added to it is read here with no
+other edit. Pure.
+
+The replacement for a field of the wrong type:
+- a label (a type annotated with LABEL) keeps its text: str(value), None staying None where None is allowed;
+- a type that allows None: None, except that a JSON object given for a Struct member is read leniently
+  and a JSON array for a list member keeps its convertible elements;
+- a Struct: read leniently from the object (an empty one when the value is not an object);
+- a list: its elements that convert (for Structs: every JSON object, read leniently);
+- a dict: {}; str, int, float, bool: "", 0, 0.0, False; Any accepts every value.
+A required field that is missing is replaced as if it held null; a missing optional one keeps its default.
 """
 
 from __future__ import annotations
 
 import hashlib
+import types
+import typing
 from collections.abc import Iterable
 from typing import Annotated, Any, Literal, TypeVar
 
 import msgspec
 
 from evaluator.core.jsonl import JSONObject, utf8_json
-from evaluator.core.lenient import LABEL, lenient_struct
+
+S = TypeVar("S", bound=msgspec.Struct)
+
+LABEL = msgspec.Meta(extra={"lenient": "label"})
+"""Annotated[str | None, LABEL]: a text that keeps its text when it is not a string (5 reads as "5")."""
+
+_ZERO: dict[Any, Any] = {str: "", int: 0, float: 0.0, bool: False}
+
+
+def lenient(value: Any, tp: Any) -> Any:
+    """`value` as type `tp`: msgspec's strict conversion, or the replacement of its declared type."""
+    try:
+        return msgspec.convert(value, tp)
+    except msgspec.ValidationError:
+        return replacement(value, tp)
+
+
+def lenient_struct(cls: type[S], obj: dict[str, Any]) -> S:
+    """An instance of `cls` from a JSON object, field by field (see the module docstring)."""
+    values: dict[str, Any] = {}
+    for f in msgspec.structs.fields(cls):
+        if f.encode_name in obj:
+            values[f.name] = lenient(obj[f.encode_name], f.type)
+        elif f.required:
+            values[f.name] = lenient(None, f.type)
+    return cls(**values)
+
+
+def _is_struct(tp: Any) -> bool:
+    return isinstance(tp, type) and issubclass(tp, msgspec.Struct)
+
+
+def replacement(value: Any, tp: Any) -> Any:
+    """The value of type `tp` that stands for `value`, which did not convert to it."""
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin is typing.Annotated:
+        if LABEL in args[1:] and not (value is None and type(None) in typing.get_args(args[0])):
+            return str(value)
+        return replacement(value, args[0])
+    if origin in (typing.Union, types.UnionType):
+        return _union(value, args)
+    if _is_struct(tp):
+        return lenient_struct(tp, value if isinstance(value, dict) else {})
+    if origin is list:
+        return _list(value, args[0])
+    if origin is dict or tp is dict:
+        return {}
+    if origin is Literal:
+        return args[0]
+    if tp in _ZERO:
+        return _ZERO[tp]
+    raise TypeError(f"no lenient replacement for {tp!r}")
+
+
+def _union(value: Any, args: tuple[Any, ...]) -> Any:
+    for member in args:
+        if _is_struct(member) and isinstance(value, dict):
+            return lenient_struct(member, value)
+        if typing.get_origin(member) is list and isinstance(value, list):
+            return _list(value, typing.get_args(member)[0])
+    if type(None) in args:
+        return None
+    return replacement(value, args[0])
+
+
+def _list(value: Any, item: Any) -> list[Any]:
+    if not isinstance(value, list):
+        return []
+    if _is_struct(item):
+        return [lenient_struct(item, x) for x in value if isinstance(x, dict)]
+    out = []
+    for x in value:
+        try:
+            out.append(msgspec.convert(x, item))
+        except msgspec.ValidationError:
+            continue  # an element of the wrong type is left out, not replaced
+    return out
+
 
 RECORD_SCHEMA_VERSION = 1
 
@@ -48,9 +143,7 @@ MAX_TOKENS_FIELDS = ("max_tokens", "max_completion_tokens")
 DEFAULT_MAX_TOKENS_FIELD = MAX_TOKENS_FIELDS[0]
 
 Label = Annotated[str | None, LABEL]
-"""A text read back as its text when it is not a string (5 reads as "5"; evaluator.core.lenient)."""
-
-S = TypeVar("S", bound=msgspec.Struct)
+"""A text read back as its text when it is not a string (5 reads as "5"; lenient_struct above)."""
 
 
 def written(default: Any) -> Any:
@@ -236,7 +329,7 @@ def read_record(cls: type[S], line: JSONObject) -> S:
     """A record (or a Struct made of its fields, such as the scorer's row) from a line read back.
 
     A line whose every field has its declared type (what the evaluator writes) is converted by msgspec
-    (C speed: a 100k-row run); any other goes field by field (evaluator.core.lenient). Both give the same
+    (C speed: a 100k-row run); any other goes field by field (evaluator.core.records). Both give the same
     value (tests/test_scored_row.py, tests/test_record_schema.py)."""
     try:
         return msgspec.convert(line, cls)

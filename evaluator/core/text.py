@@ -2,12 +2,25 @@
 
 References to the repository's docs/ in help texts: named only where the files are (a checkout), since
 a wheel install does not ship them and a path it cannot open helps no one.
+
+Text from a data file, a server, a sweep file or a folder name, made safe for where it is written.
+
+* `md_text`: a Markdown table cell or inline text: one line, no table break, no link, no HTML;
+* `md_code`: a value shown as inline code when it can be (else as md_text);
+* `csv_cell`: a CSV cell a spreadsheet will not run as a formula;
+* `safe_href`: a relative link that is a path, never a scheme (`javascript:`).
+
+Ordinary text (no newline, `|`, `\\`, `<`, `[`, `]` or backtick) comes back unchanged, so the files
+written for ordinary runs keep their bytes. Pure.
 """
 
 from __future__ import annotations
 
+import re
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
+from urllib.parse import quote
 
 EXAMPLES = 5  # ids quoted in a message
 
@@ -34,3 +47,41 @@ def see_docs(*names: str) -> str:
     """ " (docs/a.md, docs/b.md)" for the named pages present in this install's checkout, else ""."""
     present = [f"docs/{n}" for n in names if (CHECKOUT_DOCS / n).is_file()]
     return f" ({', '.join(present)})" if present else ""
+
+
+# every character a Markdown reader (or str.splitlines) may take as the end of a line
+_LINE_BREAKS = re.compile(r"\r\n|[\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
+# backslash first, so the escapes added after it are not themselves escaped; brackets and backticks as
+# entities (a `\]` would still read as `](` to a naive scanner), `<` as an entity (no HTML, no autolink)
+_MD_ESCAPES = (("\\", "\\\\"), ("|", "\\|"), ("<", "&lt;"), ("[", "&#91;"), ("]", "&#93;"), ("`", "&#96;"))
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def md_text(value: Any) -> str:
+    """`value` as Markdown text that stays in its table cell or line and makes no link or HTML."""
+    text = _LINE_BREAKS.sub(" ", str(value))
+    for raw, escaped in _MD_ESCAPES:
+        text = text.replace(raw, escaped)
+    return text
+
+
+def md_code(value: Any) -> str:
+    """`value` as inline code (`value`) when a code span can hold it, else as md_text (no code span)."""
+    text = str(value)
+    if "`" in text or "|" in text or _LINE_BREAKS.search(text) or not text.strip():
+        return md_text(text)
+    return f"`{text}`"
+
+
+def csv_cell(value: Any) -> Any:
+    """A text cell that a spreadsheet would read as a formula gets a leading `'`; numbers are untouched."""
+    if isinstance(value, str) and value.startswith(FORMULA_STARTS):
+        return "'" + value
+    return value
+
+
+def safe_href(path: str) -> str:
+    """A relative path as a link: each segment percent-encoded (a `:` too, so never a scheme) and the
+    whole prefixed with `./` unless it starts with `./` or `../` already."""
+    href = "/".join(quote(segment, safe="") for segment in path.split("/"))
+    return href if href.startswith(("./", "../")) else "./" + href

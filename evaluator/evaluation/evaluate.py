@@ -146,7 +146,7 @@ def evaluate(opts: EvaluateOptions, check_only: bool = False, batch_prepare: boo
     batch_prepare: `doccount batch prepare`, the input files of the rows to do, nothing sent); the exit
     code: 0 done, 1 dry-run failure, 2 a base URL the server has no chat completions at, a reasoning mode
     the first answers contradict (data.reasoning) or first answers that all fail the strict parser
-    (data.format_check), 3 request errors,
+    (data.reasoning), 3 request errors,
     an early stop or nothing listening at the base URL (a re-run continues), 130 interrupted."""
     stop_when_orphaned()  # a sweep's child: stop with the sweep
     extra = parse_extra_body(opts.extra_body_json)

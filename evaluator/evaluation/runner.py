@@ -27,9 +27,8 @@ from evaluator.core.records import Key, ResponseAttempt, ResponseRecord, Samplin
 from evaluator.core.secrets import Redactor
 from evaluator.core.text import one_line
 from evaluator.data.benchmarks.base import Benchmark, ManifestEntry, Sample
-from evaluator.data.format_check import FORMAT_SMOKE_RESPONSES, FormatCheck
 from evaluator.data.parquet import DataSource, iter_samples
-from evaluator.data.reasoning import SmokeCheck
+from evaluator.data.reasoning import FORMAT_SMOKE_RESPONSES, FormatCheck, SmokeCheck
 from evaluator.evaluation.loop import RowLoop, RunStopped  # noqa: F401 (cli imports RunStopped here)
 from evaluator.request.body import RequestBuildError, request_bytes
 from evaluator.request.breaker import Breaker, shape_hint

@@ -4,9 +4,9 @@ always show the same table.
 
 A cell is data: text, the number that can be "best", a second line, a note. The page draws each part
 (autoescaped); Markdown writes them in one cell (text, then the second line, then the notes in brackets),
-each part that holds text from a run folder, a sweep file or a server through core.escape.md_text (the cell
+each part that holds text from a run folder, a sweep file or a server through core.text.md_text (the cell
 names those parts in `data`; the bundle's own words and numbers have no `|` and stay as they are), the
-report link through core.escape.safe_href.
+report link through core.text.safe_href.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Literal, NamedTuple, TypedDict
 
-from evaluator.core.escape import md_text, safe_href
+from evaluator.core.text import md_text, safe_href
 from evaluator.core.vocab import NOT_COMPARABLE
 from evaluator.scoring.board import Board, BoardColumn, BoardEntry, PublishedBlock
 

@@ -9,8 +9,8 @@ network); each run links to its own scores/report.html. A run the sweep file giv
 
 leaderboard.md holds the table (report.board_columns, shared with the page), the published results and
 the pairs. Every text it takes from a run folder, the data, a sweep file or a server (run names, models,
-hosts, group values, published `source` and `note`) goes through core.escape.md_text: one line, no table
-break, no link and no HTML; the report links are core.escape.safe_href paths.
+hosts, group values, published `source` and `note`) goes through core.text.md_text: one line, no table
+break, no link and no HTML; the report links are core.text.safe_href paths.
 """
 
 from __future__ import annotations
@@ -19,14 +19,14 @@ import os
 from pathlib import Path
 
 from evaluator.core.atomic import write_atomic
-from evaluator.core.escape import md_text
 from evaluator.core.jsonl import utf8_json
+from evaluator.core.text import md_text
 from evaluator.core.vocab import NOT_COMPARABLE
 from evaluator.report.base import REPORT_FILE
 from evaluator.report.board_columns import markdown_table, md_row, pct, verdict_detail
 from evaluator.report.leaderboard_page import render_page
 from evaluator.runfolder.files import CONFIG as RUN_CONFIG
-from evaluator.runfolder.sweep_state import SWEEP_STATE, SweepState, read_sweep_state
+from evaluator.runfolder.handoff import SWEEP_STATE, SweepState, read_sweep_state
 from evaluator.scoring import ScoreError, merge_run
 from evaluator.scoring.base import BOARD_DIR, BOARD_PAGE, LEADERBOARD_JSON, LEADERBOARD_MD, SCORES_DIR
 from evaluator.scoring.board import Board, BoardPair, PublishedBlock

@@ -4,7 +4,7 @@ other column one click away, the forest plot, published against reproduced, then
 
 Built in the report's page frame (its stylesheet inline, its Content-Security-Policy that forbids any
 network request); the only links are to each run's own report, relative to the page, each a percent-encoded
-`./` path (core.escape.safe_href), never a scheme such as `javascript:`.
+`./` path (core.text.safe_href), never a scheme such as `javascript:`.
 
 The forest plot: every run's accuracy with its 95% interval on one axis, in rank order, with the
 published accuracy (and its Wilson interval) beside a run that reproduces one. Drawn as inline SVG by

@@ -5,7 +5,7 @@ a list field's values joined with "; "), question (from the data; blank when the
 ground_truth, parsed_answer, parse_status, outcome, correct, latency_s, and the token counts. Every
 question of the run is a line, missing ones included (outcome `missing`), as in the report. A text cell
 that starts like a spreadsheet formula (`=`, `+`, `-`, `@`, tab, CR: a sample id or question from the data)
-gets a leading `'` (core.escape.csv_cell); numbers are written as they are.
+gets a leading `'` (core.text.csv_cell); numbers are written as they are.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from evaluator.core.atomic import write_atomic
-from evaluator.core.escape import csv_cell
 from evaluator.core.records import Usage
+from evaluator.core.text import csv_cell
 from evaluator.data.benchmarks.base import Benchmark
 from evaluator.report.pieces import repeats_of
 from evaluator.scoring import MergedRun

@@ -12,7 +12,7 @@ Two rules, both fed with every finished record:
 - the reasoning smoke check (--reasoning on|off, data.reasoning.SmokeCheck): once the first answered
   responses all contradict the declared mode, no new request is sent; the ones in flight are answered
   and recorded, then the run stops (ReasoningMismatch);
-- the format smoke check (data.format_check.FormatCheck; both smoke checks off with --no-smoke-check):
+- the format smoke check (data.reasoning.FormatCheck; both smoke checks off with --no-smoke-check):
   once the first answered responses all failed the strict parser (or were all cut off at the output
   limit), the same (FormatMismatch).
 A 4xx on one row after others succeeded (one bad image) stays that row's error.
@@ -27,8 +27,7 @@ from collections.abc import Callable
 from evaluator.core.errors import EvaluatorError
 from evaluator.core.records import ResponseRecord, Sampling
 from evaluator.core.usage import record_tokens
-from evaluator.data.format_check import FormatCheck
-from evaluator.data.reasoning import SmokeCheck, SmokeStop
+from evaluator.data.reasoning import FormatCheck, SmokeCheck, SmokeStop
 from evaluator.request.endpoint import not_found_hint
 from evaluator.request.ratelimit import NEVER_RETRIED_5XX, RETRYABLE_STATUS
 

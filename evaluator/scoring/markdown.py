@@ -1,15 +1,15 @@
 """scores/summary.md: the summary dict rendered as Markdown, one function per section.
 
 Text from the data, the server or the run folder (model, run name, group values, finish reasons, batch
-ids, warnings) goes through core.escape (md_text, md_code): it cannot break a table or make a link or HTML.
+ids, warnings) goes through core.text (md_text, md_code): it cannot break a table or make a link or HTML.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from evaluator.core.escape import md_code, md_text
 from evaluator.core.jsonl import is_int
+from evaluator.core.text import md_code, md_text
 from evaluator.core.usage import usage_markdown
 from evaluator.data.benchmarks import title_of
 from evaluator.request.ratelimit import rate_limit_markdown

@@ -34,9 +34,9 @@ from evaluator.core.boundary import one_line
 from evaluator.core.jsonl import is_int, is_num
 from evaluator.data.reasoning import shows_reasoning
 from evaluator.runfolder.files import CONFIG, PARTIAL, read_jsonl
+from evaluator.runfolder.handoff import RunState
 from evaluator.runfolder.runconfig import RunConfigError, load_run_config
 from evaluator.runfolder.selection import is_done, latest_valid
-from evaluator.runfolder.sweep_state import RunState
 from evaluator.study.sweep_file import RunSpec
 
 REHEARSAL = "rehearsal.json"

@@ -9,7 +9,7 @@ only into that run's evaluate child, as MODEL_API_KEY, read from the run's `api_
 never written). A finished run is scored (`score` writes its summary and report.html). One run's
 failure never stops the others.
 
-Resume and amend: the sweep's state is in `<run-root>/<sweep>/sweep.json` (evaluator.runfolder.sweep_state). A run
+Resume and amend: the sweep's state is in `<run-root>/<sweep>/sweep.json` (evaluator.runfolder.handoff). A run
 that finished with the same arguments is not started again (nothing is sent); any other run is evaluated
 again, and evaluate itself resumes the folder, adds only what is new and refuses a folder whose settings
 changed: that refusal is the run's state and its message is shown.
@@ -45,7 +45,7 @@ from evaluator.core.secrets import Redactor
 from evaluator.core.text import utc_now
 from evaluator.core.vocab import QUEUE_RUN_STATE, ExecutorName, run_state
 from evaluator.runfolder.files import CONFIG, RunLock, refuse_links
-from evaluator.runfolder.sweep_state import (
+from evaluator.runfolder.handoff import (
     SWEEP_COPY,
     SWEEP_STATE,
     RunState,

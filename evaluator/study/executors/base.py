@@ -30,7 +30,7 @@ import msgspec
 
 from evaluator.core.errors import UserError
 from evaluator.core.vocab import ExecutorName, QueueWord, RunStateWord, UnitEnd
-from evaluator.runfolder.sweep_state import RunState
+from evaluator.runfolder.handoff import RunState
 from evaluator.study.unit import UnitResult, UnitStatus, UnitTask
 
 

@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from evaluator.core.vocab import ExecutorName
-from evaluator.runfolder.sweep_state import RunState
+from evaluator.runfolder.handoff import RunState
 from evaluator.study.executors.base import ExecutorError, PlanRow, Poll, StatusRow, recorded_status
 from evaluator.study.launch import plan_argv
 from evaluator.study.unit import UnitResult, UnitStatus, UnitTask, serve_and_evaluate

@@ -36,7 +36,7 @@ from submitit.slurm.slurm import SlurmExecutor as SubmititSlurm
 from submitit.slurm.slurm import SlurmJob
 
 from evaluator.core.vocab import ExecutorName, UnitEnd
-from evaluator.runfolder.sweep_state import RunState
+from evaluator.runfolder.handoff import RunState
 from evaluator.study.executors.base import ExecutorError, PlanRow, Poll, StatusRow, recorded_status
 from evaluator.study.executors.slurm_queue import (
     JobView,
