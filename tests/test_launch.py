@@ -38,6 +38,7 @@ def test_a_user_error_help_and_version_are_the_same_here_and_in_a_process(tmp_pa
         [*EVALUATE, "--help"],
         doccount("--version"),
         doccount("no-such-command"),
+        [sys.executable, "-c", "from evaluator.cli import main; main()", "score", "--nope"],
     ):
         here, fresh = both(cmd, env=clean_env(), cwd=tmp_path)
         assert (here.returncode, here.stdout, here.stderr) == (

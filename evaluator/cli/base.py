@@ -70,7 +70,7 @@ class CurrentStderr(logging.StreamHandler):
         super().__init__()
         self.setFormatter(logging.Formatter("%(message)s"))
 
-    @property  # type: ignore[override]
+    @property
     def stream(self) -> Any:
         return sys.stderr
 

@@ -25,12 +25,15 @@ from evaluator.cli import guard
 from evaluator.cli.base import show_output
 from evaluator.cli.main import evaluate_cmd, invoke, main, score_cmd
 
-# the console entry points by the names tests start them by, with the program name each gives click
-ENTRY_POINTS: dict[str, tuple[click.Command, str]] = {
-    "doccount": (main, "doccount"),
-    "entry": (main, "doccount"),
-    "evaluate_main": (evaluate_cmd, "doccount-evaluate"),
-    "score_main": (score_cmd, "doccount-score"),
+# the entry points by the names tests start them by (`-c "from evaluator.cli import NAME; NAME()"`): the
+# command, the program name click gives it, and whether it is a console script (run_command: the terminal
+# guard first); `main()` called bare names itself after sys.argv[0], which is "-c" there
+ENTRY_POINTS: dict[str, tuple[click.Command, str, bool]] = {
+    "doccount": (main, "doccount", True),
+    "entry": (main, "doccount", True),
+    "evaluate_main": (evaluate_cmd, "doccount-evaluate", True),
+    "score_main": (score_cmd, "doccount-score", True),
+    "main": (main, "-c", False),
 }
 ARGV0 = str(Path(guard.__file__).with_name("__main__.py"))  # what runpy puts in sys.argv[0] for -m
 
@@ -98,14 +101,15 @@ def captured_output(texts: list[str]) -> Iterator[None]:
 
 def run(entry: str, args: list[str], *, env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
     """Run one entry point with `args` in `env` (the whole environment) and `cwd`, as its process would."""
-    command, prog_name = ENTRY_POINTS[entry]
+    command, prog_name, console_script = ENTRY_POINTS[entry]
     texts: list[str] = []
     with (
         captured_output(texts),
-        process_state(env, cwd, [ARGV0 if prog_name == "doccount" else "-c", *args]),
+        process_state(env, cwd, [ARGV0 if entry == "doccount" else "-c", *args]),
     ):
-        guard.install()  # wraps this call's streams, as run_command wraps a process's
-        show_output()
+        if console_script:
+            guard.install()  # wraps this call's streams, as run_command wraps a process's
+            show_output()
         try:
             code = int(invoke(command, prog_name, args))
         except Exception:  # noqa: BLE001 - a bug: its traceback on stderr and exit 1, as the interpreter does
