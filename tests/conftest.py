@@ -63,7 +63,7 @@ def report_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Pat
 @pytest.fixture(scope="session")
 def demo_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, Path]:
     """One `doccount demo` with its defaults (40 pages, seed 0: what the README quotes), and its run folder.
-    test_readme and test_demo_pipeline both read it (one scheduling group, so it runs once)."""
+    test_readme and test_demo_pipeline both read it (once per worker that runs either: --dist loadfile)."""
     base = tmp_path_factory.mktemp("demo")
     res = run_cli("demo", "--run-root", str(base / "demo"), "--data-root", str(base / "data"), timeout=900)
     return res, base / "demo"

@@ -9,10 +9,11 @@ import logging
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
-from support import launch
+from support import inprocess, launch
 from support.cli import EVALUATE, REPO, SCORE, clean_env, doccount, eval_args
 from support.datagen import complete_records, doccount_rows, write_doccount
 from support.openai_test_server import TestServer
@@ -115,3 +116,31 @@ def test_a_bug_is_a_traceback_and_exit_1_here_as_in_a_process(tmp_path: Path) ->
     here, fresh = both([*SCORE, str(tmp_path / "run")], env=clean_env(), cwd=tmp_path)
     assert here.returncode == fresh.returncode
     assert ("Traceback" in here.stderr) == ("Traceback" in fresh.stderr)
+
+
+def test_what_other_threads_write_during_a_call_is_not_the_commands_output() -> None:
+    """A test's loopback server runs in a thread of this process: its log lines and prints during a call go
+    where they went before, not into the command's stderr (as a server in another process would)."""
+    from evaluator.cli.base import CurrentStderr, show_warnings
+
+    show_warnings()
+    show_warnings()  # as a second command in this process calls it: still one handler, writing to the current stderr
+    assert sum(isinstance(h, CurrentStderr) for h in logging.getLogger().handlers) == 1
+    go, done = threading.Event(), threading.Event()
+
+    def server() -> None:
+        go.wait(10)
+        print("server print", file=sys.stderr)
+        logging.getLogger("aiohttp.server").error("server log line")
+        done.set()
+
+    thread = threading.Thread(target=server, daemon=True)
+    thread.start()
+    texts: list[str] = []
+    with inprocess.captured_output(texts):
+        go.set()
+        assert done.wait(10)
+        print("command print", file=sys.stderr)
+        logging.getLogger("evaluator.request.client").warning("command log line")
+    thread.join(10)
+    assert texts == ["", "command print\ncommand log line\n"]

@@ -14,10 +14,12 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 import traceback
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any, TextIO
 
 import click
 
@@ -67,6 +69,21 @@ def _decode(data: bytes) -> str:
     return data.decode("utf-8", "backslashreplace").replace("\r\n", "\n").replace("\r", "\n")
 
 
+class ThreadRouted:
+    """sys.stdout or sys.stderr during a call: what the threads that ran before it write (a test's loopback
+    server, its aiohttp log lines) goes where it went before; the rest (the command, its threads) is the
+    command's output. In a real run those servers are other processes, their lines never in the command's."""
+
+    def __init__(self, mine: TextIO, theirs: TextIO, foreign: set[int]) -> None:
+        self._mine, self._theirs, self._foreign = mine, theirs, foreign
+
+    def write(self, text: str) -> int:
+        return (self._theirs if threading.get_ident() in self._foreign else self._mine).write(text)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._mine, name)
+
+
 @contextlib.contextmanager
 def captured_output(texts: list[str]) -> Iterator[None]:
     """fds 1 and 2, and sys.stdout and sys.stderr over them, on two files for the block; their texts are
@@ -74,20 +91,29 @@ def captured_output(texts: list[str]) -> Iterator[None]:
     for stream in (sys.stdout, sys.stderr):
         stream.flush()
     old_streams, saved = (sys.stdout, sys.stderr), (os.dup(1), os.dup(2))
+    opened: list[Any] = []
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         try:
             os.dup2(out.fileno(), 1)
             os.dup2(err.fileno(), 2)
             # a process's streams: strict stdout, stderr with backslashreplace; written through, so that what
             # a child writes to the same fd stays in order with them
-            sys.stdout = open(1, "w", encoding="utf-8", closefd=False)  # noqa: SIM115 - closed below
-            sys.stderr = open(2, "w", encoding="utf-8", errors="backslashreplace", closefd=False)  # noqa: SIM115
-            for stream in (sys.stdout, sys.stderr):
+            new_out = open(1, "w", encoding="utf-8", closefd=False)  # noqa: SIM115 - flushed below
+            new_err = open(2, "w", encoding="utf-8", errors="backslashreplace", closefd=False)  # noqa: SIM115
+            opened += [new_out, new_err]
+            for stream in opened:
                 stream.reconfigure(write_through=True)
+            # the fds are this call's now; what other threads write goes to the streams they wrote to
+            # before (pytest's capture, a file object of its own), not into the command's output
+            foreign = {
+                t.ident for t in threading.enumerate() if t is not threading.current_thread() and t.ident
+            }
+            sys.stdout = ThreadRouted(new_out, old_streams[0], foreign)  # type: ignore[assignment]
+            sys.stderr = ThreadRouted(new_err, old_streams[1], foreign)  # type: ignore[assignment]
             yield
         finally:
-            for stream in (sys.stdout, sys.stderr):
-                with contextlib.suppress(Exception):  # a command may have closed or replaced it
+            for stream in opened:
+                with contextlib.suppress(Exception):  # a command may have closed it
                     stream.flush()
             sys.stdout, sys.stderr = old_streams
             os.dup2(saved[0], 1)
