@@ -174,14 +174,14 @@ $(TOOLS_STAMP): Makefile
 tools: $(TOOLS_STAMP)
 
 # The suite on TEST_WORKERS pytest-xdist workers (more than the cores: most tests wait on loopback
-# servers and CLI processes). Modules that build one costly setup for all their tests stay on one worker
-# (tests/support/scheduling.py). Bytecode is written even where the environment says
-# PYTHONDONTWRITEBYTECODE: each CLI process the tests start would compile its imports again otherwise.
+# servers). --dist loadfile: a module's tests run on one worker, so a setup it shares among them is made
+# once. Bytecode is written even where the environment says PYTHONDONTWRITEBYTECODE: each CLI process
+# the tests start would compile its imports again otherwise.
 # PYTEST_ARGS: more pytest options, e.g. PYTEST_ARGS=--durations=30
 TEST_WORKERS ?= 4
 PYTEST_ARGS ?=
 test: $(VENV_STAMP)
-	PYTHONDONTWRITEBYTECODE= $(VENV)/bin/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup \
+	PYTHONDONTWRITEBYTECODE= $(VENV)/bin/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile \
 	  -m "not vllm and not containers and not slurm" $(PYTEST_ARGS)
 
 test-vllm: $(VENV_STAMP)

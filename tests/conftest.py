@@ -18,33 +18,6 @@ from support.cli import run_cli  # noqa: E402
 from support.datagen import doccount_rows, write_doccount  # noqa: E402
 from support.openai_test_server import TestServer  # noqa: E402
 from support.reports import make_run  # noqa: E402
-from support.scheduling import shared_setup_scope, start_order  # noqa: E402
-
-
-@pytest.hookimpl(optionalhook=True)  # a pytest-xdist hook: without xdist, nothing calls it
-def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
-    """--dist loadgroup by support/scheduling.py's groups. xdist's own loadgroup renames each test's node
-    id, which pytest 9 no longer lets it do (xdist_group marks are silently ignored), hence this."""
-    if config.getvalue("dist") != "loadgroup":
-        return None
-    from xdist.scheduler import LoadScopeScheduling
-
-    class SharedSetupScheduling(LoadScopeScheduling):
-        def _split_scope(self, nodeid: str) -> str:
-            return shared_setup_scope(nodeid)
-
-    # work is handed out in collection order, which pytest_collection_modifyitems below makes longest
-    # first (xdist's own reordering, by the number of tests in a unit, would undo it)
-    config.option.loadscopereorder = False
-    return SharedSetupScheduling(config, log)
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """On pytest-xdist workers under --dist loadgroup: the longest tests first (support/scheduling.py),
-    so that the suite does not end with one worker busy on a long test while the others sit idle. Every
-    worker sorts the same collection the same way (a stable sort), as xdist requires."""
-    if hasattr(config, "workerinput") and config.getvalue("dist") == "loadgroup":
-        items.sort(key=lambda item: start_order(item.nodeid))
 
 
 @pytest.fixture
@@ -90,7 +63,7 @@ def report_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Pat
 @pytest.fixture(scope="session")
 def demo_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, Path]:
     """One `doccount demo` with its defaults (40 pages, seed 0: what the README quotes), and its run folder.
-    test_readme and test_demo_pipeline both read it (one scheduling group, so it runs once)."""
+    test_readme and test_demo_pipeline both read it (once per worker that runs either: --dist loadfile)."""
     base = tmp_path_factory.mktemp("demo")
     res = run_cli("demo", "--run-root", str(base / "demo"), "--data-root", str(base / "data"), timeout=900)
     return res, base / "demo"

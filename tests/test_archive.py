@@ -14,7 +14,7 @@ from types import SimpleNamespace
 import pytest
 from click.testing import CliRunner
 from support.archives import members, rewrite, sha
-from support.cli import FAST_RETRIES, run_cli
+from support.cli import FAST_RETRIES, run_cli, run_cli_process
 from support.datagen import doccount_reply, doccount_rows, write_doccount
 from support.openai_test_server import TestServer
 
@@ -257,7 +257,7 @@ def test_bad_archives_get_one_line_errors(made, tmp_path, command) -> None:
             out,
         )
     if command == "verify":  # and once as a real process
-        res = run_cli(command, str(tmp_path / "half.tar.gz"))
+        res = run_cli_process(command, str(tmp_path / "half.tar.gz"))
         assert res.returncode == 2 and "Traceback" not in res.stderr
         assert res.stderr.startswith("error: ") and "truncated" in res.stderr
 

@@ -49,13 +49,17 @@ MISSING = {4, 13}
 
 
 def clean_env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MODEL_API")}
-    env["PYTHONDONTWRITEBYTECODE"] = "1"
-    return env
+    return {k: v for k, v in os.environ.items() if not k.startswith("MODEL_API")}
 
 
 def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     return launch.run([*CLI, *args], cwd=cwd, capture_output=True, text=True, env=clean_env(), timeout=120)
+
+
+def run_cli_process(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*CLI, *args], cwd=cwd, capture_output=True, text=True, env=clean_env(), timeout=120
+    )
 
 
 def evaluate(cwd: Path, data_glob: str, run_root: Path, config: dict[str, Any], *extra: str) -> None:
@@ -285,7 +289,7 @@ def test_bad_run_folders_give_one_clear_error(doc_run: Path, tmp_path: Path, cas
             lines[1] = '{"no_sample_id": 1}'
             (run / "manifest.jsonl").write_text("\n".join(lines) + "\n")
     if case == "no_folder":  # a real process: exit code and stderr as the shell sees them
-        p = run_cli("score", "--run-root", str(run), cwd=tmp_path)
+        p = run_cli_process("score", "--run-root", str(run), cwd=tmp_path)
         code, err = p.returncode, p.stderr
     else:
         r = score_in_process(run)

@@ -346,7 +346,7 @@ CASES = [
 def test_the_crafted_archives_of_issue_39_fail_in_one_line(
     real: SimpleNamespace, tmp_path: Path, case: str
 ) -> None:
-    """The real CLI in a subprocess: verify, then reproduce (which must refuse before sending anything)."""
+    """The real CLI (support.cli.run_cli): verify, then reproduce (which must refuse before sending anything)."""
     path = tmp_path / "c.tar.gz"
     path.write_bytes(named_cases(real)[case])
     res = run_cli("verify", str(path))

@@ -182,7 +182,7 @@ def _manifest_samples(data: bytes) -> list[dict[str, Any]]:
         if line.strip():
             try:
                 d = json.loads(line)
-            except ValueError:
+            except (ValueError, RecursionError):  # not JSON, or nested too deep to read
                 d = None
             d = (
                 d if isinstance(d, dict) else {}

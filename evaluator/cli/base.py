@@ -72,6 +72,24 @@ class ConsoleLines(logging.Handler):
             self.handleError(record)
 
 
+class CurrentStderr(logging.StreamHandler):
+    """logging.basicConfig's handler (`%(message)s`), writing to sys.stderr as it is when a record comes: a
+    handler bound to the stream of the first command would write to a closed one in a process that runs
+    commands twice (a test, a script calling `.main()`)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.setFormatter(logging.Formatter("%(message)s"))
+
+    @property
+    def stream(self) -> Any:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _value: Any) -> None:  # StreamHandler.__init__ sets it; sys.stderr is looked up instead
+        pass
+
+
 def show_output() -> None:
     """Show the library's messages on stderr and its answers on stdout (idempotent)."""
     for logger, stream in ((MESSAGES, "stderr"), (ANSWERS, "stdout")):
@@ -79,6 +97,13 @@ def show_output() -> None:
             logger.addHandler(ConsoleLines(stream))
         logger.setLevel(logging.INFO)
         logger.propagate = False
+
+
+def show_warnings() -> None:
+    """Other libraries' warnings on stderr, one line each (idempotent; what logging.basicConfig did once)."""
+    root = logging.getLogger()
+    if not any(isinstance(h, CurrentStderr) for h in root.handlers):
+        root.addHandler(CurrentStderr())
 
 
 def run_folder_arguments(help_text: str) -> Any:

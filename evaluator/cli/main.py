@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import gc
-import logging
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -18,6 +17,7 @@ from evaluator.cli.base import (
     one_run_folder,
     run_folder_arguments,
     show_output,
+    show_warnings,
 )
 from evaluator.cli.batch import add_batch_commands
 from evaluator.cli.demo import demo_cmd, serve_reference_cmd
@@ -157,7 +157,7 @@ def _write_per_question(merged: MergedRun | None) -> None:
 @click.version_option(package_name="doccount-eval")
 def main() -> None:
     """Reproducible semantic-counting evaluation (DocCount, CountQA)."""
-    logging.basicConfig(level=logging.WARNING, format="%(message)s")
+    show_warnings()
     show_output()
 
 

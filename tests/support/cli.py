@@ -1,5 +1,6 @@
-"""The CLI as the tests run it: the real console entry points in subprocesses (exit codes and stderr are
-part of the contract), with an environment cleaned of this machine's keys and hub settings."""
+"""The CLI as the tests run it: the real entry points (exit codes and stderr are part of the contract), in
+this process (support/inprocess.py) or, where a test's point is a process boundary, in a subprocess; with an
+environment cleaned of this machine's keys and hub settings."""
 
 from __future__ import annotations
 
@@ -32,9 +33,25 @@ def clean_env(**extra: str) -> dict[str, str]:
 def run_cli(
     *args: str, env: dict[str, str] | None = None, timeout: float = 120
 ) -> subprocess.CompletedProcess[str]:
-    """Run the real console entry point in a subprocess (exit codes and stderr are part of the contract)."""
+    """`doccount ARGS` as its process would run it from the repository (exit code, stdout, stderr), in this
+    process unless the environment needs one of its own (support/launch.py); `timeout` bounds a subprocess."""
     return launch.run(
-        [sys.executable, "-m", "evaluator.cli", *args],
+        doccount(*args),
+        capture_output=True,
+        text=True,
+        env=clean_env(**(env or {})),
+        cwd=str(REPO),
+        timeout=timeout,
+    )
+
+
+def run_cli_process(
+    *args: str, env: dict[str, str] | None = None, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
+    """`python -m evaluator.cli ARGS` in a subprocess of its own: for tests whose point is the process
+    (signals, children it leaves, its environment, its exit status as a shell sees it)."""
+    return subprocess.run(
+        doccount(*args),
         capture_output=True,
         text=True,
         env=clean_env(**(env or {})),
@@ -68,6 +85,13 @@ def sweep_cli(
 ) -> subprocess.CompletedProcess:
     """run_cli with the longer bound a whole sweep needs."""
     return run_cli(*args, env=env, timeout=timeout)
+
+
+def sweep_cli_process(
+    *args: str, env: dict[str, str] | None = None, timeout: float = 200
+) -> subprocess.CompletedProcess:
+    """run_cli_process with the longer bound a whole sweep needs."""
+    return run_cli_process(*args, env=env, timeout=timeout)
 
 
 def run_script(name: str, env: dict[str, str], tmp_path) -> subprocess.CompletedProcess[str]:
