@@ -224,3 +224,12 @@ def test_server_strings_reach_the_terminal_without_control_sequences(tmp_path: P
         assert res.returncode == 0, res.stderr
         assert "<answer>2</answer>" in res.stdout + res.stderr
         assert not CONTROL.findall(res.stdout + res.stderr), repr(res.stdout[-2000:])
+
+
+@pytest.mark.parametrize("before", ["%", "a%", "\\u00", "%%"])
+def test_an_escape_that_swallows_the_keys_first_characters_still_finds_it(before: str) -> None:
+    """Hypothesis found it: "%" then a key beginning "00" decodes as NUL and the key's rest, so the
+    archive's secret check (whole key, no pieces) missed a key whose every other character was encoded."""
+    key = "0" * 20
+    encoded = "".join(_encode(ch, ("plain", "plain", "u")[i % 3]) for i, ch in enumerate(key))
+    assert secret_hits({"f": (before + encoded).encode()}, key) == ["f"]

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import IO, Any, TypeVar
 
 import evaluator
-from evaluator.core.boundary import KeyFilter
+from evaluator.core.boundary import PIECE, KeyFilter
 from evaluator.core.errors import UserError
 from evaluator.core.jsonl import utf8_json
 from evaluator.runfolder.files import CONFIG, LOCK, MANIFEST, MERGED, PARTIAL
@@ -333,10 +333,21 @@ def mismatched_keys(a: Mapping[str, Any], b: Mapping[str, Any], ignore: tuple[st
     return sorted(k for k in set(a) | set(b) if k not in ignore and a.get(k) != b.get(k))
 
 
+SWALLOWED = 4  # the most key characters one escape can take in: \\u then four hex digits
+
+
 def secret_hits(entries: dict[str, bytes], secret: str | None) -> list[str]:
     """Entries that contain the secret in any form the boundary's filter knows (verbatim, JSON-escaped,
     URL-encoded, base64, and behind \\u escapes, percent-encoding, HTML references or double escaping)."""
     if not secret or not secret.strip():
         return []
-    keys = KeyFilter(secret)
-    return sorted(n for n, data in entries.items() if keys.found_in(data.decode("utf-8", "replace"), False))
+    keys = [KeyFilter(secret)]
+    # an escape started just before the key can swallow its first characters when decoded ("%" then a key
+    # beginning "00..." reads as NUL): the key without its first SWALLOWED characters is looked for too
+    if len(secret.strip()) - SWALLOWED >= PIECE:
+        keys.append(KeyFilter(secret.strip()[SWALLOWED:]))
+    return sorted(n for n, data in entries.items() if _holds(data.decode("utf-8", "replace"), keys))
+
+
+def _holds(text: str, keys: list[KeyFilter]) -> bool:
+    return any(k.found_in(text, False) for k in keys)
