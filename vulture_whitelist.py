@@ -155,3 +155,10 @@ _.without_response
 # The benchmark classes: evaluator/data/benchmarks/__init__.py finds them by module (Benchmark subclasses).
 DocCount
 CountQA
+
+# EvaluateOptions fields read by their option's name: evaluation/options.py recorded_settings (getattr over
+# the options declared Recorded) writes them into run_config.json, from which the runner reads them.
+_.retry_backoff
+_.retry_max_wait
+_.rate_limit_patience
+_.no_smoke_check

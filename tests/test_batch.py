@@ -277,6 +277,45 @@ def test_prepare_then_collect_offline(tmp_path: Path, data12: str) -> None:
     assert len(records(root)) == 12  # collecting twice records nothing twice
 
 
+def test_collect_parses_under_the_runs_strip_tokens(tmp_path: Path, data12: str) -> None:
+    """`batch collect` reads the run's settings from run_config.json, all of them: the tokens the run
+    strips before the strict parser are stripped from collected answers too (they were not, before
+    the settings became one value)."""
+    root = tmp_path / "p"
+    args = ["--model", "m", "--backend", "vllm", "--data-files", data12, "--run-root", str(root)]
+    res = run_cli("batch", "prepare", *args, "--strip-token", "<|end|>", "--limit", "2")
+    assert res.returncode == 0, res.stderr
+    out = tmp_path / "out.jsonl"
+    with open(out, "w") as f:
+        for path in res.stdout.split():
+            for raw in Path(path).read_text().splitlines():
+                message = {"role": "assistant", "content": "<answer>3</answer><|end|>"}
+                body = {
+                    "id": "c",
+                    "object": "chat.completion",
+                    "model": "m",
+                    "created": 0,
+                    "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+                }
+                response = {"status_code": 200, "request_id": "r", "body": body}
+                f.write(
+                    json.dumps(
+                        {
+                            "id": "x",
+                            "custom_id": json.loads(raw)["custom_id"],
+                            "response": response,
+                            "error": None,
+                        }
+                    )
+                    + "\n"
+                )
+    res = run_cli("batch", "collect", "--run-root", str(root), str(out))
+    assert res.returncode == 0, res.stderr
+    recs = records(root)
+    assert len(recs) == 2
+    assert {(r["parsed_answer"], r["response_text"]) for r in recs} == {(3, "<answer>3</answer><|end|>")}
+
+
 def test_archive_of_a_batch_run_verifies(tmp_path: Path, emu: BatchEmulator, data12: str) -> None:
     root = tmp_path / "a"
     assert evaluate(emu.base_url, data12, root, "--batch").returncode == 0

@@ -11,7 +11,9 @@ from typing import Any
 
 from evaluator.archive.base import TOP_SUFFIX, ArchiveError
 from evaluator.core.boundary import clip
-from evaluator.request.shape import preset_names, shape_flags
+from evaluator.evaluation.options import evaluate_params
+from evaluator.evaluation.recorded import recorded_args
+from evaluator.request.shape import shape_flags
 from evaluator.runfolder.runconfig import RunConfig
 from evaluator.runfolder.serving import is_repo_id
 
@@ -64,45 +66,17 @@ def evaluate_args(
     for url in base_urls:
         args += ["--base-url", url]
     args += ["--benchmark", c.benchmark, *data_args, "--run-root", run_root]
-    args += shape_flags(c.sampling)
+    args += shape_flags(c.sampling, with_preset=c.preset is not None)
     if c.sampling.get("extra_body"):
         args += [
             "--extra-body-json",
             json.dumps(c.sampling["extra_body"], sort_keys=True, separators=(",", ":")),
         ]
-    if c.retry_parse_failures:
-        args += ["--retry-parse-failures", str(c.retry_parse_failures)]
-    if c.seed is not None:
-        args += ["--seed", str(c.seed)]
-    if c.repeats:
-        args += ["--repeats", str(c.repeats)]
-    if c.reasoning:  # the reproduction claims, and is checked against, the same mode
-        args += ["--reasoning", c.reasoning]
-    preset = c.preset  # its flags are in shape_flags; it also says whether reasoning shows
-    if preset and preset.get("name") in preset_names():
-        args += ["--preset", str(preset["name"])]
-    for token in c.strip_tokens or []:  # what the parser read: the same tokens stripped
-        args += ["--strip-token", str(token)]
-    return args + _policy_args(c.request_policy, concurrency) + _limit_args(c.data)
-
-
-def _policy_args(policy: dict[str, Any], concurrency: int | None) -> list[str]:
-    args: list[str] = []
-    conc = concurrency or policy.get("concurrency")
-    if conc:
-        args += ["--concurrency", str(conc)]
-    for flag, key in (
-        ("--timeout", "timeout_s"),
-        ("--max-retries", "max_retries"),
-        ("--retry-backoff", "backoff_base_s"),
-        ("--retry-max-wait", "backoff_max_s"),
-        ("--rate-limit-patience", "rate_limit_patience_s"),
-    ):
-        if policy.get(key) is not None:
-            args += [flag, repr(policy[key])]
-    if policy.get("smoke_check") is False:
-        args.append("--no-smoke-check")
-    return args
+    try:  # every option declared Recorded, read back (evaluation.recorded)
+        args += recorded_args(c.to_dict(), evaluate_params(), {"concurrency": concurrency})
+    except ValueError as exc:
+        raise ArchiveError(f"{exc}; repeat the run by hand with the recorded settings") from None
+    return args + _limit_args(c.data)
 
 
 def _limit_args(data: dict[str, Any]) -> list[str]:

@@ -14,10 +14,9 @@ import msgspec
 from evaluator.core.errors import ExitCode
 from evaluator.core.jsonl import file_lines
 from evaluator.core.output import answer, say
-from evaluator.core.records import Sampling, unit_keys
+from evaluator.core.records import unit_keys
 from evaluator.core.secrets import Redactor, api_key_from_env
 from evaluator.core.text import utc_now
-from evaluator.data.benchmarks import get_benchmark
 from evaluator.data.benchmarks.base import ManifestEntry
 from evaluator.evaluation.batch_files import (
     batch_context,
@@ -26,7 +25,7 @@ from evaluator.evaluation.batch_files import (
     settle_entry,
     write_inputs,
 )
-from evaluator.evaluation.runner import EvalSettings, RunPlan
+from evaluator.evaluation.runner import EvalSettings, RunPlan, settings_from_config
 from evaluator.request.batch_api import BatchAPI
 from evaluator.request.batch_lines import LineResult
 from evaluator.request.bounds import LINE_SLACK, MAX_RESPONSE_BYTES
@@ -83,29 +82,11 @@ def prepare_files(plan: RunPlan, max_mb: float) -> int:
     )
 
 
-def settings_from_config(config: RunConfig) -> EvalSettings:
-    """The settings a run folder was made with (run_config.json), the key from MODEL_API_KEY."""
-    policy = config.request_policy
-    return EvalSettings(
-        benchmark=get_benchmark(config.benchmark),
-        model=config.model,
-        backend=config.backend,
-        base_urls=list(config.endpoints) or [config.endpoint or ""],
-        api_key=api_key_from_env(),
-        sampling=msgspec.convert(config.sampling, Sampling),
-        concurrency=int(policy.get("concurrency", 16)),
-        policy=RetryPolicy(max_retries=int(policy.get("max_retries", 4))),
-        retry_parse_failures=config.retry_parse_failures,
-        seed=config.seed,
-        repeats=config.repeat_count,
-    )
-
-
 def _folder(root: Path) -> tuple[RunConfig, EvalSettings, list[ManifestEntry]]:
     if not (root / CONFIG).exists():
         raise RunFolderError(f"{root} is not a run folder (no {CONFIG}); pass the --run-root of a batch run")
     config = load_run_config(root / CONFIG)
-    return config, settings_from_config(config), load_manifest(root)
+    return config, settings_from_config(config, api_key_from_env()), load_manifest(root)
 
 
 def collect_outputs(root: Path, outputs: list[Path]) -> int:

@@ -17,12 +17,14 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from evaluator.core.errors import ExitCode, NotFinished, UserError
 from evaluator.core.jsonl import JSONObject
 from evaluator.core.output import say
 from evaluator.core.secrets import api_key_from_env
 from evaluator.core.text import examples, utc_now
-from evaluator.data.benchmarks import Benchmark
+from evaluator.data.benchmarks import Benchmark, get_benchmark
 from evaluator.data.benchmarks.base import ManifestEntry
 from evaluator.data.parquet import DataError, DataSource, build_manifest, manifest_digest
 from evaluator.evaluation.data_check import (
@@ -33,9 +35,10 @@ from evaluator.evaluation.data_check import (
     validate_data,
 )
 from evaluator.evaluation.ending import note_rows, stop_when_orphaned
-from evaluator.evaluation.options import EvaluateOptions, batch_settings
+from evaluator.evaluation.options import EvaluateOptions, batch_settings, evaluate_params
 from evaluator.evaluation.reachability import nothing_listening, refusal_line, unreachable
-from evaluator.evaluation.runner import RunPlan
+from evaluator.evaluation.recorded import recorded_settings
+from evaluator.evaluation.runner import RunPlan, settings_from_config
 from evaluator.request.body import RequestBuildError, validate_extra_body
 from evaluator.request.endpoint import (
     VLLM_DEFAULT_BASE_URL,
@@ -166,8 +169,8 @@ def evaluate(opts: EvaluateOptions, check_only: bool = False, batch_prepare: boo
         raise DataError(duplicates_message(dups))
     shape_preset = load_preset(opts.preset) if opts.preset else None
     servers = None if check_only or batch_prepare else ask_servers(opts)
-    settings = eval_settings(opts, bench, extra, shape_preset)
-    settings.batch = batch_settings(opts, batch_prepare)
+    recorded = run_settings(opts, bench, extra, shape_preset, batch_prepare)
+    settings = settings_from_config(RunConfig.from_dict(recorded), api_key_from_env())
     if check_only:  # doccount check-endpoint: one row, nothing written
         from evaluator.evaluation.check import check_endpoint
 
@@ -183,7 +186,7 @@ def evaluate(opts: EvaluateOptions, check_only: bool = False, batch_prepare: boo
             if created:  # nothing was sent: leave no folder that holds only a lock file behind
                 discard_unused(root)
             raise NotFinished(nothing_listening(down))
-        config = fresh_run_config(settings, shape_preset, source, manifest, selection, asked)
+        config = fresh_run_config(recorded, source, manifest, selection, asked)
         folder = prepare_folder(root, config, manifest, selection)
         plan = RunPlan(settings, source, root, folder, selection, opts.overwrite, opts.quiet)
         if batch_prepare or opts.batch:
@@ -221,9 +224,12 @@ def ask_servers(opts: EvaluateOptions) -> Future[JSONObject]:
     return asked
 
 
-def eval_settings(opts: EvaluateOptions, bench: Benchmark, extra: JSONObject, shape_preset: Any) -> Any:
-    """The runner's EvalSettings from the options: endpoints, API key (env MODEL_API_KEY), sampling."""
-    urls, api_key = endpoint_access(opts)
+def run_settings(
+    opts: EvaluateOptions, bench: Benchmark, extra: JSONObject, shape_preset: Any, batch_prepare: bool
+) -> JSONObject:
+    """What run_config.json records of the options: the endpoints (--base-url, env MODEL_API_BASE_URL),
+    the sampling as resolved, the preset, the batch policy, and every Recorded option."""
+    urls, _ = endpoint_access(opts)
     sampling = resolve_sampling(
         bench.default_sampling,
         extra,
@@ -233,55 +239,38 @@ def eval_settings(opts: EvaluateOptions, bench: Benchmark, extra: JSONObject, sh
         max_tokens_field=opts.max_tokens_field,
         preset=shape_preset,
     )
-    # Imported here so that score/compare/report do not pay for the HTTP client's import.
-    from evaluator.evaluation.runner import EvalSettings
-
-    return EvalSettings(
-        benchmark=bench,
-        model=opts.model,
-        backend=opts.backend,
-        base_urls=urls,
-        api_key=api_key,
-        sampling=sampling,
-        concurrency=opts.concurrency,
-        timeout_s=opts.timeout,
-        policy=RetryPolicy(
-            max_retries=opts.max_retries, backoff_base_s=opts.retry_backoff, backoff_max_s=opts.retry_max_wait
-        ),
-        retry_parse_failures=opts.retry_parse_failures,
-        max_total_tokens=opts.max_total_tokens,
-        max_requests_per_minute=opts.max_requests_per_minute,
-        max_tokens_per_minute=opts.max_tokens_per_minute,
-        rate_limit_patience_s=opts.rate_limit_patience,
-        seed=opts.seed,
-        repeats=opts.repeats,
-        reasoning=opts.reasoning,
-        reasoning_observable=shape_preset.reasoning_observable if shape_preset else True,
-        strip_tokens=tuple(dict.fromkeys(opts.strip_token)),
-        smoke_check=not opts.no_smoke_check,
-    )
+    settings = recorded_settings(opts, evaluate_params())
+    policy = settings.setdefault("request_policy", {})
+    policy["retry_after_max_s"] = RetryPolicy().retry_after_max_s
+    if batch := batch_settings(opts, batch_prepare):
+        policy["batch"] = batch
+    if shape_preset:  # the whole record (name, file hash, flags), not only the name the option gave
+        settings["preset"] = shape_preset.record()
+    return {
+        "benchmark": bench.name,
+        "model": opts.model,
+        "backend": opts.backend,
+        "endpoint": urls[0],
+        "endpoints": urls,
+        "sampling": msgspec.to_builtins(sampling),
+        **settings,
+    }
 
 
 def fresh_run_config(
-    settings: Any,
-    shape_preset: Any,
+    settings: JSONObject,
     source: DataSource,
     manifest: list[ManifestEntry],
     selection: list[ManifestEntry],
     servers: JSONObject,
 ) -> RunConfig:
     """This invocation's RunConfig: the settings, the data, prompt hashes, environment, servers, now."""
-    from evaluator.evaluation.runner import settings_summary
-
-    summary = settings_summary(settings)
-    if shape_preset:
-        summary["preset"] = shape_preset.record()
     first: JSONObject = next(iter(servers.values()), {})
-    serving, launch, containers = served_provenance(first, settings.model)  # a sweep's contract, or Make's
+    serving, launch, containers = served_provenance(first, settings["model"])  # a sweep's contract, or Make's
     return build_run_config(
-        summary,
+        settings,
         data_record(source, manifest, selection),
-        settings.benchmark.prompt_hashes(),
+        get_benchmark(settings["benchmark"]).prompt_hashes(),
         environment_info(containers),
         servers,
         utc_now(),

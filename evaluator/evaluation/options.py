@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +12,7 @@ import click
 
 from evaluator.core.text import see_docs
 from evaluator.data.benchmarks import DEFAULT_BENCHMARK, REGISTRY
+from evaluator.evaluation.recorded import Recorded
 from evaluator.request.shape import FiniteRange, NumberOrNone, StripToken, preset_names
 from evaluator.runfolder.runconfig import BatchPolicy
 
@@ -107,13 +109,6 @@ _EVALUATE_OPTIONS = [
     click.option("--run-name", default=None, help="Run name (env RUN_NAME; default <benchmark>__<model>)."),
     click.option("--dry-run", is_flag=True, help="Validate the data without calling a model."),
     click.option(
-        "--concurrency",
-        type=click.IntRange(1, 4096),
-        default=16,
-        show_default=True,
-        help="Requests in flight at once (lowered by itself while the endpoint answers 429).",
-    ),
-    click.option(
         "--temperature", type=NumberOrNone(float, 0, 2), default=None, help="Default 1; 'none': not sent."
     ),
     click.option(
@@ -135,82 +130,10 @@ _EVALUATE_OPTIONS = [
         help="Name of the output-limit field sent (default max_tokens).",
     ),
     click.option(
-        "--preset",
-        type=click.Choice(preset_names()),
-        default=None,
-        help="A shipped set of the request-shape flags above (evaluator/request/presets/); explicit flags win.",
-    ),
-    click.option(
-        "--reasoning",
-        type=click.Choice(["on", "off"]),
-        envvar="REASONING",
-        default=None,
-        help="The reasoning mode the run claims (env REASONING; default: not declared). The first 4 answered "
-        "responses are checked: if all contradict it, the run stops (exit 2) with a line naming the fix.",
-    ),
-    click.option(
-        "--strip-token",
-        type=StripToken(),
-        multiple=True,
-        help="Remove this exact string from each answer before the strict parser (repeatable; records keep "
-        "the raw text), e.g. a special token the server leaves after the tag. A token with a digit or "
-        "<answer / </answer is refused.",
-    ),
-    click.option(
-        "--no-smoke-check",
-        is_flag=True,
-        help="Do not stop when the first answers contradict --reasoning (first 4) or all fail the strict "
-        "parser (first 8): score them as they are.",
-    ),
-    click.option(
-        "--timeout",
-        type=FiniteRange(0, min_open=True),
-        default=600.0,
-        show_default=True,
-        help="Seconds one request may take before it counts as failed (and is retried).",
-    ),
-    click.option(
-        "--max-retries",
-        type=click.IntRange(0, 100),
-        default=4,
-        show_default=True,
-        help="Retries of a failed request (connection, timeout, 429, 5xx) after the first attempt.",
-    ),
-    click.option(
-        "--retry-backoff", type=FiniteRange(0), default=1.0, show_default=True, help="First backoff (s)."
-    ),
-    click.option(
-        "--retry-max-wait",
-        type=FiniteRange(0),
-        default=60.0,
-        show_default=True,
-        help="Longest wait between retries (s); the backoff doubles up to it.",
-    ),
-    click.option(
-        "--max-requests-per-minute",
-        type=FiniteRange(0, min_open=True),
-        default=None,
-        help="Pace requests under this rate (all endpoints together); the endpoint's own limit headers and "
-        "429s are honoured either way.",
-    ),
-    click.option(
-        "--max-tokens-per-minute",
-        type=FiniteRange(0, min_open=True),
-        default=None,
-        help="Pace requests under this many tokens per minute, estimated from the usage recorded so far.",
-    ),
-    click.option(
-        "--rate-limit-patience",
-        type=FiniteRange(0, min_open=True),
-        default=600.0,
-        show_default=True,
-        help="Give an endpoint up when nothing has succeeded for this many seconds while it keeps refusing "
-        "(429/402 with a wait); with one endpoint the run stops (exit 3) and a re-run continues.",
-    ),
-    click.option("--extra-body-json", default=None, help="Extra request fields as a JSON object."),
-    click.option("--overwrite", is_flag=True, help="Re-evaluate every selected row."),
-    click.option(
         "--retry-parse-failures",
+        cls=Recorded,
+        record="retry_parse_failures",
+        omit=(),
         type=click.IntRange(0, 100),
         default=0,
         show_default=True,
@@ -218,25 +141,157 @@ _EVALUATE_OPTIONS = [
     ),
     click.option(
         "--seed",
+        cls=Recorded,
+        record="seed",
         type=int,
         default=None,
         help="Send an integer seed per request, derived from this, the sample id and the repeat (default: none).",
     ),
     click.option(
         "--repeats",
+        cls=Recorded,
+        record="repeats",
+        omit=(None, 1),
         type=click.IntRange(1, 1000),
         default=1,
         show_default=True,
         help="Sample every question K times.",
     ),
     click.option(
-        "--limit", type=click.IntRange(1), default=None, help="First N questions only (smoke runs)."
+        "--reasoning",
+        cls=Recorded,
+        record="reasoning",
+        type=click.Choice(["on", "off"]),
+        envvar="REASONING",
+        default=None,
+        help="The reasoning mode the run claims (env REASONING; default: not declared). The first 4 answered "
+        "responses are checked: if all contradict it, the run stops (exit 2) with a line naming the fix.",
+    ),
+    click.option(
+        "--preset",
+        cls=Recorded,
+        record="preset.name",
+        type=click.Choice(preset_names()),
+        default=None,
+        help="A shipped set of the request-shape flags above (evaluator/request/presets/); explicit flags win.",
+    ),
+    click.option(
+        "--strip-token",
+        cls=Recorded,
+        record="strip_tokens",
+        omit=(None, ()),
+        callback=lambda _ctx, _param, tokens: tuple(dict.fromkeys(tokens)),  # each once, in order
+        type=StripToken(),
+        multiple=True,
+        help="Remove this exact string from each answer before the strict parser (repeatable; records keep "
+        "the raw text), e.g. a special token the server leaves after the tag. A token with a digit or "
+        "<answer / </answer is refused.",
+    ),
+    click.option(
+        "--concurrency",
+        cls=Recorded,
+        record="request_policy.concurrency",
+        reproduce="always",
+        type=click.IntRange(1, 4096),
+        default=16,
+        show_default=True,
+        help="Requests in flight at once (lowered by itself while the endpoint answers 429).",
+    ),
+    click.option(
+        "--timeout",
+        cls=Recorded,
+        record="request_policy.timeout_s",
+        reproduce="always",
+        type=FiniteRange(0, min_open=True),
+        default=600.0,
+        show_default=True,
+        help="Seconds one request may take before it counts as failed (and is retried).",
+    ),
+    click.option(
+        "--max-retries",
+        cls=Recorded,
+        record="request_policy.max_retries",
+        reproduce="always",
+        type=click.IntRange(0, 100),
+        default=4,
+        show_default=True,
+        help="Retries of a failed request (connection, timeout, 429, 5xx) after the first attempt.",
+    ),
+    click.option(
+        "--retry-backoff",
+        cls=Recorded,
+        record="request_policy.backoff_base_s",
+        reproduce="always",
+        type=FiniteRange(0),
+        default=1.0,
+        show_default=True,
+        help="First backoff (s).",
+    ),
+    click.option(
+        "--retry-max-wait",
+        cls=Recorded,
+        record="request_policy.backoff_max_s",
+        reproduce="always",
+        type=FiniteRange(0),
+        default=60.0,
+        show_default=True,
+        help="Longest wait between retries (s); the backoff doubles up to it.",
+    ),
+    click.option(
+        "--rate-limit-patience",
+        cls=Recorded,
+        record="request_policy.rate_limit_patience_s",
+        reproduce="always",
+        type=FiniteRange(0, min_open=True),
+        default=600.0,
+        show_default=True,
+        help="Give an endpoint up when nothing has succeeded for this many seconds while it keeps refusing "
+        "(429/402 with a wait); with one endpoint the run stops (exit 3) and a re-run continues.",
+    ),
+    click.option(
+        "--no-smoke-check",
+        cls=Recorded,
+        record="request_policy.smoke_check",
+        invert=True,
+        omit=(True,),
+        is_flag=True,
+        help="Do not stop when the first answers contradict --reasoning (first 4) or all fail the strict "
+        "parser (first 8): score them as they are.",
+    ),
+    click.option(
+        "--max-requests-per-minute",
+        cls=Recorded,
+        record="request_policy.max_requests_per_minute",
+        omit=(),
+        reproduce=None,
+        type=FiniteRange(0, min_open=True),
+        default=None,
+        help="Pace requests under this rate (all endpoints together); the endpoint's own limit headers and "
+        "429s are honoured either way.",
+    ),
+    click.option(
+        "--max-tokens-per-minute",
+        cls=Recorded,
+        record="request_policy.max_tokens_per_minute",
+        omit=(),
+        reproduce=None,
+        type=FiniteRange(0, min_open=True),
+        default=None,
+        help="Pace requests under this many tokens per minute, estimated from the usage recorded so far.",
     ),
     click.option(
         "--max-total-tokens",
+        cls=Recorded,
+        record="request_policy.max_total_tokens",
+        reproduce=None,
         type=click.IntRange(1),
         default=None,
         help="Spend guard: stop once this invocation's records report more tokens (resume continues).",
+    ),
+    click.option("--extra-body-json", default=None, help="Extra request fields as a JSON object."),
+    click.option("--overwrite", is_flag=True, help="Re-evaluate every selected row."),
+    click.option(
+        "--limit", type=click.IntRange(1), default=None, help="First N questions only (smoke runs)."
     ),
     click.option(
         "--quiet", is_flag=True, help="No progress line (errors and the closing summary still print)."
@@ -325,6 +380,12 @@ def options_from_args(args: list[str], prog_name: str = "doccount evaluate") -> 
     evaluate_options(command)  # click's option decorators add their parameters to a Command in place
     with command.make_context(prog_name, list(args)) as ctx:
         return EvaluateOptions(**ctx.params)
+
+
+@cache
+def evaluate_params() -> tuple[click.Parameter, ...]:
+    """The evaluate options as click parameters, in their declared order (what `Recorded` reads)."""
+    return tuple(click.command("evaluate")(evaluate_options(lambda **_: None)).params)
 
 
 def batch_settings(opts: EvaluateOptions, prepare: bool) -> BatchPolicy | None:

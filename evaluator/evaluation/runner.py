@@ -26,6 +26,7 @@ from evaluator.core.output import MESSAGES, say
 from evaluator.core.records import Key, ResponseAttempt, ResponseRecord, Sampling, derive_seed, unit_keys
 from evaluator.core.secrets import Redactor
 from evaluator.core.text import one_line
+from evaluator.data.benchmarks import get_benchmark
 from evaluator.data.benchmarks.base import Benchmark, ManifestEntry, Sample
 from evaluator.data.parquet import DataSource, iter_samples
 from evaluator.data.reasoning import FORMAT_SMOKE_RESPONSES, FormatCheck, SmokeCheck
@@ -51,7 +52,7 @@ from evaluator.runfolder.record_builder import (
     record_from_outcome,
     redact_outcome,
 )
-from evaluator.runfolder.runconfig import BatchPolicy, RunSettings
+from evaluator.runfolder.runconfig import RunConfig
 
 log = logging.getLogger("doccount")
 
@@ -73,8 +74,6 @@ class EvalSettings:
     repeats: int = 1  # --repeats K
     max_requests_per_minute: float | None = None  # pacing (pacing.py); not part of the run identity
     max_tokens_per_minute: float | None = None
-    # --batch / `batch prepare`: {"mode", "max_mb", "poll_s", "max_wait_s"}; how rows are sent, not what a request holds
-    batch: BatchPolicy | None = None
     rate_limit_patience_s: float = 600.0  # --rate-limit-patience: an endpoint refused this long is given up
     reasoning: str | None = None  # --reasoning on|off: the declared mode (smoke-checked); None: not declared
     reasoning_observable: bool = (
@@ -294,35 +293,37 @@ async def run_with_signals(evaluator: Evaluator, *args: Any) -> RunStats:
     return stats
 
 
-def settings_summary(s: EvalSettings) -> RunSettings:
-    return {
-        "benchmark": s.benchmark.name,
-        "model": s.model,
-        "backend": s.backend,
-        "endpoint": s.base_url,
-        "endpoints": s.base_urls,
-        "sampling": msgspec.to_builtins(s.sampling),
-        "retry_parse_failures": s.retry_parse_failures,
-        # written only when used, so a run without them has the same run_config.json as before
-        **({"seed": s.seed} if s.seed is not None else {}),
-        **({"repeats": s.repeats} if s.repeats > 1 else {}),
-        **({"reasoning": s.reasoning} if s.reasoning else {}),
-        **({"strip_tokens": list(s.strip_tokens)} if s.strip_tokens else {}),
-        "request_policy": {
-            "concurrency": s.concurrency,
-            "timeout_s": s.timeout_s,
-            "max_retries": s.policy.max_retries,
-            "backoff_base_s": s.policy.backoff_base_s,
-            "backoff_max_s": s.policy.backoff_max_s,
-            "retry_after_max_s": s.policy.retry_after_max_s,
-            **({"max_total_tokens": s.max_total_tokens} if s.max_total_tokens else {}),
-            "max_requests_per_minute": s.max_requests_per_minute,
-            "max_tokens_per_minute": s.max_tokens_per_minute,
-            **({"batch": s.batch} if s.batch else {}),
-            "rate_limit_patience_s": s.rate_limit_patience_s,
-            **({} if s.smoke_check else {"smoke_check": False}),
-        },
-    }
+def settings_from_config(config: RunConfig, api_key: str | None) -> EvalSettings:
+    """The runner's settings from the run's configuration, the one value evaluate records and a batch
+    collect reads back; the key comes from the environment (MODEL_API_KEY), never from a file."""
+    p, retry = config.request_policy, RetryPolicy()
+    return EvalSettings(
+        benchmark=get_benchmark(config.benchmark),
+        model=config.model,
+        backend=config.backend,
+        base_urls=list(config.endpoints) or [config.endpoint or ""],
+        api_key=api_key,
+        sampling=msgspec.convert(config.sampling, Sampling),
+        concurrency=int(p.get("concurrency", 16)),
+        timeout_s=float(p.get("timeout_s", 600.0)),
+        policy=RetryPolicy(
+            max_retries=int(p.get("max_retries", retry.max_retries)),
+            backoff_base_s=float(p.get("backoff_base_s", retry.backoff_base_s)),
+            backoff_max_s=float(p.get("backoff_max_s", retry.backoff_max_s)),
+            retry_after_max_s=float(p.get("retry_after_max_s", retry.retry_after_max_s)),
+        ),
+        retry_parse_failures=config.retry_parse_failures,
+        max_total_tokens=p.get("max_total_tokens"),
+        seed=config.seed,
+        repeats=config.repeat_count,
+        max_requests_per_minute=p.get("max_requests_per_minute"),
+        max_tokens_per_minute=p.get("max_tokens_per_minute"),
+        rate_limit_patience_s=float(p.get("rate_limit_patience_s", 600.0)),
+        reasoning=config.reasoning,
+        reasoning_observable=config.preset.get("reasoning_observable", True) if config.preset else True,
+        strip_tokens=tuple(config.strip_tokens or ()),
+        smoke_check=p.get("smoke_check", True) is not False,
+    )
 
 
 # What `evaluate` has settled before anything is sent: one value the senders share (online rows, provider

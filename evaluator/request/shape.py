@@ -180,12 +180,13 @@ def _number(value: Any, kind: type) -> Any:
     return None if value is None or value == NONE else kind(value)
 
 
-def shape_flags(sampling: dict[str, Any]) -> list[str]:
-    """The evaluate flags that reproduce a recorded sampling dict (run_config.json `sampling`)."""
+def shape_flags(sampling: dict[str, Any], with_preset: bool = False) -> list[str]:
+    """The evaluate flags that reproduce a recorded sampling dict (run_config.json `sampling`). With a
+    preset every field is spelled out, the default field name too: the preset's own would win over it."""
     args: list[str] = []
     for flag, key in (("--temperature", "temperature"), ("--top-p", "top_p"), ("--max-tokens", "max_tokens")):
         if key in sampling:
             args += [flag, NONE if sampling[key] is None else repr(sampling[key])]
-    if sampling.get("max_tokens_field", "max_tokens") != "max_tokens":
-        args += ["--max-tokens-field", str(sampling["max_tokens_field"])]
+    if with_preset or sampling.get("max_tokens_field", "max_tokens") != "max_tokens":
+        args += ["--max-tokens-field", str(sampling.get("max_tokens_field", "max_tokens"))]
     return args

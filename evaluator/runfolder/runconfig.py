@@ -6,20 +6,21 @@ read back by score, report, archive, verify and reproduce (`load_run_config`, `R
 Modelled on inspect_ai's log schema (typed, versioned, a docstring per field, one model to write and
 to read). Bump RUN_CONFIG_SCHEMA_VERSION when a field changes meaning.
 
-Adding a setting: add a field here (with a default, so older folders still read), fill it in
-`build_run_config`, and, when it changes a request byte or a number, name it in IDENTITY_FIELDS.
+Adding a setting: declare its evaluate option `Recorded` (evaluation.options: where it is recorded, and
+when a reproduction repeats it), add a field here (with a default, so older folders still read) and,
+when it changes a request byte or a number, name it in IDENTITY_FIELDS; then read it where it is used
+(evaluation.runner.settings_from_config). docs/development.md walks through one.
 
-Beside it, the settings an evaluate run records in run_config.json, as the runner makes them (TypedDicts).
+Beside it, what this version writes into the dict sections (TypedDicts).
 
 `RunConfig` keeps `sampling`, `request_policy` and `data` as plain dicts: it reads folders and archives
 written by every earlier version, whose sections must come back byte for byte (an integer stays an
 integer, a key this version does not know stays). These types say what this version writes into them
-(evaluation.runner.settings_summary, evaluation.data_check.data_record), so the writers are checked.
+(evaluation.evaluate.run_settings, evaluation.data_check.data_record).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal, TypedDict
 
@@ -40,42 +41,6 @@ class BatchPolicy(TypedDict, total=False):
     max_mb: float
     poll_s: float
     max_wait_s: float
-
-
-class RequestPolicy(TypedDict, total=False):
-    """request_policy: concurrency, timeout and retries; how requests were sent, not what they hold.
-    max_total_tokens and batch are there only when used."""
-
-    concurrency: int
-    timeout_s: float
-    max_retries: int
-    backoff_base_s: float
-    backoff_max_s: float
-    retry_after_max_s: float
-    max_total_tokens: int
-    max_requests_per_minute: float | None
-    max_tokens_per_minute: float | None
-    batch: BatchPolicy
-    rate_limit_patience_s: float
-    smoke_check: bool  # false only: --no-smoke-check
-
-
-class RunSettings(TypedDict, total=False):
-    """runner.settings_summary: RunConfig's fields (seed, repeats and preset there only when used)."""
-
-    benchmark: str
-    model: str
-    backend: str
-    endpoint: str
-    endpoints: list[str]
-    sampling: dict[str, Any]  # msgspec.to_builtins(Sampling): its extra body is the user's free-form JSON
-    retry_parse_failures: int
-    seed: int
-    repeats: int
-    reasoning: str
-    strip_tokens: list[str]  # --strip-token, when given
-    request_policy: RequestPolicy
-    preset: PresetRecord
 
 
 class DataFile(TypedDict):
@@ -184,7 +149,8 @@ class RunConfig(msgspec.Struct, kw_only=True, omit_defaults=False):
     """Re-samples after a parse failure (--retry-parse-failures)."""
 
     request_policy: dict[str, Any] = msgspec.field(default_factory=dict)
-    """Concurrency, timeout and retry policy: how requests were sent, not what they hold."""
+    """Concurrency, timeout and retry policy: how requests were sent, not what they hold (the keys of the
+    options declared Recorded at `request_policy.KEY`, retry_after_max_s, and `batch` when batched)."""
 
     data: dict[str, Any] = msgspec.field(default_factory=dict)
     """Data origin, file hashes, question count, manifest/labels/messages digests and the selection."""
@@ -267,7 +233,7 @@ class RunConfig(msgspec.Struct, kw_only=True, omit_defaults=False):
 
 
 def build_run_config(
-    settings: RunSettings,
+    settings: JSONObject,
     data: DataRecord,
     prompts: dict[str, str],
     environment: Environment,
@@ -276,12 +242,11 @@ def build_run_config(
     serving: Serving | None = None,
     launch: Launch | None = None,
 ) -> RunConfig:
-    """A fresh run's configuration. `settings` is runner.settings_summary(...); `servers` maps each
-    endpoint to its server_info, in the order of settings["endpoints"]."""
+    """A fresh run's configuration. `settings` is evaluate.run_settings(...) (RunConfig's fields as
+    recorded); `servers` maps each endpoint to its server_info, in the order of settings["endpoints"]."""
     known = set(RunConfig.__struct_fields__)
-    given: Mapping[str, Any] = settings  # RunConfig's keyword arguments, and its extra keys
-    body = {k: v for k, v in given.items() if k in known}
-    extra = {k: v for k, v in given.items() if k not in known}
+    body = {k: v for k, v in settings.items() if k in known}
+    extra = {k: v for k, v in settings.items() if k not in known}
     first = next(iter(servers.values()), {})
     return RunConfig(
         **body,

@@ -4,12 +4,14 @@ how one sweep-file value becomes evaluate arguments (checked by the option's own
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Annotated, Any, Protocol
 
-import msgspec
 from msgspec import Meta
+
+from evaluator.evaluation.recorded import OptionSpec, option_args
+from evaluator.evaluation.recorded import option_specs as option_specs
 
 
 class HasOptions(Protocol):
@@ -31,68 +33,21 @@ SWEEP_OWNED = {
 Scalar = str | int | float
 
 
-class OptionSpec(msgspec.Struct, frozen=True):
-    """One evaluate option: its sweep-file key, its long flag, and how a value becomes argv."""
-
-    key: str
-    flag: str
-    is_flag: bool
-    multiple: bool
-    check: Callable[[str], Any] | None = None  # raises ValueError (click.BadParameter) on a bad value
-
-
-def option_specs(params: Iterable[Any]) -> dict[str, OptionSpec]:
-    """The sweep-file keys of a click command's options (e.g. evaluate's params): `--max-tokens` -> max_tokens."""
-    specs: dict[str, OptionSpec] = {}
-    for p in params:
-        longs = [o for o in getattr(p, "opts", []) if o.startswith("--")]
-        if getattr(p, "param_type_name", "") != "option" or not longs:
-            continue
-        flag = longs[0]
-        key = flag[2:].replace("-", "_")
-        specs[key] = OptionSpec(key, flag, bool(p.is_flag), bool(p.multiple), _checker(p))
-    return specs
-
-
-def _checker(param: Any) -> Callable[[str], Any]:
-    def check(value: str) -> Any:
-        try:
-            return param.type.convert(value, param, None)
-        except Exception as exc:  # click.BadParameter: a UsageError, not a ValueError
-            raise ValueError(getattr(exc, "message", None) or str(exc)) from None
-
-    return check
-
-
-def option_args(spec: OptionSpec, value: Any, key: str | None = None) -> list[str]:
-    """The evaluate arguments of one sweep-file value, checked by the option's own click type."""
-    if spec.is_flag:
-        if not isinstance(value, bool):
-            raise ValueError("must be true or false")
-        return [spec.flag] if value else []
+def sweep_option_args(spec: OptionSpec, value: Any, key: str) -> list[str]:
+    """The evaluate arguments of one sweep-file value: a table (extra_body) as its JSON, then as
+    evaluation.recorded.option_args makes them."""
     if isinstance(value, dict):
         if key not in ALIASES:
             raise ValueError(f"a table is allowed only for {', '.join(ALIASES)}")
         value = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-    values = value if isinstance(value, list) and spec.multiple else [value]
-    out: list[str] = []
-    for v in values:
-        if isinstance(v, bool) or not isinstance(v, (str, int, float)):
-            raise ValueError(
-                "must be a string or a number" + (" (or a list of them)" if spec.multiple else "")
-            )
-        text = v if isinstance(v, str) else repr(v)
-        if spec.check is not None:
-            spec.check(text)
-        out += [spec.flag, text]
-    return out
+    return option_args(spec, value)
 
 
 def run_args(run: HasOptions, specs: Mapping[str, OptionSpec], folder: Path) -> list[str]:
     """The whole `evaluate` argument list of a run, its folder given by the sweep."""
     args: list[str] = []
     for key, value in run.options.items():
-        args += option_args(specs[ALIASES.get(key, key)], value, key)
+        args += sweep_option_args(specs[ALIASES.get(key, key)], value, key)
     return args + ["--run-root", str(folder)]
 
 
@@ -122,6 +77,6 @@ def option_problems(
         for key, value in table.items():
             if key in types:
                 try:
-                    option_args(specs[ALIASES.get(key, key)], value, key)
+                    sweep_option_args(specs[ALIASES.get(key, key)], value, key)
                 except ValueError as exc:
                     yield [*at, key], f"`{key}`: {exc}"
