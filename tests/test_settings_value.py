@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from support.batchrun import records
 from support.openai_test_server import TestServer
@@ -77,6 +77,10 @@ def recorded(argv: list[str]) -> dict[str, Any]:
 
 @settings(max_examples=150, deadline=None)
 @given(evaluate_argv())
+# found by it: the preset's field name won over a default one given on the command line
+@example(
+    ["--model", "m", "--base-url", URL, "--max-tokens-field", "max_tokens", "--preset", "openai-reasoning"]
+)
 def test_the_reproduced_command_line_records_the_same_settings(argv: list[str]) -> None:
     from evaluator.archive.plan import evaluate_args
 
