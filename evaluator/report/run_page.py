@@ -40,12 +40,12 @@ from evaluator.report.base import (
     group_key,
     log_to_stderr,
     now,
+    render,
     version,
 )
 from evaluator.report.pagedata import PageData, load_page_data
 from evaluator.report.pieces import QuestionRow, Select
 from evaluator.report.run_facts import data_parts, dates_text, reasoning_text, sampling_text
-from evaluator.report.templates import render
 from evaluator.runfolder.batches import batch_line
 from evaluator.scoring import MergedRun, merge_run
 from evaluator.scoring.base import SCORES_DIR
