@@ -1,5 +1,5 @@
-"""The gate's tickets and its parts, each on a virtual clock (evaluator/request/pacing.py, gate_parts.py,
-pace.py): a request is known by its ticket, never by its send time, and a ticket is taken back once."""
+"""The gate's tickets and its parts, each on a virtual clock (evaluator/request/pacing.py, pace.py): a
+request is known by its ticket, never by its send time, and a ticket is taken back once."""
 
 from __future__ import annotations
 
@@ -9,8 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from evaluator.request.gate_parts import Patience, Spacing, Ticket, Window
-from evaluator.request.pace import Pace, UserLimits
+from evaluator.request.pace import Pace, Patience, Spacing, Ticket, UserLimits, Window
 from evaluator.request.pacing import Gate
 from evaluator.request.ratelimit import Limits
 

@@ -138,7 +138,7 @@ def test_the_policy_lists_each_inline_script_and_no_unsafe_inline(board: SimpleN
 
 
 def test_a_script_that_is_not_the_page_s_own_gets_no_hash() -> None:
-    from evaluator.report.templates import with_script_hashes
+    from evaluator.report.base import with_script_hashes
 
     own = "\nconsole.log(1);\n"
     page = (

@@ -9,6 +9,9 @@ Text from a data file, a server, a sweep file or a folder name, made safe for wh
 * `md_code`: a value shown as inline code when it can be (else as md_text);
 * `csv_cell`: a CSV cell a spreadsheet will not run as a formula;
 * `safe_href`: a relative link that is a path, never a scheme (`javascript:`).
+* `usable_batch_id`: whether a provider's batch (or file) id can be saved, polled and printed as it is;
+  here, not beside the Batch API client, so that the run folder's batch ledger and the commands that
+  read it start without the openai client.
 
 Ordinary text (no newline, `|`, `\\`, `<`, `[`, `]` or backtick) comes back unchanged, so the files
 written for ordinary runs keep their bytes. Pure.
@@ -19,7 +22,7 @@ from __future__ import annotations
 import re
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 from urllib.parse import quote
 
 EXAMPLES = 5  # ids quoted in a message
@@ -85,3 +88,11 @@ def safe_href(path: str) -> str:
     whole prefixed with `./` unless it starts with `./` or `../` already."""
     href = "/".join(quote(segment, safe="") for segment in path.split("/"))
     return href if href.startswith(("./", "../")) else "./" + href
+
+
+BATCH_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:=+-]{0,199}")
+
+
+def usable_batch_id(value: Any) -> TypeGuard[str]:
+    """Pure: whether a batch id can be saved, polled and printed (a non-empty string of id characters)."""
+    return isinstance(value, str) and BATCH_ID.fullmatch(value) is not None

@@ -22,8 +22,7 @@ May import: core, data, request, runfolder, scoring.
 from evaluator.report.base import REPORT_FILE, ReportError, clip_text
 from evaluator.report.compare_page import render_compare, write_compare_report
 from evaluator.report.pagedata import load_page_data, thumbnail_data_url
-from evaluator.report.per_question import PER_QUESTION_FILE, write_per_question
-from evaluator.report.run_page import render_report, write_report
+from evaluator.report.run_page import PER_QUESTION_FILE, render_report, write_per_question, write_report
 
 __all__ = [
     "PER_QUESTION_FILE",

@@ -20,12 +20,12 @@ from evaluator.report.base import (
     log_to_stderr,
     members,
     pct,
+    render,
 )
 from evaluator.report.pagedata import PageData, load_page_data
 from evaluator.report.pieces import Parts, QuestionRow, Select
 from evaluator.report.run_facts import data_parts, dates_text, sampling_text
 from evaluator.report.run_page import write_page
-from evaluator.report.templates import render
 from evaluator.scoring import MergedRun, merge_run
 from evaluator.scoring.row import ScoredRow
 from evaluator.scoring.summary_shape import Primary, Summary

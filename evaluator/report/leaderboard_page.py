@@ -20,9 +20,8 @@ from typing import TypedDict
 from markupsafe import Markup
 
 from evaluator.core.vocab import NOT_COMPARABLE
-from evaluator.report.base import asset
+from evaluator.report.base import asset, render
 from evaluator.report.board_columns import Cell, Column, columns, pct, verdict_detail
-from evaluator.report.templates import render
 from evaluator.scoring.board import Board, BoardPair, PublishedBlock
 from evaluator.scoring.stats import wilson_interval
 

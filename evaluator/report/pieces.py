@@ -28,6 +28,7 @@ from evaluator.report.base import (
     group_key,
     group_values,
     members,
+    number,
     pct,
 )
 from evaluator.report.count_errors import ErrorStats
@@ -187,11 +188,6 @@ def group_tables(
     """The summary's per-group accuracies; with `errors` (count_errors.group_error_stats), each value's
     mean and median absolute error beside its accuracy."""
     return [_group_table(name, g, (errors or {}).get(name)) for name, g in summary["groups"].items()]
-
-
-def number(x: Any) -> str:
-    """A count or an error as shown: integers as they are, other numbers with two decimals."""
-    return "n/a" if not is_num(x) else (str(x) if is_int(x) else f"{x:.2f}")
 
 
 NO_VALUE: GroupValue = {}  # a value of `order` without its entry (not written by metrics.group_breakdown)

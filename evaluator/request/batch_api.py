@@ -27,7 +27,7 @@ import openai
 
 from evaluator.core.boundary import KeyFilter, ShapeError, clip, one_line, parse_json
 from evaluator.core.errors import EvaluatorError
-from evaluator.request.batch_ids import usable_batch_id
+from evaluator.core.text import usable_batch_id
 from evaluator.request.batch_lines import BATCH_URL
 from evaluator.request.bounds import (
     LINE_SLACK,

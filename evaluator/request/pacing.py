@@ -1,6 +1,6 @@
 """Rate-aware admission: every attempt to an endpoint passes its gate before it is sent.
 
-A gate holds, for one endpoint, four parts (request.gate_parts, request.pace):
+A gate holds, for one endpoint, four parts (request.pace):
 - the spacing: a wait shared by every worker: a refusal our pace caused (its Retry-After, reset header or
   body delay) holds back all of them, not only the row that got it; the summary counts the union of these
   holds;
@@ -39,16 +39,18 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from evaluator.request.gate_parts import (
+from evaluator.request.pace import (
     PATIENCE_S,
     RAMP_MIN_S,
     RAMP_S,
+    Bucket,
+    Pace,
     Patience,
     Spacing,
     Ticket,
+    UserLimits,
     Window,
 )
-from evaluator.request.pace import Bucket, Pace, UserLimits
 from evaluator.request.ratelimit import Limits
 
 __all__ = ["RAMP_MIN_S", "RAMP_S", "Bucket", "Gate", "GateStats", "Hold", "Ticket", "UserLimits"]

@@ -27,7 +27,7 @@ from evaluator.core.boundary import (
 )
 from evaluator.core.errors import EvaluatorError
 from evaluator.core.records import Usage
-from evaluator.request.gate_parts import Ticket
+from evaluator.request.pace import Ticket
 from evaluator.request.ratelimit import Limits, Verdict, classify, limits_from_headers
 
 

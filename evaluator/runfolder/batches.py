@@ -27,7 +27,7 @@ from evaluator.core.atomic import write_atomic
 from evaluator.core.errors import UserError
 from evaluator.core.jsonl import JSONObject
 from evaluator.core.records import ResponseAttempt, RetryError
-from evaluator.request.batch_ids import usable_batch_id
+from evaluator.core.text import usable_batch_id
 
 LEDGER = "batches.json"
 INPUT_DIR = "batch"
