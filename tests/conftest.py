@@ -16,6 +16,7 @@ sys.path.insert(0, str(TESTS))
 from support.batch_emulator import BatchEmulator  # noqa: E402
 from support.cli import run_cli  # noqa: E402
 from support.datagen import doccount_rows, write_doccount  # noqa: E402
+from support.once import built_once  # noqa: E402
 from support.openai_test_server import TestServer  # noqa: E402
 from support.reports import make_run  # noqa: E402
 
@@ -55,15 +56,23 @@ def data12(tmp_path: Path) -> str:
 def report_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, list[dict], dict]]:
     """Two scored runs with reports, built once for test_report and test_report_browser: A and its variant B
     (rows 0 and 1 differ); see support/reports.py."""
-    base = tmp_path_factory.mktemp("report-runs")
-    with TestServer() as server:
-        return {"a": make_run(base / "a", server), "b": make_run(base / "b", server, variant=True)}
+
+    def build(base: Path) -> dict[str, tuple[Path, list[dict], dict]]:
+        with TestServer() as server:
+            return {"a": make_run(base / "a", server), "b": make_run(base / "b", server, variant=True)}
+
+    return built_once(tmp_path_factory, "report-runs", build)
 
 
 @pytest.fixture(scope="session")
 def demo_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, Path]:
     """One `doccount demo` with its defaults (40 pages, seed 0: what the README quotes), and its run folder.
-    test_readme and test_demo_pipeline both read it (once per worker that runs either: --dist loadfile)."""
-    base = tmp_path_factory.mktemp("demo")
-    res = run_cli("demo", "--run-root", str(base / "demo"), "--data-root", str(base / "data"), timeout=900)
-    return res, base / "demo"
+    test_readme and test_demo_pipeline both read it: built once per session (support/once.py)."""
+
+    def build(base: Path) -> tuple[Any, Path]:
+        res = run_cli(
+            "demo", "--run-root", str(base / "demo"), "--data-root", str(base / "data"), timeout=900
+        )
+        return res, base / "demo"
+
+    return built_once(tmp_path_factory, "demo", build)
