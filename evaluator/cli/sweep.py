@@ -4,6 +4,7 @@ evaluator.study.sweep and evaluator.report.leaderboard."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -62,20 +63,9 @@ def sweep_command(evaluate_cmd: click.Command) -> click.Command:
         is_flag=True,
         help="Print each run's state (a Slurm job's place in the queue, rows recorded); submit nothing.",
     )
-    def sweep_cmd(
-        sweep_file: Path,
-        run_root: Path,
-        only: tuple[str, ...],
-        parallel: int | None,
-        plan: bool,
-        detach: bool,
-        smoke: int | None,
-        status: bool,
-    ) -> ExitCode:
+    def sweep_cmd(**options: Any) -> ExitCode:
         # the help text is the command's `help` above: docs/ is named only where it exists
-        return ExitCode(
-            _run_file(evaluate_cmd, sweep_file, run_root, only, parallel, plan, detach, status, smoke)
-        )
+        return ExitCode(_run_file(evaluate_cmd, **options))
 
     return sweep_cmd
 
@@ -89,10 +79,10 @@ def _run_file(
     plan: bool,
     detach: bool,
     status: bool,
-    smoke: int | None = None,
+    smoke: int | None,
 ) -> int:
-    """The sweep file loaded and run (or planned, or its status shown); its exit code. A bad file, run
-    folder or executor setting is a UserError."""
+    """The sweep file loaded and run (or planned, or its status shown), by the command's options (given by
+    name); its exit code. A bad file, run folder or executor setting is a UserError."""
     from evaluator.study.sweep import plan_sweep, run_sweep, sweep_status
     from evaluator.study.sweep_file import load_sweep, option_specs
 

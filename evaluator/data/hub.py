@@ -21,9 +21,10 @@ from __future__ import annotations
 import os
 import re
 import shlex
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from evaluator.core.errors import UserError
 from evaluator.core.text import one_line
@@ -43,13 +44,25 @@ class HubDataError(UserError):
 
 
 @dataclass(frozen=True)
-class Snapshot:
+class HubSnapshot:
+    """A hub repo at the commit a revision resolved to, its files where the library keeps them."""
+
     repo_id: str
     requested: str | None  # the --revision given (None: the default branch)
     commit: str
     folder: Path
-    files: list[Path]
     offline: bool
+
+    def heading(self, kind: str) -> list[str]:
+        """A report's first lines: the commit, then the repo and the revision asked for."""
+        return [f"commit {self.commit}", f"{kind} {self.repo_id} (revision {self.requested or 'main'})"]
+
+
+@dataclass(frozen=True)
+class Snapshot(HubSnapshot):
+    """The benchmark's dataset: its parquet files."""
+
+    files: list[Path]
 
 
 def repo_folder(cache_dir: str | os.PathLike[str], repo_id: str, repo_type: str = REPO_TYPE) -> Path:
@@ -123,12 +136,38 @@ def _why_unreachable(exc: BaseException | None, offline: bool) -> str:
     return f"the hub cannot be reached ({type(cause).__name__})" if cause else "the hub cannot be reached"
 
 
-def resolve(repo_id: str, revision: str | None, offline: bool) -> ResolvedRevision:
+def resolve(
+    repo_id: str, revision: str | None, offline: bool, repo_type: str = REPO_TYPE
+) -> ResolvedRevision:
     """The commit for a revision, by the hub library's own resolution (cache-only when offline)."""
     from huggingface_hub import HfApi
 
     # local_files_only when offline: the library would fall back to refs/ anyway, after a warning.
-    return HfApi().resolve_revision(repo_id, repo_type=REPO_TYPE, revision=revision, local_files_only=offline)
+    return HfApi().resolve_revision(repo_id, repo_type=repo_type, revision=revision, local_files_only=offline)
+
+
+def _download(
+    repo_id: str,
+    revision: str | None,
+    repo_type: str,
+    error_of: Callable[[Exception, bool], UserError | None],
+    **options: Any,
+) -> tuple[str, Path, bool]:
+    """(commit, folder, offline): the revision resolved and its files fetched (or found in the cache) by
+    `snapshot_download` with these options; what the hub library raised becomes `error_of`'s one-line
+    error (None: not a hub problem, let it through)."""
+    from huggingface_hub import constants, snapshot_download
+
+    offline = constants.is_offline_mode()
+    try:
+        resolved = resolve(repo_id, revision, offline, repo_type)
+        folder = snapshot_download(repo_id, repo_type=repo_type, revision=resolved, **options)
+    except Exception as exc:
+        error = error_of(exc, offline)
+        if error is None:
+            raise
+        raise error from None
+    return resolved.resolved, Path(folder), offline
 
 
 def _cached_commit(repo_id: str, revision: str | None) -> str | None:
@@ -143,25 +182,16 @@ def fetch(
     benchmark: Benchmark, dataset: str | None, revision: str | None, local_dir: str | None = None
 ) -> Snapshot:
     """Resolve the revision and fetch (or find in the cache) the benchmark's parquet files."""
-    from huggingface_hub import constants, snapshot_download
-
     repo_id = dataset or benchmark.hub_id
-    offline = constants.is_offline_mode()
-    try:
-        resolved = resolve(repo_id, revision, offline)
-        folder = snapshot_download(
-            repo_id,
-            repo_type=REPO_TYPE,
-            revision=resolved,
-            allow_patterns=[benchmark.hub_files],
-            local_dir=local_dir,
-        )
-    except Exception as exc:
-        error = hub_error(exc, benchmark, repo_id, revision, offline)
-        if error is None:
-            raise
-        raise error from None
-    return _snapshot(benchmark, repo_id, revision, resolved.resolved, Path(folder), offline)
+    commit, folder, offline = _download(
+        repo_id,
+        revision,
+        REPO_TYPE,
+        lambda exc, offline: hub_error(exc, benchmark, repo_id, revision, offline),
+        allow_patterns=[benchmark.hub_files],
+        local_dir=local_dir,
+    )
+    return _snapshot(benchmark, repo_id, revision, commit, folder, offline)
 
 
 def hub_error(
@@ -211,17 +241,13 @@ def _snapshot(
             f"{repo_id} at commit {commit} has no files matching {benchmark.hub_files!r} in {folder}; run "
             f"`{fetch_command(benchmark.name, repo_id, benchmark.hub_id, commit)}` where the hub is reachable"
         )
-    return Snapshot(repo_id, revision, commit, folder, files, offline)
+    return Snapshot(repo_id, revision, commit, folder, offline, files)
 
 
 def fetch_report(snap: Snapshot, benchmark: Benchmark, local_dir: str | None) -> list[str]:
     """What `doccount data` prints: the commit first, then where the files are and how to use them."""
     size = sum(p.stat().st_size for p in snap.files)
-    lines = [
-        f"commit {snap.commit}",
-        f"dataset {snap.repo_id} (revision {snap.requested or 'main'})",
-        f"{len(snap.files)} file(s), {size / 1e6:.1f} MB in {snap.folder}",
-    ]
+    lines = [*snap.heading("dataset"), f"{len(snap.files)} file(s), {size / 1e6:.1f} MB in {snap.folder}"]
     if local_dir:
         glob = str(Path(local_dir) / benchmark.hub_files)
         lines.append(f"use: doccount-evaluate --benchmark {benchmark.name} --data-files '{glob}' ...")
@@ -241,14 +267,11 @@ class HubModelError(UserError):
 
 
 @dataclass(frozen=True)
-class ModelSnapshot:
-    repo_id: str
-    requested: str | None  # the --revision given (None: the default branch)
-    commit: str
-    folder: Path
+class ModelSnapshot(HubSnapshot):
+    """A model's weights: how many files, how many bytes."""
+
     files: int
     size: int
-    offline: bool
 
 
 def serve_command(repo_id: str, commit: str) -> str:
@@ -260,30 +283,17 @@ def fetch_model(
     repo_id: str, revision: str | None, allow: list[str] | None = None, ignore: list[str] | None = None
 ) -> ModelSnapshot:
     """Resolve the revision and fetch (or find in the cache) the model's files at that commit."""
-    from huggingface_hub import HfApi, constants, snapshot_download
-
-    offline = constants.is_offline_mode()
-    try:
-        resolved = HfApi().resolve_revision(
-            repo_id, repo_type=MODEL_REPO_TYPE, revision=revision, local_files_only=offline
-        )
-        folder = Path(
-            snapshot_download(
-                repo_id,
-                repo_type=MODEL_REPO_TYPE,
-                revision=resolved,
-                allow_patterns=allow,
-                ignore_patterns=ignore,
-            )
-        )
-    except Exception as exc:
-        error = model_error(exc, repo_id, revision, offline)
-        if error is None:
-            raise
-        raise error from None
+    commit, folder, offline = _download(
+        repo_id,
+        revision,
+        MODEL_REPO_TYPE,
+        lambda exc, offline: model_error(exc, repo_id, revision, offline),
+        allow_patterns=allow,
+        ignore_patterns=ignore,
+    )
     files = [p for p in folder.rglob("*") if p.is_file()]
     size = sum(p.stat().st_size for p in files)
-    return ModelSnapshot(repo_id, revision, resolved.resolved, folder, len(files), size, offline)
+    return ModelSnapshot(repo_id, revision, commit, folder, offline, len(files), size)
 
 
 def model_error(exc: Exception, repo_id: str, revision: str | None, offline: bool) -> HubModelError | None:
@@ -324,8 +334,7 @@ def model_error(exc: Exception, repo_id: str, revision: str | None, offline: boo
 def model_report(snap: ModelSnapshot) -> list[str]:
     """What `doccount model` prints: the commit first, then where the files are and how to serve them."""
     return [
-        f"commit {snap.commit}",
-        f"model {snap.repo_id} (revision {snap.requested or 'main'})",
+        *snap.heading("model"),
         f"{snap.files} file(s), {snap.size / 1e6:.1f} MB in {snap.folder}",
         f"serve: {serve_command(snap.repo_id, snap.commit)}",
     ]

@@ -30,7 +30,7 @@ from evaluator.runfolder.handoff import SWEEP_STATE, SweepState, read_sweep_stat
 from evaluator.scoring import ScoreError, merge_run
 from evaluator.scoring.base import BOARD_DIR, BOARD_PAGE, LEADERBOARD_JSON, LEADERBOARD_MD, SCORES_DIR
 from evaluator.scoring.board import Board, BoardPair, PublishedBlock
-from evaluator.scoring.leaderboard import BoardRun, build_board
+from evaluator.scoring.leaderboard import BoardRun, build_leaderboard
 
 
 def find_runs(dirs: list[Path]) -> tuple[list[tuple[str, Path]], SweepState | None]:
@@ -94,7 +94,7 @@ def write_leaderboard(dirs: list[Path], out_dir: Path | None = None, title: str 
             raise ScoreError("pass --output DIR when the folders are not one sweep folder")
         out_dir = dirs[0] / BOARD_DIR
     out_dir.mkdir(parents=True, exist_ok=True)
-    board = build_board(board_runs(found, state, out_dir.resolve()), state.pricing if state else {})
+    board = build_leaderboard(board_runs(found, state, out_dir.resolve()), state.pricing if state else {})
     board["title"] = title or (state.sweep if state else None) or dirs[0].resolve().name
     if state and state.sha256:
         board["sweep"] = {"name": state.sweep, "file": state.file, "sha256": state.sha256}

@@ -89,16 +89,6 @@ def build_leaderboard(
     resamples: int = BOOTSTRAP_RESAMPLES,
     seed: int = BOOTSTRAP_SEED,
 ) -> Board:
-    """leaderboard.json's content (build_board's, under the name the archive check and the tests use)."""
-    return build_board(runs, pricing, resamples, seed)
-
-
-def build_board(
-    runs: Sequence[BoardRun],
-    pricing: Mapping[str, Mapping[str, float]] | None = None,
-    resamples: int = BOOTSTRAP_RESAMPLES,
-    seed: int = BOOTSTRAP_SEED,
-) -> Board:
     """leaderboard.json's content: runs in rank order, then every pair of them."""
     if not runs:
         raise ScoreError("a leaderboard needs at least one run folder")

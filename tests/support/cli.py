@@ -8,6 +8,7 @@ import os
 import socket
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from support import launch
@@ -30,12 +31,15 @@ def clean_env(**extra: str) -> dict[str, str]:
     return env
 
 
-def run_cli(
-    *args: str, env: dict[str, str] | None = None, timeout: float = 120
+def _cli(
+    runner: Callable[..., subprocess.CompletedProcess[str]],
+    args: tuple[str, ...],
+    env: dict[str, str] | None,
+    timeout: float,
 ) -> subprocess.CompletedProcess[str]:
-    """`doccount ARGS` as its process would run it from the repository (exit code, stdout, stderr), in this
-    process unless the environment needs one of its own (support/launch.py); `timeout` bounds a subprocess."""
-    return launch.run(
+    """`doccount ARGS` from the repository, run by `runner`, its output captured as text, in a clean
+    environment."""
+    return runner(
         doccount(*args),
         capture_output=True,
         text=True,
@@ -43,6 +47,14 @@ def run_cli(
         cwd=str(REPO),
         timeout=timeout,
     )
+
+
+def run_cli(
+    *args: str, env: dict[str, str] | None = None, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
+    """`doccount ARGS` as its process would run it from the repository (exit code, stdout, stderr), in this
+    process unless the environment needs one of its own (support/launch.py); `timeout` bounds a subprocess."""
+    return _cli(launch.run, args, env, timeout)
 
 
 def run_cli_process(
@@ -50,14 +62,7 @@ def run_cli_process(
 ) -> subprocess.CompletedProcess[str]:
     """`python -m evaluator.cli ARGS` in a subprocess of its own: for tests whose point is the process
     (signals, children it leaves, its environment, its exit status as a shell sees it)."""
-    return subprocess.run(
-        doccount(*args),
-        capture_output=True,
-        text=True,
-        env=clean_env(**(env or {})),
-        cwd=str(REPO),
-        timeout=timeout,
-    )
+    return _cli(subprocess.run, args, env, timeout)
 
 
 def fast_eval_cmd(
@@ -82,14 +87,14 @@ def eval_args(base_url: str, data: str, run: str | Path, model: str = "m") -> li
 
 def sweep_cli(
     *args: str, env: dict[str, str] | None = None, timeout: float = 200
-) -> subprocess.CompletedProcess:
+) -> subprocess.CompletedProcess[str]:
     """run_cli with the longer bound a whole sweep needs."""
     return run_cli(*args, env=env, timeout=timeout)
 
 
 def sweep_cli_process(
     *args: str, env: dict[str, str] | None = None, timeout: float = 200
-) -> subprocess.CompletedProcess:
+) -> subprocess.CompletedProcess[str]:
     """run_cli_process with the longer bound a whole sweep needs."""
     return run_cli_process(*args, env=env, timeout=timeout)
 
