@@ -38,7 +38,7 @@ from evaluator.evaluation.ending import note_rows, stop_when_orphaned
 from evaluator.evaluation.options import EvaluateOptions, batch_settings, evaluate_params
 from evaluator.evaluation.reachability import nothing_listening, refusal_line, unreachable
 from evaluator.evaluation.recorded import recorded_settings
-from evaluator.evaluation.runner import RunPlan, settings_from_config
+from evaluator.evaluation.runner import RunPlan, RunStats, settings_from_config
 from evaluator.request.body import RequestBuildError, validate_extra_body
 from evaluator.request.endpoint import (
     VLLM_DEFAULT_BASE_URL,
@@ -46,7 +46,7 @@ from evaluator.request.endpoint import (
     normalize_base_url,
 )
 from evaluator.request.ratelimit import RetryPolicy
-from evaluator.request.shape import load_preset, resolve_sampling
+from evaluator.request.shape import Preset, load_preset, resolve_sampling
 from evaluator.runfolder.batches import held_by_batches
 from evaluator.runfolder.files import (
     CONFIG,
@@ -225,7 +225,11 @@ def ask_servers(opts: EvaluateOptions) -> Future[JSONObject]:
 
 
 def run_settings(
-    opts: EvaluateOptions, bench: Benchmark, extra: JSONObject, shape_preset: Any, batch_prepare: bool
+    opts: EvaluateOptions,
+    bench: Benchmark,
+    extra: JSONObject,
+    shape_preset: Preset | None,
+    batch_prepare: bool,
 ) -> JSONObject:
     """What run_config.json records of the options: the endpoints (--base-url, env MODEL_API_BASE_URL),
     the sampling as resolved, the preset, the batch policy, and every Recorded option."""
@@ -344,7 +348,7 @@ def _rows_to_skip(
     return (set() if overwrite else done) | held, held, holders
 
 
-def exit_code(stats: Any, root: Path) -> int:
+def exit_code(stats: RunStats, root: Path) -> int:
     rec = note_rows(stats.recorded)  # for a sweep's unit (evaluation.ending)
     say(
         f"[evaluate] recorded {sum(rec.values())} row(s): ok {rec['ok']}, request errors {rec['request_error']}, "
