@@ -1,11 +1,16 @@
-"""What the command line says to a newcomer: `evaluate --help` grouped with every option described, and
-progress lines in words (through the real command line)."""
+"""What the command line says to a newcomer: `evaluate --help` grouped with every option described,
+progress lines in words (through the real command line), command summaries never cut mid-sentence, and
+no help text naming a docs/ file an install without the checkout lacks."""
 
 from __future__ import annotations
 
 import re
+import shutil
+import subprocess
+import sys
 
-from support.cli import eval_args, run_cli
+import pytest
+from support.cli import REPO, eval_args, run_cli
 from support.datagen import doccount_reply, doccount_rows, write_doccount
 
 from evaluator.cli.main import evaluate_cmd
@@ -77,3 +82,36 @@ def test_a_narrowed_window_says_how_far() -> None:
     assert line.startswith(
         "up to 12 requests at once at the end (--concurrency 16; rate limits narrowed it to 4"
     )
+
+
+@pytest.mark.parametrize("args", [["--help"], ["batch", "--help"]])
+def test_help_cuts_no_summary_mid_sentence(args: list[str]) -> None:
+    res = run_cli(*args, env={"COLUMNS": "80"})
+    assert res.returncode == 0
+    summaries = res.stdout.split("Commands:")[1].splitlines()
+    cut = [line for line in summaries if line.rstrip().endswith("...")]
+    assert cut == []
+
+
+def test_help_names_no_docs_file_an_install_without_them_lacks(tmp_path) -> None:
+    """The package alone (as a wheel installs it, no docs/ beside it): no help text names docs/."""
+    shutil.copytree(REPO / "evaluator", tmp_path / "evaluator", ignore=shutil.ignore_patterns("__pycache__"))
+    script = (
+        "import sys; sys.path.insert(0, sys.argv[1]); import click\n"
+        "from evaluator.cli.main import main\n"
+        "ctx = click.Context(main, info_name='doccount')\n"
+        "def walk(cmd, ctx):\n"
+        "    print(cmd.get_help(ctx))\n"
+        "    for sub in getattr(cmd, 'commands', {}).values():\n"
+        "        walk(sub, click.Context(sub, info_name=sub.name, parent=ctx))\n"
+        "walk(main, ctx)\n"
+    )
+    res = subprocess.run(
+        [sys.executable, "-c", script, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=120,
+    )
+    assert res.returncode == 0, res.stderr
+    assert "Usage: doccount sweep" in res.stdout and "docs/" not in res.stdout

@@ -1,14 +1,18 @@
 """Issue #46 point 11: a run folder's files are opened without following symbolic links. A link planted
 in a shared run folder (`.lock`, the write probe, the records file, an atomic write's temporary file, a
 batch input name) never gets its target written: the folder is refused with one line, or the link is
-removed and the file made anew."""
+removed and the file made anew. And a run that sent nothing leaves no folder it made behind
+(runfolder.files.discard_unused), while a folder that was there before stays as it was."""
 
 from __future__ import annotations
 
 import asyncio
+import socket
 from pathlib import Path
+from typing import Any
 
 import pytest
+from support.answered import answered_run_fixture  # noqa: F401  (the `answered_run` fixture)
 from support.cli import eval_args, run_cli
 from support.datagen import doccount_reply, doccount_rows, write_doccount
 from support.openai_test_server import TestServer
@@ -121,3 +125,40 @@ def test_refuse_links_names_only_the_files_written_by_name(tmp_path: Path) -> No
     with pytest.raises(RunFolderError, match="a.server.log is a symbolic link"):
         refuse_links(tmp_path, ["a.log", "a.server.log"])
     assert victim.read_bytes() == SECRET
+
+
+def _data(tmp_path: Path, n: int = 4) -> tuple[str, list[dict[str, Any]]]:
+    rows = doccount_rows(n)
+    write_doccount(tmp_path / "d" / "test-0.parquet", rows)
+    return str(tmp_path / "d" / "*.parquet"), rows
+
+
+def _free_port() -> int:
+    """A port nothing listens on (bound by the OS, then released)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_nothing_answered_leaves_no_folder_behind(tmp_path) -> None:
+    data, _ = _data(tmp_path)
+    url = f"http://127.0.0.1:{_free_port()}/v1"
+    res = run_cli("evaluate", *eval_args(url, data, tmp_path / "runs" / "x"))
+    assert res.returncode == 3 and "nothing answered" in res.stderr
+    assert not (tmp_path / "runs" / "x").exists()
+    res = run_cli("score", str(tmp_path / "runs" / "x"))
+    assert res.returncode == 2 and "does not exist" in res.stderr and "run_config" not in res.stderr
+
+
+def test_a_folder_that_was_there_stays_as_it_is(tmp_path, answered_run) -> None:
+    data = str(tmp_path / "d" / "*.parquet")
+    before = {p.name: p.read_bytes() for p in answered_run.iterdir() if p.is_file() and p.name != ".lock"}
+    url = f"http://127.0.0.1:{_free_port()}/v1"
+    res = run_cli("evaluate", *eval_args(url, data, answered_run))
+    assert res.returncode == 3
+    after = {p.name: p.read_bytes() for p in answered_run.iterdir() if p.is_file() and p.name != ".lock"}
+    assert after == before
+    empty = tmp_path / "mine"
+    empty.mkdir()  # the user's own (empty) folder is not this command's to remove
+    assert run_cli("evaluate", *eval_args(url, data, empty)).returncode == 3
+    assert empty.is_dir()

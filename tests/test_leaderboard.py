@@ -1,8 +1,10 @@
-"""The leaderboard's numbers (evaluator.scoring.leaderboard), from merged runs built in memory. Pure."""
+"""The leaderboard's numbers (evaluator.scoring.leaderboard), from merged runs built in memory, and its ranks
+as leaderboard.md and the page show them. Pure."""
 
 from __future__ import annotations
 
 import itertools
+import re
 from typing import Any
 
 import pytest
@@ -197,3 +199,18 @@ def test_leaderboard_md_and_the_page_show_the_same_table() -> None:
         plain = re.sub(r"\\(.)", r"\1", text).replace("[report](./a/scores/report.html)", "report")
         for word in plain.replace("(", " ").replace(")", " ").split():
             assert word in body, (word, text)
+
+
+def test_identical_results_share_a_rank_everywhere() -> None:
+    from evaluator.report.leaderboard import leaderboard_markdown
+    from evaluator.report.leaderboard_page import render_page
+
+    same = [row(i, i % 2 == 0) for i in range(8)]
+    out = board(("b", same), ("a", list(same)), ("c", [row(i, i < 2) for i in range(8)]))
+    assert [(e["name"], e["rank"]) for e in out["runs"]] == [("a", 1), ("b", 1), ("c", 3)]
+    out["title"] = "t"
+    md = leaderboard_markdown(out)
+    assert len(re.findall(r"^\| 1 \| ", md, re.M)) == 2 and re.search(r"^\| 3 \| ", md, re.M)
+    assert "| 2 | " not in md
+    page = render_page(out)
+    assert page.count(">1</td>") >= 2 and ">2</td>" not in page

@@ -1,4 +1,5 @@
-"""The retry policy at a real server: which faults are retried, which are recorded once, Retry-After."""
+"""The retry policy at a real server: which faults are retried, which are recorded once, Retry-After; and
+which HTTP statuses are retried at all (evaluator.request.ratelimit.retryable_status: every 5xx but 501)."""
 
 from __future__ import annotations
 
@@ -6,9 +7,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.cli import FAST_RETRIES, eval_args, run_cli
+from support.cli import FAST_RETRIES, eval_args, read_records, run_cli
 from support.cli import read_records as records
-from support.datagen import doccount_reply
+from support.datagen import doccount_reply, doccount_rows, write_doccount
+
+from evaluator.request.ratelimit import retryable_status
 
 RETRYABLE = [
     "429",
@@ -185,3 +188,25 @@ def test_a_record_holds_one_attempt_only(tmp_path, doc_data, doc_rows, server) -
     [earlier] = rec["earlier_attempts"]
     assert earlier["response_text"] == "The count is 7" and earlier["parse_status"] == "no_tag"
     assert earlier["attempts"] == 1 and earlier["retry_errors"] == [] and earlier["latency_s"] is not None
+
+
+def _data(tmp_path: Path, n: int = 4) -> tuple[str, list[dict[str, Any]]]:
+    rows = doccount_rows(n)
+    write_doccount(tmp_path / "d" / "test-0.parquet", rows)
+    return str(tmp_path / "d" / "*.parquet"), rows
+
+
+@pytest.mark.parametrize("status", [500, 502, 503])
+def test_a_transient_5xx_is_still_retried(tmp_path, server, status: int) -> None:
+    data, rows = _data(tmp_path, 3)
+    first = {r["image_sha256"]: [str(status), None] for r in rows}  # one failure, then the answer
+    server.update_config(answers=doccount_reply(rows), script=first)
+    res = run_cli("evaluate", *eval_args(server.base_url, data, tmp_path / "r"), *FAST_RETRIES)
+    assert res.returncode == 0, res.stderr
+    assert [r["attempts"] for r in read_records(tmp_path / "r")] == [2, 2, 2]
+
+
+def test_only_501_of_the_5xx_is_never_retried() -> None:
+    assert not retryable_status(501)
+    assert all(retryable_status(s) for s in (500, 502, 503, 504, 429, 408))
+    assert not any(retryable_status(s) for s in (400, 401, 404, 405, 422))

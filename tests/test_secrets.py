@@ -1,6 +1,7 @@
 """The API key (env MODEL_API_KEY) never reaches a file in the run folder, a log line or an error message,
 also when the server echoes it back in an error body, and also when it arrives with stray whitespace
-(a CRLF .env file) that makes the HTTP layer quote it in its own exception text.
+(a CRLF .env file) that makes the HTTP layer quote it in its own exception text. The key is read by
+evaluator.core.secrets.api_key_from_env: vLLM's placeholder `EMPTY` means no key.
 """
 
 from __future__ import annotations
@@ -12,10 +13,14 @@ import subprocess
 import sys
 import tarfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 from support import launch
-from support.cli import SCORE, clean_env, fast_eval_cmd
+from support.cli import SCORE, clean_env, eval_args, fast_eval_cmd, run_cli
+from support.datagen import doccount_reply, doccount_rows, write_doccount
+
+from evaluator.core.secrets import ShortKeyError, api_key_from_env
 
 DOCCOUNT = [sys.executable, "-c", "from evaluator.cli import entry; entry()"]
 
@@ -152,3 +157,22 @@ def test_key_echoed_in_every_server_string_is_stored_nowhere(tmp_path: Path) -> 
         for member in tar.getmembers():
             blob = tar.extractfile(member).read() if member.isfile() else b""
             assert not any(n in blob for n in needles), member.name
+
+
+def _data(tmp_path: Path, n: int = 4) -> tuple[str, list[dict[str, Any]]]:
+    rows = doccount_rows(n)
+    write_doccount(tmp_path / "d" / "test-0.parquet", rows)
+    return str(tmp_path / "d" / "*.parquet"), rows
+
+
+def test_the_vllm_placeholder_key_means_no_key(tmp_path, server) -> None:
+    assert api_key_from_env({"MODEL_API_KEY": "EMPTY"}) is None
+    assert api_key_from_env({"MODEL_API_KEY": " EMPTY\r"}) is None
+    with pytest.raises(ShortKeyError):
+        api_key_from_env({"MODEL_API_KEY": "empty1"})  # only the placeholder itself
+    data, rows = _data(tmp_path)
+    server.update_config(answers=doccount_reply(rows))
+    res = run_cli(
+        "evaluate", *eval_args(server.base_url, data, tmp_path / "r"), env={"MODEL_API_KEY": "EMPTY"}
+    )
+    assert res.returncode == 0, res.stderr

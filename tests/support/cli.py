@@ -92,13 +92,6 @@ def sweep_cli(
     return run_cli(*args, env=env, timeout=timeout)
 
 
-def sweep_cli_process(
-    *args: str, env: dict[str, str] | None = None, timeout: float = 200
-) -> subprocess.CompletedProcess[str]:
-    """run_cli_process with the longer bound a whole sweep needs."""
-    return run_cli_process(*args, env=env, timeout=timeout)
-
-
 def run_script(name: str, env: dict[str, str], tmp_path) -> subprocess.CompletedProcess[str]:
     clean = {k: v for k, v in os.environ.items() if not k.startswith(("MODEL", "RUN_"))}
     # the wrapper execs DOCCOUNT_EVALUATE as one word: a shim forwards to this interpreter's module

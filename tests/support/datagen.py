@@ -7,6 +7,7 @@ import contextlib
 import hashlib
 import io
 import json
+from collections.abc import Set as AbstractSet
 from pathlib import Path
 from typing import Any
 
@@ -112,7 +113,7 @@ def write_countqa(path: Path, rows: list[dict[str, Any]]) -> Path:
     return path
 
 
-def doccount_reply(rows: list[dict[str, Any]], wrong: set[str] = frozenset()) -> dict[str, str]:
+def doccount_reply(rows: list[dict[str, Any]], wrong: AbstractSet[str] = frozenset()) -> dict[str, str]:
     """Test-server answer map: image sha256 -> a reply that is right unless the id is in `wrong`."""
     out = {}
     for r in rows:

@@ -108,8 +108,8 @@ def captured_output(texts: list[str]) -> Iterator[None]:
             foreign = {
                 t.ident for t in threading.enumerate() if t is not threading.current_thread() and t.ident
             }
-            sys.stdout = ThreadRouted(new_out, old_streams[0], foreign)  # type: ignore[assignment]
-            sys.stderr = ThreadRouted(new_err, old_streams[1], foreign)  # type: ignore[assignment]
+            sys.stdout = ThreadRouted(new_out, old_streams[0], foreign)
+            sys.stderr = ThreadRouted(new_err, old_streams[1], foreign)
             yield
         finally:
             for stream in opened:
