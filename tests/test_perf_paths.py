@@ -370,7 +370,8 @@ SCORE_RECORD = st.fixed_dictionaries(
 # had (twice the default, for no stated reason) were ~100 s of CPU, a twelfth of the whole suite's
 # (~1,200 s on 2 cores, so ~50 s of `make test`'s wall time). The space drawn from is small
 # (2 benchmarks, up to 8 manifest entries and 14 records, chunk sizes 1-4, a cut or not, up to 2 odd lines),
-# and the cheap properties above keep 200.
+# and the cheap properties above keep 200. The second scoring of each example, and any example whose
+# plots equal an earlier one's, reuses the PNG bytes kept by evaluator/scoring/plots.py (no drawing).
 @pytest.mark.parametrize("shard", range(4))
 @pytest.mark.timeout(600)
 @settings(FAST, max_examples=25)

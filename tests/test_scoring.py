@@ -493,6 +493,70 @@ def test_plots_drawn_by_the_child_are_the_in_process_bytes_and_a_dead_child_is_r
     assert not _plot_children()
 
 
+@pytest.fixture
+def savefig_calls(monkeypatch: pytest.MonkeyPatch) -> list[object]:
+    """Every figure matplotlib renders to a file from now on (its own savefig, wrapped, still drawing)."""
+    from matplotlib.figure import Figure
+
+    calls: list[object] = []
+    real = Figure.savefig
+
+    def counted(self: Figure, *args: Any, **kwargs: Any) -> None:
+        calls.append(self)
+        real(self, *args, **kwargs)
+
+    monkeypatch.setattr(Figure, "savefig", counted)
+    return calls
+
+
+PLOTS = ("scores/per_class_accuracy.png", "scores/predicted_vs_true.png")
+
+
+def test_rescoring_the_same_folder_does_not_draw_the_plots_again(
+    doc_run: Path, tmp_path: Path, savefig_calls: list[object]
+) -> None:
+    run = fresh_copy(doc_run, tmp_path / "run")
+    score_run(run)  # may itself reuse the plots of an earlier test's copy of doc_run
+    first = {name: (run / name).read_bytes() for name in PLOTS}
+    for name in PLOTS:
+        (run / name).unlink()  # written again, from the kept bytes
+    savefig_calls.clear()
+    score_run(run)
+    assert savefig_calls == []
+    assert {name: (run / name).read_bytes() for name in PLOTS} == first
+
+
+def test_different_plot_inputs_still_give_different_plots(
+    doc_run: Path, tmp_path: Path, savefig_calls: list[object]
+) -> None:
+    from evaluator.scoring import answer_pairs, plots
+
+    run = fresh_copy(doc_run, tmp_path / "run")
+    score_run(run)
+    first = {name: (run / name).read_bytes() for name in PLOTS}
+    partial = run / "responses.partial.jsonl"
+    lines = partial.read_text().splitlines(keepends=True)
+    # question 0's right answer lost (no other test here does that): accuracy, pairs and title all change
+    kept = [ln for ln in lines if int(json.loads(ln)["sample_id"].split("-")[1]) != 0]
+    assert len(kept) < len(lines)
+    partial.write_text("".join(kept))
+    savefig_calls.clear()
+    score_run(run)
+    assert len(savefig_calls) == 2
+    for name in PLOTS:
+        assert (run / name).read_bytes() != first[name], name
+    # Only the model's name (in both titles) differs: drawn again, and not the same bytes.
+    merged = merge_run(run)
+    pairs, n = answer_pairs(merged.rows), len(merged.rows)
+    renamed = {**merged.summary, "model": merged.summary["model"] + "-other"}
+    savefig_calls.clear()
+    plots.group_accuracy_png(tmp_path / "g.png", renamed)
+    plots.predicted_vs_true_png(tmp_path / "p.png", pairs, n, renamed)
+    assert len(savefig_calls) == 2
+    assert (tmp_path / "g.png").read_bytes() != (run / PLOTS[0]).read_bytes()
+    assert (tmp_path / "p.png").read_bytes() != (run / PLOTS[1]).read_bytes()
+
+
 def test_a_run_that_cannot_be_scored_leaves_no_plot_process(doc_run: Path, tmp_path: Path) -> None:
     run = fresh_copy(doc_run, tmp_path / "run")
     (run / "manifest.jsonl").write_text("not json\n")

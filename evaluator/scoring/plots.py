@@ -3,12 +3,19 @@
 Determinism: matplotlib's default style (not the user's matplotlibrc), fixed size and dpi, no
 "Software" metadata and no timestamps, so re-rendering the same summary gives the same bytes with the
 same matplotlib/freetype versions.
+
+Memo: since equal inputs give equal bytes, the PNG bytes of the last few drawings are kept in this process,
+keyed by a digest of exactly what is drawn (the repr of the drawn values: 1 and 1.0, 0.0 and -0.0 differ).
+Re-scoring the same folder (verify, a repeated `score`) writes the kept bytes instead of drawing again.
 """
 
 from __future__ import annotations
 
+import hashlib
 import io
-from collections import Counter
+import threading
+from collections import Counter, OrderedDict
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -25,11 +32,33 @@ PNG_METADATA = {"Software": None}
 _RC: Any = {"font.size": 9, "axes.titlesize": 10, "svg.hashsalt": "doccount", "path.simplify": False}
 
 
-def _save(fig: Figure, path: Path) -> None:
+MEMO_PLOTS = 16  # ~50 KB each: the two plots of the last few scorings
+_memo: OrderedDict[str, bytes] = OrderedDict()
+_memo_lock = threading.Lock()
+
+
+def _png(fig: Figure) -> bytes:
     FigureCanvasAgg(fig)
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=DPI, metadata=PNG_METADATA)
-    write_atomic(path, buf.getvalue())
+    return buf.getvalue()
+
+
+def _write_png(path: Path, kind: str, drawn: tuple[Any, ...], draw: Callable[[], bytes]) -> None:
+    """Write draw()'s PNG to path; `drawn` must hold every value draw() puts on the figure."""
+    # backslashreplace: a lone surrogate (a model name) has no UTF-8 form; repr escapes it anyway
+    key = hashlib.sha256(repr((kind, drawn)).encode("utf-8", "backslashreplace")).hexdigest()
+    with _memo_lock:
+        png = _memo.get(key)
+        if png is not None:
+            _memo.move_to_end(key)
+    if png is None:
+        png = draw()
+        with _memo_lock:
+            _memo[key] = png
+            while len(_memo) > MEMO_PLOTS:
+                _memo.popitem(last=False)
+    write_atomic(path, png)
 
 
 def group_accuracy_png(path: Path, summary: Summary) -> None:
@@ -52,22 +81,36 @@ def group_accuracy_png(path: Path, summary: Summary) -> None:
             high.append(100 * ci[1] - a)
     p = summary["primary"]
     overall = p["accuracy"] or 0.0  # None only without questions, which render_plots reports
+    title = (
+        f"{summary['model']}: accuracy with 95% Wilson intervals\n"
+        f"dashed: overall {100 * overall:.1f}% ({p['correct']}/{p['questions']})"
+    )
+    drawn = (tuple(labels), tuple(acc), tuple(low), tuple(high), 100 * overall, single, title)
+    _write_png(path, "group_accuracy", drawn, lambda: _group_accuracy(*drawn))
+
+
+def _group_accuracy(
+    labels: tuple[str, ...],
+    acc: tuple[float, ...],
+    low: tuple[float, ...],
+    high: tuple[float, ...],
+    overall_pct: float,
+    single: bool,
+    title: str,
+) -> bytes:
     with matplotlib.style.context("default"), matplotlib.rc_context(_RC):
         width = max(5.0, min(14.0, 1.2 + 0.9 * len(labels)))
         fig = Figure(figsize=(width, 4.0), dpi=DPI, layout="constrained")
         ax = fig.add_subplot()
         xs = list(range(len(labels)))
-        ax.bar(xs, acc, color="#4C72B0", yerr=[low, high], capsize=4, ecolor="#222222")
-        ax.axhline(100 * overall, color="#C44E52", linestyle="--", linewidth=1)
-        ax.set_xticks(xs, labels, rotation=0 if single else 45, ha="center" if single else "right")
+        ax.bar(xs, list(acc), color="#4C72B0", yerr=[list(low), list(high)], capsize=4, ecolor="#222222")
+        ax.axhline(overall_pct, color="#C44E52", linestyle="--", linewidth=1)
+        ax.set_xticks(xs, list(labels), rotation=0 if single else 45, ha="center" if single else "right")
         ax.set_ylim(0, 104)
         ax.set_ylabel("exact-count accuracy (%)")
-        ax.set_title(
-            f"{summary['model']}: accuracy with 95% Wilson intervals\n"
-            f"dashed: overall {100 * overall:.1f}% ({p['correct']}/{p['questions']})"
-        )
+        ax.set_title(title)
         ax.grid(axis="y", alpha=0.3)
-        _save(fig, path)
+        return _png(fig)
 
 
 def predicted_vs_true_png(
@@ -87,12 +130,31 @@ def predicted_vs_true_png(
         clipped[(t, min(max(pred, -1), cap))] += n
         if pred > cap or pred < -1:
             beyond += n
+    pts = sorted(clipped.items())
+    right = tuple((t, pr, n) for (t, pr), n in pts if t == pr)
+    wrong = tuple((t, pr, n) for (t, pr), n in pts if t != pr)
+    hi = max([cap if beyond else 0, max_true] + [pr for (_, pr) in clipped]) + 1
+    notes = [f"{answered} parsed answers"]
+    if unanswered:
+        notes.append(f"{unanswered} without an answer not shown")
+    if beyond:
+        notes.append(f"{beyond} outside the range drawn at the edge")
+    title = f"{summary['model']}: predicted vs true\n" + "; ".join(notes)
+    drawn = (right, wrong, hi, max_true, title, bool(pairs))
+    _write_png(path, "predicted_vs_true", drawn, lambda: _predicted_vs_true(*drawn))
+
+
+def _predicted_vs_true(
+    right: tuple[tuple[int, int, int], ...],
+    wrong: tuple[tuple[int, int, int], ...],
+    hi: int,
+    max_true: int,
+    title: str,
+    legend: bool,
+) -> bytes:
     with matplotlib.style.context("default"), matplotlib.rc_context(_RC):
         fig = Figure(figsize=(5.5, 5.0), dpi=DPI, layout="constrained")
         ax = fig.add_subplot()
-        pts = sorted(clipped.items())
-        right = [(t, pr, n) for (t, pr), n in pts if t == pr]
-        wrong = [(t, pr, n) for (t, pr), n in pts if t != pr]
         for group, color, label in ((right, "#55A868", "correct"), (wrong, "#C44E52", "wrong")):
             if group:
                 ax.scatter(
@@ -104,19 +166,13 @@ def predicted_vs_true_png(
                     edgecolors="none",
                     label=label,
                 )
-        hi = max([cap if beyond else 0, max_true] + [pr for (_, pr) in clipped]) + 1
         ax.plot([0, hi], [0, hi], color="#444444", linewidth=0.8, linestyle=":")
         ax.set_xlim(-0.5, max_true + 1)
         ax.set_ylim(-1.5, hi)
         ax.set_xlabel("true count")
         ax.set_ylabel("predicted count (parsed answer)")
-        notes = [f"{answered} parsed answers"]
-        if unanswered:
-            notes.append(f"{unanswered} without an answer not shown")
-        if beyond:
-            notes.append(f"{beyond} outside the range drawn at the edge")
-        ax.set_title(f"{summary['model']}: predicted vs true\n" + "; ".join(notes), fontsize=9)
-        if pairs:
+        ax.set_title(title, fontsize=9)
+        if legend:
             ax.legend(loc="upper left", fontsize=8, markerscale=0.6)
         ax.grid(alpha=0.3)
-        _save(fig, path)
+        return _png(fig)
