@@ -1,16 +1,10 @@
 """The batch ledger of a run folder: `batches.json`, which batch holds which rows, written whole (atomically)
 at every step, so that a crash at any point leaves a ledger a re-run can continue from.
 
-The order of steps, each saved before the next one starts:
-1. the input file is written under `batch/` and its entry saved (state ``written``, rows listed);
-2. after the upload, the provider's file id (state ``uploaded``);
-3. after the create call, the batch id (state ``created``): from here a re-run polls and collects the batch,
-   never sends its rows again. A crash between 2 and 3 is healed by looking the batch up by its input file
-   id (the provider's batch list) before creating one;
-4. once its results are recorded, state ``collected`` (failed rows waiting to be sent again are kept in
-   `retry`, with every failed attempt so far).
-`prepare` (offline files for `vllm run-batch`) writes entries of state ``prepared``; `collect` marks them
-``collected`` per output file.
+Each step saved before the next: the input file under `batch/` (``written``), its uploaded file id
+(``uploaded``), the batch id (``created``: from here a re-run polls and collects, never sends the rows
+again; a crash before it is healed by looking the batch up by its input file id), its results recorded
+(``collected``, failed rows kept in `retry`). `prepare` writes ``prepared`` entries; `collect` marks them.
 """
 
 from __future__ import annotations

@@ -1,20 +1,14 @@
-"""The sweep-to-evaluate contract: what a sweep's unit (evaluator.study.unit) hands its evaluate child, and
-what the child hands back. Two files and one variable, nothing read from stderr.
+"""The sweep-to-evaluate contract (evaluator.study.unit and its evaluate child): two files and one
+variable, nothing read from stderr.
 
-In: a `LaunchContract`, a JSON file the unit writes before it starts the child and names in HANDOFF_ENV
-(the one variable of the handoff). It holds the launch and what was served (recorded in run_config.json
-`launch` and `serving`) and where the child writes its outcome.
+In: a `LaunchContract` the unit writes before it starts the child and names in HANDOFF_ENV: the launch
+and what was served (run_config.json `launch` and `serving`), and where the outcome goes. Out: the
+`Outcome` the child writes atomically as it ends, however it ends; with none (a killed child) the unit
+goes by the exit code alone.
 
-Out: an `Outcome`, the JSON file the child writes (atomically) as it ends, whatever the way: done, refused,
-incomplete, interrupted. The unit reads it for the run's state and cause; with no outcome file (a child
-killed before it could write one) the unit goes by the exit code alone.
-
-The encode and decode functions are pure; `read_contract` and `read_outcome` are the two readers.
-
-A sweep's state on disk, `<run-root>/<sweep>/sweep.json`: the file's SHA-256 and each run's state and
-arguments digest (never a key). One type to write it (the sweep, evaluator.study.sweep) and to read it (the
-leaderboard, the sweep archive). The run folders themselves stay the truth: a sweep that cannot read its
-state file starts afresh and evaluate resumes each folder.
+And `<run-root>/<sweep>/sweep.json`, the sweep's state: the file's SHA-256 and each run's state and
+arguments digest (never a key), one type to write (the sweep) and read it (the leaderboard, the sweep
+archive). The run folders stay the truth: an unreadable state file starts afresh.
 """
 
 from __future__ import annotations

@@ -5,14 +5,9 @@
 - File order is completion order: for each question (`record_key`), the latest valid record counts.
 - A question is *done* (resume does not send it again) when that record `is_done`.
 
-`record_key` is the only place that says which question a record answers. The column-wise resume path
-reads only the fields in `COLUMNS` and applies the same rule to the columns (`done_keys_from_columns`,
-no record built per row: 100k records); tests/test_perf_paths.py checks that both paths agree. A new
-key field is added in `record_key`, `COLUMNS` and `done_keys_from_columns`.
-
-The rule reads the plain JSON objects, before any typed read: it is the gate a record passes to be read
-typed at all (the scorer reads the one that counts as a row: evaluator.core.records.read_record), and
-typing every record here would cost a conversion per line of a 100k-record file for four fields.
+The column-wise resume path applies the same rule to the `COLUMNS` alone (`done_keys_from_columns`;
+tests/test_perf_paths.py checks both agree): a new key field goes in all three. The rule reads plain JSON
+objects: it is the gate a record passes to be read typed at all.
 """
 
 from __future__ import annotations

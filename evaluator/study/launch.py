@@ -1,17 +1,13 @@
 """Launchers: the argv that starts one model server, as pure functions (no process is started here).
 
-The contract (docs/serving.md, the sweep file's `[serve]` table): the process launcher runs
+The process launcher runs (docs/serving.md)
 
     COMMAND... MODEL --host 127.0.0.1 --port PORT --served-model-name NAME [--revision REV] ARGS...
 
-with CUDA_VISIBLE_DEVICES set to the GPU ids it was given (the caller sets it in the environment). The
-container launcher hands the same model, name, host, port, revision and args to the bundle's vLLM image
-(whose launcher, scripts/serve_vllm.sh, reads MODEL, SERVED_MODEL_NAME, HOST and PORT and appends the
-rest), on the host network, with those GPUs as devices, and stops the container by name. Either way the
-server's token (VLLM_API_KEY) reaches it through the environment only, never its command line.
-
-Ports: `free_port` asks the kernel for an unused one and then checks it, because vLLM can bind a port
-another server already listens on (SO_REUSEPORT) without an error and the two would share requests.
+with CUDA_VISIBLE_DEVICES set by the caller; the container launcher hands the same to the bundle's vLLM
+image (scripts/serve_vllm.sh) on the host network, with those GPUs as devices, and stops it by name. The
+server's token reaches it through the environment only. `free_port` checks the port the kernel gives,
+because vLLM can bind one another server listens on (SO_REUSEPORT) and the two would share requests.
 """
 
 from __future__ import annotations

@@ -1,16 +1,9 @@
-"""`doccount sweep FILE --plan` as a person reads it: a header (the executor, its GPU pool or partition,
-`--parallel`, what the start order assumes), then one row per run (start order, GPUs, the run whose
-GPUs it waits for) with its server command under it, shell-quoted and wrapped so that it pastes; then
-the request side (docs/sweeps.md, "The plan"): per run, what its requests carry and what its endpoint
-must sustain. The settings that decide whether a number is comparable (a lowered max_tokens, reasoning
-declared off, a provider's thinking budget or effort in the extra body, the timeout) are seen before a
-GPU hour or a dollar is spent.
-
-Per run: the output limit as sent (its field, its value; the run's, else its preset's, else the
-benchmark's default: evaluator.request.shape.resolve_sampling, what evaluate itself does), the reasoning
-mode declared, the preset, the extra body fields, the strip tokens, the concurrency, the timeout, and
-the tokens/s one request must sustain to finish max_tokens within the timeout (max_tokens / timeout),
-with what that is over all requests in flight. Pure: a run's options in, lines out.
+"""`doccount sweep FILE --plan` as a person reads it: a header (the executor, its pool or partition,
+`--parallel`, what the start order assumes), one row per run (start order, GPUs, the run it waits for)
+with its server command under it, shell-quoted so that it pastes; then the request side (docs/sweeps.md,
+"The plan"): per run the output limit as sent (evaluator.request.shape.resolve_sampling), the reasoning
+mode, preset, extra body, strip tokens, concurrency, timeout, and the tokens/s one request must sustain
+(max_tokens / timeout), so that what decides comparability is seen before a GPU hour is spent. Pure.
 """
 
 from __future__ import annotations

@@ -1,23 +1,15 @@
 """One model server as a process: started under its guard (evaluator.study.guard), waited for until it
 is ready and serves the right model, watched, and stopped with its whole process tree.
 
-Ready means GET /health answers 200 and GET /v1/models (asked with the server's token) lists the served
-name (read through the trust boundary, runfolder.provenance.server_info). A server that answers /health but lists other models is
-refused at once (it is another server, or the wrong weights): that is not retried. Before the first
-request that carries the token, the socket answering the port must be the server's own (another local user may bind the announced
-port first); otherwise the run fails at once. A server process that exits before it is ready is noticed
-within a poll and may be tried again (unit.serve_and_evaluate).
+Ready: GET /health answers 200 and GET /v1/models (asked with the server's token, read through
+runfolder.provenance.server_info) lists the served name; a server listing other models is refused at
+once, one that exits before it is ready may be tried again (unit.serve_and_evaluate).
 
-Whose socket answers on the port: the port is on every command line (`--port`, readable by any user in
-/proc/*/cmdline), and vLLM binds it only once it has loaded (tens of seconds); a process of another user
-that binds it first and answers /health would otherwise receive the run's token and give its answers. So
-the kernel's table of listening TCP sockets is read (/proc/net/tcp, /proc/net/tcp6): every socket that a
-connection to 127.0.0.1:PORT can reach must be one of the sockets the server's own processes hold
-(/proc/PID/fd of its guard's session and its descendants; process launcher), or, for a container (whose
-processes are the runtime's children, not the sweep's), one that this user or root opened. Once the
-server listens there, no other user can bind the same address and port, so the check holds for the rest
-of the run. The parsing is pure (`listeners`); the reading of /proc is kept apart (`port_sockets`,
-`tree_sockets`).
+Whose socket answers on the port: the port is on every command line, and vLLM binds it only once loaded;
+another user's process that binds it first would receive the run's token. So before the first request
+with the token, every listening socket a connection to 127.0.0.1:PORT can reach (/proc/net/tcp, tcp6)
+must be held by the server's own process tree (process launcher) or, for a container, opened by this
+user or root. The parsing is pure (`listeners`); reading /proc is apart (`port_sockets`, `tree_sockets`).
 """
 
 from __future__ import annotations

@@ -1,29 +1,16 @@
 """The serve-and-evaluate unit: one run of a sweep, in any process (a thread of the sweep, or a Slurm job).
 
-`serve_and_evaluate(task) -> UnitResult`. A `UnitTask` is a picklable msgspec Struct with no secret in it:
-the run's key, when it has one, is read from the unit's environment by the variable's name. The GPUs
-are CUDA_VISIBLE_DEVICES of that environment (the local executor sets it; Slurm sets it itself).
+`serve_and_evaluate(task) -> UnitResult`. A `UnitTask` holds no secret: the run's key is read from the
+unit's environment by the variable's name; the GPUs are its CUDA_VISIBLE_DEVICES. A served run gets a
+fresh token for its server (VLLM_API_KEY, by environment only: vLLM then answers /v1 only to requests
+carrying it; the user's key never goes there), a free port, the server under its guard, readiness and
+identity checks (a server that exits early is tried again, up to `task.tries`), then the evaluate child
+while the server is watched (one that dies mid-run stops the child, rows kept); last, the server is stopped.
 
-For a served run (`task.server`): make a fresh token for the server (VLLM_API_KEY in its environment,
-never on its command line: vLLM then answers /v1 only to requests carrying it; the readiness check and
-evaluate, as MODEL_API_KEY, carry it; the user's key never goes there), pick a free port, start the
-server under its guard (own process group, output to `runs/<sweep>/logs/<run>.server.log`), wait until
-it is ready and serves the right name (a server that exits before that is tried again, at most
-`task.tries` starts; one serving another model is refused at once), then run evaluate as a child (`python -m evaluator.cli evaluate ... --base-url
-http://127.0.0.1:PORT/v1`) while watching the server: a server that dies mid-run is noticed within
-`task.watch_s`, the evaluate child is stopped as Ctrl-C stops it (its rows are kept) and the run ends
-not done; a re-run resumes the folder. Last, the server is stopped (SIGTERM to its group, SIGKILL after
-the grace period). An endpoint run (`task.server is None`) is the evaluate child alone.
-
-The unit and its evaluate child speak through runfolder.handoff, never through stderr: before the start the
-unit writes a LaunchContract beside the run's log (`logs/<run>.launch.json`: the launch, i.e. command,
-GPU ids, tries, host; what was served, i.e. model, revision, args, image id, GPUs as nvidia-smi names
-them; and where the outcome goes) and names it in DOCCOUNT_HANDOFF, the child's one handoff variable. The
-child records `launch` and `serving` in run_config.json from it (the commit from the HF cache and the
-server's own /version added) and, as it ends, writes its Outcome (`logs/<run>.outcome.json`: state, exit
-code, rows, the cause line, a smoke stop), which gives the run's state and message. The child's stderr
-still goes to the log and the status line; a child that leaves no outcome (killed) is judged by its
-exit code alone.
+The unit and its child speak through runfolder.handoff, never stderr: a LaunchContract beside the run's
+log (`logs/<run>.launch.json`), named in DOCCOUNT_HANDOFF, and the child's Outcome
+(`logs/<run>.outcome.json`), which gives the run's state and message; a child that leaves none (killed)
+is judged by its exit code alone.
 """
 
 from __future__ import annotations

@@ -12,12 +12,9 @@ A sweep turns each run into a `UnitTask` (evaluator.study.unit: picklable, no se
     executor.close()                # cancel what is left and wait for it (Ctrl-C, SIGTERM, the end)
     executor.status(runs, states, folder)  # -> list[StatusRow], for `--status`; submits nothing
 
-What differs between executors is carried by the executor, never asked of its name: `parallel` (runs at
-once, None when a scheduler decides), `can_detach` (its units go on without the sweep: `--detach`).
-
-`task.gpus` is the number of GPUs the run's server needs (0 for an endpoint run); each executor gives
-the unit that many as CUDA_VISIBLE_DEVICES. Local: `executors.local.LocalExecutor` (threads of the sweep
-process, a GPU pool of this host). Slurm: one job per unit running `serve_and_evaluate` (see [cluster]).
+What differs between executors is carried by the executor, never asked of its name: `parallel` (None
+when a scheduler decides), `can_detach` (`--detach`). Each gives a unit `task.gpus` GPUs as
+CUDA_VISIBLE_DEVICES.
 """
 
 from __future__ import annotations

@@ -1,24 +1,17 @@
 """The Slurm executor: one Slurm job per run, submitted with submitit, running the serve-and-evaluate unit.
 
-Each unit becomes a job asking that run's GPUs (`--gpus-per-node`, with `cpus_per_gpu` and `mem_per_gpu`
-scaled to them) on `[serve] partition` (and `account`, `qos`, `constraint`, `reservation`), for `time`,
-with the `setup` lines first. Inside the job, `run_in_job` runs `serve_and_evaluate` on the GPUs Slurm
-gave (CUDA_VISIBLE_DEVICES); the run folder must be on a file system the nodes share.
+A job asks its run's GPUs (with `cpus_per_gpu` and `mem_per_gpu` scaled to them) and the `[serve]`
+Slurm settings; inside it `run_in_job` runs `serve_and_evaluate` on the GPUs Slurm gave. The run folder
+must be on a file system the nodes share.
 
-- Adopt: job ids of an earlier invocation (sweep.json) whose jobs are still pending or running, for the
-  same task, are followed instead of submitted again; a run whose job ended early (time limit,
-  preemption, node failure, cancel) is submitted again and its folder resumes.
-- Keys: the task (what submitit pickles into the job folder) never holds one. sbatch exports the
-  submitting environment to the job, so it runs under `env -u NAME ...` without every credential-named
-  variable and every key variable of the sweep except the run's own: a remote-API run's key reaches
-  its job only through the job's environment (slurmctld keeps that in its root-only state folder).
-- Time limit: submitit asks Slurm for USR2 90 s before the limit (here: at most half the limit, so
-  it never comes before the job's Python is up) and, for a function that is not checkpointable,
-  fails the job then ("timed-out and not checkpointable"), killing a server that does not handle
-  USR2. The job ignores USR2 (so do the server and evaluate it starts), runs to its limit and ends
-  TIMEOUT, its rows recorded; the next sweep submits it again and it resumes.
-- Logs: submitit's folder is `runs/<sweep>/logs/slurm/<job id>/` (the batch script, the job's stdout and
-  stderr, the pickled task and result); `logs/<run>.job.out` and `.job.err` point at the latest job's.
+- Adopt: an earlier invocation's jobs (sweep.json) still pending or running are followed, not submitted
+  again; a run whose job ended early (time limit, preemption, cancel) is submitted again and resumes.
+- Keys: the pickled task never holds one. sbatch exports the submitting environment, so the job runs
+  under `env -u NAME ...` without every credential-named variable and every other run's key variable.
+- Time limit: submitit's USR2 before the limit would fail a non-checkpointable job and kill a server
+  that does not handle it; the job ignores USR2, runs to its limit and ends TIMEOUT, its rows recorded.
+- Logs: submitit's folder is `runs/<sweep>/logs/slurm/<job id>/`; `logs/<run>.job.out` and `.job.err`
+  point at the latest job's.
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
 """What Slurm says about a sweep's jobs, and what their run folders hold: the queue display.
 
-A job still known to slurmctld is read with `squeue` (live: a pending job's reason, a running job's
-node and elapsed time; an ended job stays there for the cluster's MinJobAge); one it has forgotten is
-read from the accounting database with `sacct` (the call and parsing submitit itself uses for
-`job.state`, with more fields). Rows recorded so far are the run folder's responses.partial.jsonl lines.
-No submitit here: only the Slurm executor (executors.slurm) imports it.
+A job slurmctld still knows is read with `squeue`, one it has forgotten with `sacct` (as submitit does);
+rows recorded are the run folder's lines. No submitit here: only executors.slurm imports it.
 """
 
 from __future__ import annotations
