@@ -158,8 +158,13 @@ class SweepState(msgspec.Struct):
 
     @classmethod
     def from_object(cls, raw: Any) -> SweepState:
-        """sweep.json's parsed JSON, typed; msgspec.ValidationError (a ValueError) saying what is wrong."""
-        return msgspec.convert(_queue_words_mapped(raw), cls)
+        """sweep.json's parsed JSON, typed; msgspec.ValidationError (a ValueError) saying what is wrong. An
+        older file's `submitted` is read as its run state, so its job ids are kept (not resubmitted)."""
+        runs = raw.get("runs") if isinstance(raw, dict) else None
+        for st in runs.values() if isinstance(runs, dict) else ():
+            if isinstance(st, dict) and st.get("state") in QUEUE_RUN_STATE:
+                st["state"] = QUEUE_RUN_STATE[st["state"]]
+        return msgspec.convert(raw, cls)
 
     def run_state(self, name: str) -> str | None:
         """The run's recorded state, or None when none was written (`pending` is the unwritten default)."""
@@ -167,25 +172,10 @@ class SweepState(msgspec.Struct):
         return st.state if st is not None and st.state != "pending" else None
 
 
-def decode_sweep_state(data: bytes) -> SweepState:
-    """sweep.json's bytes, typed; ValueError (msgspec's) saying what is wrong when they are not a state."""
-    return SweepState.from_object(msgspec.json.decode(data))
-
-
 def read_sweep_state(path: Path) -> SweepState:
-    """sweep.json of a sweep folder; OSError or ValueError when it cannot be read as one."""
-    return decode_sweep_state(path.read_bytes())
+    """sweep.json of a sweep folder; OSError or ValueError (msgspec's) when it cannot be read as one."""
+    return SweepState.from_object(msgspec.json.decode(path.read_bytes()))
 
 
 def args_digest(args: list[str], key_env: str | None) -> str:
     return hashlib.sha256("\0".join([*args, f"key:{key_env or ''}"]).encode("utf-8")).hexdigest()
-
-
-def _queue_words_mapped(raw: Any) -> Any:
-    """A sweep.json written before the queue words were mapped may hold `submitted`: read it as its run
-    state, so the job ids in it are kept (an unreadable file would resubmit every job)."""
-    runs = raw.get("runs") if isinstance(raw, dict) else None
-    for st in runs.values() if isinstance(runs, dict) else ():
-        if isinstance(st, dict) and st.get("state") in QUEUE_RUN_STATE:
-            st["state"] = QUEUE_RUN_STATE[st["state"]]
-    return raw

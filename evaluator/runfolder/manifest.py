@@ -46,9 +46,11 @@ def load_manifest(run_root: Path, lenient: set[str] | None = None) -> list[Manif
             sid = d["sample_id"]
             groups = d.get("groups") or {}
             truth = d.get("ground_truth")
-            if not isinstance(sid, str) or not isinstance(groups, dict):
-                raise TypeError
-            if truth is not None and not is_int(truth):
+            if (
+                not isinstance(sid, str)
+                or not isinstance(groups, dict)
+                or not (truth is None or is_int(truth))
+            ):
                 raise TypeError
         except (ValueError, KeyError, TypeError, AttributeError):
             raise ManifestError(

@@ -55,22 +55,16 @@ def git_commit() -> str | None:
     repo = Path(evaluator.__file__).resolve().parents[1]
     if not (repo / ".git").exists():
         return None
+    git = ["git", "-C", str(repo)]
     try:
-        out = subprocess.run(
-            ["git", "-C", str(repo), "rev-parse", "HEAD"],
-            capture_output=True,
-            text=True,
-            timeout=5,
-            check=True,
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "-C", str(repo), "status", "--porcelain", "--untracked-files=no"],
-            capture_output=True,
-            text=True,
-            timeout=5,
-        ).stdout.strip()
+        head = subprocess.run(
+            [*git, "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5, check=True
+        )
+        status = [*git, "status", "--porcelain", "--untracked-files=no"]
+        dirty = subprocess.run(status, capture_output=True, text=True, timeout=5).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return None
+    out = head.stdout.strip()
     return f"{out}-dirty" if dirty else out
 
 

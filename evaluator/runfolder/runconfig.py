@@ -310,8 +310,7 @@ def load_run_config(path: Path) -> RunConfig:
     import json
 
     try:
-        with open(path, encoding="utf-8") as f:
-            d = json.load(f)
+        d = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise RunConfigError(f"{path} cannot be read as JSON ({exc}); the run folder is damaged") from None
     if not isinstance(d, dict):

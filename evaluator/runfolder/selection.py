@@ -16,8 +16,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from evaluator.core.jsonl import JSONObject
-from evaluator.core.records import Key, record_repeat
-from evaluator.core.records import record_key as repeat_key
+from evaluator.core.records import Key, record_key, record_repeat
 
 RECORD_STATUSES = ("ok", "request_error", "data_error")
 # The fields the selection reads, with their Arrow types (the column-wise resume reads only these).
@@ -27,11 +26,6 @@ COLUMNS: dict[str, str] = {
     "parsed_answer": "int64",
     "repeat": "int64",
 }
-
-
-def record_key(rec: JSONObject) -> Key:
-    """The question (and repeat, with --repeats) a valid record answers: evaluator.core.records.record_key."""
-    return repeat_key(rec)
 
 
 def record_problem(rec: JSONObject) -> str | None:

@@ -76,12 +76,7 @@ def run_quietly(argv: list[str] | None, timeout_s: float, errors: bool = True) -
     quiet = None if errors else subprocess.DEVNULL  # rm of a container podman already removed says so
     try:
         subprocess.run(
-            argv,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=quiet,
-            timeout=timeout_s,
-            check=False,
+            argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=quiet, timeout=timeout_s
         )
     except (OSError, subprocess.SubprocessError) as exc:
         print(f"guard: {' '.join(argv)} failed: {exc}", file=sys.stderr, flush=True)

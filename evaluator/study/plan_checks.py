@@ -73,7 +73,7 @@ def options(args: Iterable[str]) -> Iterator[tuple[str, str | None, str]]:
     a token that is a number (e.g. `-1`) is a value, not a flag."""
     items = list(args)
     for i, tok in enumerate(items):
-        if not tok.startswith("-") or _NUMBER.match(tok) or tok == "-":
+        if not _is_flag(tok):
             continue
         name, eq, attached = tok.partition("=")
         if name.startswith("--"):

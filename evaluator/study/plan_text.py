@@ -30,12 +30,8 @@ def shell_words(argv: Sequence[str]) -> list[str]:
     """Each argument quoted for a POSIX shell (shlex), `$PORT` left for the shell to expand."""
     out = []
     for a in argv:
-        if PORT_PLACEHOLDER in a and shlex.quote(a.replace(PORT_PLACEHOLDER, "0")) == a.replace(
-            PORT_PLACEHOLDER, "0"
-        ):
-            out.append(f'"{a}"')  # nothing else in it needs quoting: the shell expands $PORT only
-        else:
-            out.append(shlex.quote(a))
+        bare = a.replace(PORT_PLACEHOLDER, "0")  # when nothing else in it needs quoting: "...$PORT..."
+        out.append(f'"{a}"' if PORT_PLACEHOLDER in a and shlex.quote(bare) == bare else shlex.quote(a))
     return out
 
 
@@ -214,10 +210,8 @@ RIGHT = {4, 5, 6, 7}  # numbers, right-aligned
 
 
 def request_lines(sides: Sequence[RequestSide]) -> list[str]:
-    """The plan's request section: one row per run (tokens/s: what one request must generate per second
-    to finish max_tokens within the timeout; all: that over the requests at once), the output limit's
-    field when it is not max_tokens, its extra body and strip tokens on lines under it when it has them. Rows are indented: a line that starts with a run's
-    name is its server row above."""
+    """The plan's request section: one row per run, indented (a line that starts with a run's name is its
+    server row above), its output limit's field, extra body and strip tokens under it when it has them."""
     if not sides:
         return []
     rows = [HEAD] + [_cells(s) for s in sides]
