@@ -138,9 +138,8 @@ def input_path(root: Path, ledger: Ledger, prefix: str) -> Path:
 
 
 def heal_unusable_ids(ledger: Ledger) -> int:
-    """Entries saved as created with a batch id that cannot be polled (an empty or malformed id an earlier
-    version kept) go back to uploaded: their batch is looked up by its input file, or created again. So a
-    folder never needs hand editing to go on. How many were healed."""
+    """Entries saved as created with a batch id that cannot be polled (an earlier version's) go back to
+    uploaded, so a folder never needs hand editing to go on. How many were healed."""
     healed = 0
     for e in ledger.batches:
         if e.state == "created" and not usable_batch_id(e.batch_id):
@@ -162,10 +161,9 @@ def keys_in_flight(ledger: Ledger) -> set[tuple[str, int]]:
 
 
 def held_by_batches(root: Path) -> tuple[set[tuple[str, int]], list[str]]:
-    """For an online run of a folder that has a ledger: the rows a batch may still answer (uploaded, created
-    or prepared and not collected), never to be sent online until that batch has ended, and the batch ids
-    (or input files) that hold them. Input files written but never uploaded are dropped from the ledger
-    first: no provider has seen them, so their rows are free. The caller holds the folder's lock."""
+    """For an online run of a folder with a ledger (its lock held): the rows a batch not yet collected may
+    still answer, never sent online meanwhile, and the batch ids (or input files) holding them. Input files
+    never uploaded are dropped first: no provider has seen them."""
     if not (root / LEDGER).exists():
         return set(), []
     ledger = load_ledger(root)
@@ -271,8 +269,7 @@ def batch_line(batch: BatchSummary) -> str:
 
 
 def run_batch_summary(root: Path, rows: list[JSONObject]) -> BatchSummary | None:
-    """batch_summary of a run folder's ledger (None without one, or when it cannot be read: the score is
-    never refused for it)."""
+    """batch_summary of a run folder's ledger; None without one or when it is unreadable (never fails a score)."""
     try:
         return batch_summary(load_ledger(root), rows)
     except (LedgerError, OSError):

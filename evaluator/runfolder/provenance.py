@@ -23,16 +23,10 @@ from evaluator.runfolder.serving import Serving, serving_record
 KEY_PACKAGES = ("openai", "httpx2", "pyarrow", "huggingface_hub", "click", "numpy", "matplotlib", "tqdm")
 # Set by the Makefile / compose for containerised runs: image ids and file hashes.
 CONTAINER_ENV = (
-    "DOCCOUNT_IMAGE_EVAL",
-    "DOCCOUNT_IMAGE_VLLM",
-    "DOCCOUNT_COMPOSE_SHA256",
-    "DOCCOUNT_DOCKERFILE_EVAL_SHA256",
-    "DOCCOUNT_DOCKERFILE_VLLM_SHA256",
-    "DOCCOUNT_DOCKERFILE_VLLM_CPU_SHA256",
-    "DOCCOUNT_LOCK_SHA256",
-    "DOCCOUNT_GIT_COMMIT",
-    "DOCCOUNT_VLLM_BATCH_INVARIANT",
-)
+    "DOCCOUNT_IMAGE_EVAL", "DOCCOUNT_IMAGE_VLLM", "DOCCOUNT_COMPOSE_SHA256", "DOCCOUNT_DOCKERFILE_EVAL_SHA256",
+    "DOCCOUNT_DOCKERFILE_VLLM_SHA256", "DOCCOUNT_DOCKERFILE_VLLM_CPU_SHA256", "DOCCOUNT_LOCK_SHA256",
+    "DOCCOUNT_GIT_COMMIT", "DOCCOUNT_VLLM_BATCH_INVARIANT",
+)  # fmt: skip
 
 
 def served_provenance(
@@ -89,10 +83,8 @@ def environment_info(containers: Mapping[str, str] | None = None) -> Environment
 
 
 def server_info(base_url: str, api_key: str | None, timeout_s: float = 10.0) -> JSONObject:
-    """What the endpoint says about itself (/v1/models, and vLLM's /version), through the boundary: the
-    API key removed from the raw text and from every string of it (a server may echo the Authorization
-    header), model ids kept as strings, the version as JSON. Failures are recorded (past `timeout_s` from
-    connect to the last byte: TimeoutError; past the size cap: ReplyTooLarge)."""
+    """What the endpoint says about itself (/v1/models, vLLM's /version), through the boundary (a server may
+    echo the key); a failure, a slow (past `timeout_s`) or oversized answer, is recorded as an error."""
     keys = Redactor(api_key)
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     info: JSONObject = {}
@@ -126,8 +118,7 @@ def _model_ids(data: Any, keys: Redactor) -> list[str | None]:
 
 
 def _model_roots(data: Any, keys: Redactor) -> dict[str, str]:
-    """What each served name is a name for (vLLM's `root`: the model id or folder it loaded), where it
-    differs from the name; other servers send no `root`."""
+    """What each served name is a name for (vLLM's `root`), where it differs from the name."""
     entries = data.get("data", []) if isinstance(data, dict) else []
     roots = {}
     for m in entries[:1000]:

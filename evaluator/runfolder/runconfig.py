@@ -82,9 +82,8 @@ class RunConfigError(UserError):
 
 
 class Launch(msgspec.Struct, kw_only=True):
-    """How a sweep started the server of a served run (evaluator.study.unit); what was served (model,
-    revision, commit, server version, args) is `serving`. No secret: a sweep file holds none and a key
-    reaches a server only through the environment, by name."""
+    """How a sweep started the server of a served run (evaluator.study.unit); what was served is `serving`.
+    No secret: a key reaches a server only through the environment, by name."""
 
     launcher: Launcher
     """`process` (the sweep's `command`) or `container` (the serving image)."""

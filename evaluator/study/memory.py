@@ -174,11 +174,8 @@ def snapshot_weights(folder: Path) -> tuple[int | None, str]:
     are there or the index names a shard that is missing."""
     files = {p.relative_to(folder).as_posix(): p for p in folder.rglob("*.safetensors")}
     index = _json(folder / INDEX)
-    shards = (
-        set(index.get("weight_map", {}).values())
-        if index and isinstance(index.get("weight_map"), dict)
-        else set()
-    )
+    weight_map = index.get("weight_map") if index else None
+    shards = set(weight_map.values()) if isinstance(weight_map, dict) else set()
     missing = sorted(s for s in shards if s not in files)
     if missing:
         return None, f"{len(missing)} of its {len(shards)} safetensors shards are not in the cache"
@@ -194,10 +191,8 @@ def cached_weights(cache_dir: str, model: str, revision: str | None) -> Weights:
     """The weights and config.json of `model` at `revision` in the local Hugging Face cache."""
     from evaluator.data.hub import repo_folder
 
-    if Path(model).is_dir():  # a local folder served as it is
-        folder: Path | None = Path(model)
-    else:
-        folder = _snapshot(repo_folder(cache_dir, model, "model"), revision)
+    local = Path(model).is_dir()  # a local folder, served as it is
+    folder = Path(model) if local else _snapshot(repo_folder(cache_dir, model, "model"), revision)
     where = "the local Hugging Face cache"
     if folder is None:
         return Weights(None, None, where, f"revision {revision or 'main'} is not in {cache_dir}")

@@ -54,8 +54,7 @@ def vllm_flags() -> tuple[str, frozenset[str]]:
 
 
 def is_vllm(table: ServeTable) -> bool:
-    """The sweep's server program is vLLM: `vllm serve`, `python -m vllm...`, the bundle's
-    vllm_cpu_serve.py, or the container launcher (the bundle's image runs `vllm serve`)."""
+    """The sweep's server is vLLM: `vllm serve`, `python -m vllm...`, vllm_cpu_serve.py, or the container."""
     if table.launcher == "container":
         return True
     cmd = table.command

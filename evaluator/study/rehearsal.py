@@ -171,15 +171,9 @@ def duration(seconds: float | None) -> str:
 
 
 HEADERS = (
-    "run",
-    "state",
-    "reasoning declared / seen",
-    "parsed / answered",
-    "median latency",
-    "output tok/s",
-    "full run (projected)",
-    "stop line",
-)
+    "run", "state", "reasoning declared / seen", "parsed / answered", "median latency", "output tok/s",
+    "full run (projected)", "stop line",
+)  # fmt: skip
 
 
 def _cells(r: RehearsalRow) -> list[str]:

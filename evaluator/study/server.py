@@ -69,9 +69,8 @@ def last_error_line(log: Path, tail_bytes: int = 65536) -> str | None:
 
 
 def server_environment(env: Mapping[str, str], drop: Iterable[str]) -> dict[str, str]:
-    """What a server process inherits: `env` without `drop` and without any credential-named variable
-    (the Slurm executor's rule, secrets.credential_named: AWS_SECRET_ACCESS_KEY, GITHUB_TOKEN, the users'
-    provider keys), except SERVER_NEEDS. Its own token is added by the unit. Pure."""
+    """What a server inherits: `env` without `drop` and every credential-named variable (the Slurm
+    executor's rule) but SERVER_NEEDS; the unit adds its own token. Pure."""
     gone = set(drop)
     return {k: v for k, v in env.items() if k not in gone and (k in SERVER_NEEDS or not credential_named(k))}
 
@@ -107,14 +106,11 @@ class Server:
         with open(self.log, "ab", opener=no_follow) as log:
             log.write(f"--- try {attempt}: {' '.join(self.argv)}\n".encode())
             log.flush()
+            # its own process group (session): stopped as a whole, never by a Ctrl-C meant for us
             self.proc = subprocess.Popen(
-                [*guard, "--", *self.argv],
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,  # its own process group: stopped as a whole, never by a Ctrl-C meant for us
-            )
+                [*guard, "--", *self.argv], env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )  # fmt: skip
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
@@ -197,8 +193,7 @@ class Listener(NamedTuple):
 
 
 def listeners(table: str, port: int, v6: bool) -> list[Listener]:
-    """The listening sockets of one /proc/net/tcp (or tcp6) text that a connection to 127.0.0.1:`port`
-    can reach. Pure, linear in the text."""
+    """The listening sockets of a /proc/net/tcp (or tcp6) text a connection to 127.0.0.1:`port` can reach."""
     wanted = LOOPBACK_V6 if v6 else LOOPBACK_V4
     out = []
     for line in table.splitlines()[1:]:
@@ -236,11 +231,9 @@ def tree_sockets(root_pid: int, proc: Path = Path("/proc")) -> set[int]:
             if int(fields[3]) == root_pid:
                 session.add(pid)
     tree = {root_pid} | session
-    grew = True
-    while grew:  # descendants (a child may have left the session)
-        more = {pid for pid, parent in parents.items() if parent in tree} - tree
+    # its descendants (a child may have left the session)
+    while more := {pid for pid, parent in parents.items() if parent in tree} - tree:
         tree |= more
-        grew = bool(more)
     return {inode for pid in tree for inode in _sockets_of(proc / str(pid) / "fd")}
 
 

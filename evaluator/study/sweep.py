@@ -181,9 +181,7 @@ class Sweep:
         cmd = [sys.executable, "-m", "evaluator.cli", "score", "--run-root", str(self.folder / run.name)]
         env = {k: v for k, v in self.env.items() if k not in CHILD_DROPS and k not in self.key_vars}
         with open(self.folder / LOGS / f"{run.name}.log", "ab", opener=no_follow) as log:
-            subprocess.run(
-                cmd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log, check=False
-            )
+            subprocess.run(cmd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log)
 
     def exit_code(self, interrupted: bool) -> ExitCode:
         """130 when interrupted, 0 when every selected run is done, else 3 (a re-run continues)."""
@@ -289,9 +287,8 @@ def _follow(
 
 
 def make_executor(sw: Sweep, runs: list[RunSpec], parallel: int | None) -> Executor:
-    """The executor [serve] names: this host, its GPU pool asked of nvidia-smi only when a run is served
-    (and [serve] names none); or Slurm, one job per run, adopting the jobs sweep.json holds still queued or
-    running."""
+    """The executor [serve] names: this host (its GPU pool asked of nvidia-smi only when a run is served and
+    [serve] names none), or Slurm (adopting the jobs sweep.json holds still queued or running)."""
     serve = sw.sweep.serve
     if serve.executor == "slurm":
         from evaluator.study.executors.slurm import SlurmExecutor  # submitit: only for a Slurm sweep

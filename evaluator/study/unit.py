@@ -51,13 +51,9 @@ IMAGE_ID_RE = re.compile(r"[0-9a-f]{64}")
 # what `make eval` tells an evaluate about its server (runfolder.serving reads them): a unit's child has
 # its launch contract instead and never inherits them from the sweep's own environment
 SERVING_ENV = (
-    "DOCCOUNT_SERVED_MODEL",
-    "DOCCOUNT_MODEL_REVISION",
-    "DOCCOUNT_MODEL_COMMIT",
-    "DOCCOUNT_VLLM_ARGS",
-    "DOCCOUNT_GPUS",
-    "DOCCOUNT_IMAGE_VLLM",
-)
+    "DOCCOUNT_SERVED_MODEL", "DOCCOUNT_MODEL_REVISION", "DOCCOUNT_MODEL_COMMIT", "DOCCOUNT_VLLM_ARGS",
+    "DOCCOUNT_GPUS", "DOCCOUNT_IMAGE_VLLM",
+)  # fmt: skip
 # variables a child must not inherit: the unit sets the key and passes the URL and folder itself; a
 # server gets only the token the unit made for it (SERVER_TOKEN_ENV), never one from the sweep's environment
 SERVER_TOKEN_ENV = "VLLM_API_KEY"
@@ -128,10 +124,6 @@ class UnitStatus(msgspec.Struct, kw_only=True):
 Report = Callable[[UnitStatus], None]
 
 
-def visible_gpus(env: Mapping[str, str]) -> list[str]:
-    return [g.strip() for g in env.get("CUDA_VISIBLE_DEVICES", "").split(",") if g.strip()]
-
-
 def serve_and_evaluate(
     task: UnitTask,
     env: Mapping[str, str] | None = None,
@@ -167,7 +159,7 @@ def _start_server(
         return UnitResult(
             state="failed", message=f"server: {missing} is not found on this host ([serve] {key})"
         )
-    gpus = visible_gpus(env)
+    gpus = [g.strip() for g in env.get("CUDA_VISIBLE_DEVICES", "").split(",") if g.strip()]
     server_env = server_environment(env, (*CHILD_DROPS, *task.drop_env, task.api_key_env or ""))
     message = "not started"
     for attempt in range(1, task.tries + 1):
@@ -350,10 +342,7 @@ def _watch(
     while not done.wait(task.watch_s):
         if stop.is_set() or (server is not None and not server.alive()):
             if server is not None and not server.alive() and not stop.is_set():
-                why = last_error_line(server.log) or "no output"
-                died.append(
-                    f"server: exited mid-run ({getattr(server.proc, 'returncode', None)}): {why} (log: {task.server_log})"
-                )
+                died.append(_death_message(server, task))
             if child.poll() is None:
                 child.send_signal(signal.SIGTERM)
             return

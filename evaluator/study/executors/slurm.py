@@ -47,8 +47,8 @@ REFRESH_S = 2.0  # one squeue (and sacct) call for all jobs at most this often
 
 
 def withheld_variables(env: Mapping[str, str], key_vars: Sequence[str], own_key: str | None) -> list[str]:
-    """Names a job must not inherit: every credential-named variable and the sweep's key variables
-    (MODEL_API_KEY, HF_TOKEN, ..._SECRET), except the run's own key variable. Pure."""
+    """Names a job must not inherit: every credential-named variable and the sweep's key variables, except
+    the run's own. Pure."""
     out = set(CHILD_DROPS) | set(key_vars)
     out |= {name for name in env if credential_named(name)}
     out.discard(own_key or "")
@@ -58,10 +58,9 @@ def withheld_variables(env: Mapping[str, str], key_vars: Sequence[str], own_key:
 class _KeylessSubmitit(SubmititSlurm):
     """submitit's executor whose sbatch runs without the withheld variables (their names only on argv).
 
-    The one private method of submitit overridden here (`_make_submission_command`, the argv submitit runs
-    sbatch with): submitit has no public way to give sbatch another environment, and changing this
-    process's own environment would race the sweep's other threads. pyproject pins submitit's version;
-    tests/test_sweep_inprocess.py checks the name and signature in the installed submitit."""
+    The one private method of submitit overridden (`_make_submission_command`): it has no public way to give
+    sbatch another environment, and changing this process's would race the sweep's threads. pyproject pins
+    submitit; tests/test_sweep_inprocess.py checks the method in the installed one."""
 
     withheld: Sequence[str] = ()
 
