@@ -218,13 +218,11 @@ def request_lines(sides: Sequence[RequestSide]) -> list[str]:
     widths = [max(len(r[i]) for r in rows) for i in range(len(HEAD))]
 
     def line(cells: list[str]) -> str:
-        return (
-            "  "
-            + "  ".join(
-                c.rjust(w) if i in RIGHT else c.ljust(w)
-                for i, (c, w) in enumerate(zip(cells, widths, strict=True))
-            ).rstrip()
-        )
+        aligned = [
+            c.rjust(w) if i in RIGHT else c.ljust(w)
+            for i, (c, w) in enumerate(zip(cells, widths, strict=True))
+        ]
+        return "  " + "  ".join(aligned).rstrip()
 
     out = textwrap.wrap(
         "requests: what each run sends; tokens/s: what one request must generate per second to finish "
@@ -235,11 +233,8 @@ def request_lines(sides: Sequence[RequestSide]) -> list[str]:
     for side, cells in zip(sides, rows[1:], strict=True):
         out.append(line(cells))
         body = _json(side.extra_body) if side.extra_body else ""
-        field = (
-            side.max_tokens_field
-            if side.max_tokens is not None and side.max_tokens_field != "max_tokens"
-            else ""
-        )
+        renamed = side.max_tokens is not None and side.max_tokens_field != "max_tokens"
+        field = side.max_tokens_field if renamed else ""
         strip = " ".join(map(_json, side.strip_token))
         for label, text in (("max_tokens sent as", field), ("extra body", body), ("strip tokens", strip)):
             if text:

@@ -7,6 +7,7 @@ from them. No submitit import here: the sweep file is read, and a local sweep ru
 from __future__ import annotations
 
 import re
+import shutil
 from collections.abc import Callable, Collection
 from typing import Annotated, Any
 
@@ -14,7 +15,7 @@ import msgspec
 from msgspec import Meta
 
 from evaluator.core.vocab import ExecutorName, Launcher
-from evaluator.study.launch import DEFAULT_COMMAND, DEFAULT_IMAGE
+from evaluator.study.launch import DEFAULT_COMMAND, DEFAULT_IMAGE, ServerSpec
 from evaluator.study.unit import UnitTask
 
 NO_KEY = "never a key of yours; remove `api_key_env`"
@@ -116,6 +117,26 @@ def run_serve(
     if "api_key_env" in given:  # its requests carry its own server's token (study.unit)
         raise fail("api_key_env", f"run {name}: a served run sends its own server's fresh token, {NO_KEY}")
     return RunServe(served_name=served or model, **msgspec.structs.asdict(serve))
+
+
+def server_spec(table: ServeTable, model: str, serve: RunServe | None) -> ServerSpec | None:
+    """What a served run's unit starts: its request under [serve]'s launcher; None for an endpoint run."""
+    if serve is None:
+        return None
+    # a docker client without an engine is common (podman hosts): the file's `runtime` settles it
+    runtime = table.runtime or (
+        "docker" if shutil.which("docker") or not shutil.which("podman") else "podman"
+    )
+    return ServerSpec(
+        model=model,
+        served_name=serve.served_name,
+        revision=serve.revision,
+        args=serve.args,
+        launcher=table.launcher,
+        command=table.command,
+        image=table.image,
+        runtime=runtime,
+    )
 
 
 TIME_RE = re.compile(r"^(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?$")

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -42,19 +41,13 @@ from evaluator.runfolder.handoff import (
     read_sweep_state,
 )
 from evaluator.study.executors.base import Executor, ExecutorError, Handle, Poll
-from evaluator.study.launch import ServerSpec
 from evaluator.study.plan_checks import check_runs
 from evaluator.study.plan_text import plan_lines, request_lines, request_side
 from evaluator.study.progress import SweepProgress, end_table, status_lines
 from evaluator.study.rehearsal import rehearsal_row, smoke_run, table_lines, write_rehearsal
-from evaluator.study.sweep_file import (
-    OptionSpec,
-    RunSpec,
-    SweepSpec,
-    check_key_variables,
-    run_args,
-    select_runs,
-)
+from evaluator.study.serve_file import server_spec
+from evaluator.study.sweep_file import RunSpec, SweepSpec, check_key_variables, select_runs
+from evaluator.study.sweep_options import OptionSpec, run_args
 from evaluator.study.unit import CHILD_DROPS, UnitResult, UnitTask
 
 LOGS = "logs"
@@ -62,8 +55,9 @@ POLL_S = 0.2  # the drive loop's pace: how often it polls the handles
 
 
 class Task(NamedTuple):
-    """A run's unit, the digest of its arguments, and whether it finished with them already."""
+    """A run, its unit, the digest of its arguments, and whether it finished with them already."""
 
+    run: RunSpec
     unit: UnitTask
     digest: str
     done: bool
@@ -130,32 +124,13 @@ class Sweep:
             run=run.name,
             evaluate_args=args,
             evaluate_log=str(logs / f"{run.name}.log"),
-            server=self.server_spec(run),
+            server=server_spec(self.sweep.serve, run.model, run.serve),
             server_log=str(logs / f"{run.name}.server.log") if run.serve else None,
             gpus=run.serve.gpus if run.serve else 0,
             api_key_env=run.api_key_env,
             drop_env=[k for k in self.key_vars if k != run.api_key_env],
         )
-        return Task(task, digest, finished and (folder / CONFIG).is_file())
-
-    def server_spec(self, run: RunSpec) -> ServerSpec | None:
-        if run.serve is None:
-            return None
-        table = self.sweep.serve
-        # a docker client without an engine is common (podman hosts): the file's `runtime` settles it
-        runtime = table.runtime or (
-            "docker" if shutil.which("docker") or not shutil.which("podman") else "podman"
-        )
-        return ServerSpec(
-            model=run.model,
-            served_name=run.serve.served_name,
-            revision=run.serve.revision,
-            args=run.serve.args,
-            launcher=table.launcher,
-            command=table.command,
-            image=table.image,
-            runtime=runtime,
-        )
+        return Task(run, task, digest, finished and (folder / CONFIG).is_file())
 
     def finish(self, run: RunSpec, result: UnitResult, progress: SweepProgress) -> None:
         """Record a run's end and score its folder (in a thread of its own: the drive loop goes on)."""
@@ -227,33 +202,30 @@ def submit_all(sw: Sweep, executor: Executor, tasks: dict[str, Task], progress: 
 
 def follow_all(sw: Sweep, executor: Executor, tasks: dict[str, Task], progress: SweepProgress) -> bool:
     """Follow each submitted run to its end; True when the sweep was interrupted."""
-    handles = sw.handles
-    by_name = {r.name: r for r in sw.runs}
-    seen: dict[str, Poll | None] = dict.fromkeys(handles)
+    seen: dict[str, Poll | None] = dict.fromkeys(sw.handles)
     closed = False
     try:
-        while handles:
+        while sw.handles:
             if sw.stopping and not closed:
                 closed = True
                 executor.close()
-            for name in list(handles):
-                _follow(sw, by_name[name], tasks[name], seen, progress)
-            if handles:
+            for name in list(sw.handles):
+                _follow(sw, tasks[name], seen, progress)
+            if sw.handles:
                 time.sleep(POLL_S)
     except KeyboardInterrupt:
         sw.stopping = True
         executor.close()
-        for name in list(handles):
-            _follow(sw, by_name[name], tasks[name], seen, progress)
+        for name in list(sw.handles):
+            _follow(sw, tasks[name], seen, progress)
         return True
     executor.close()
     return sw.stopping
 
 
-def _follow(
-    sw: Sweep, run: RunSpec, task: Task, seen: dict[str, Poll | None], progress: SweepProgress
-) -> None:
+def _follow(sw: Sweep, task: Task, seen: dict[str, Poll | None], progress: SweepProgress) -> None:
     """One poll of one run: its start recorded, its progress shown, its end recorded and scored."""
+    run = task.run
     handle = sw.handles[run.name]
     poll = handle.poll()
     if poll is None or poll == seen[run.name]:
@@ -308,7 +280,6 @@ def _checked_tasks(sw: Sweep, executor: Executor) -> dict[str, Task]:
     """Each run's unit, refused before anything starts when the executor or a server could not run it."""
     tasks = {r.name: sw.task(r) for r in sw.runs}
     executor.check([t.unit for t in tasks.values()])
-    # the settings a server would refuse or waste, found before any server starts or job is submitted
     for note in check_runs(sw.sweep, [r for r in sw.runs if not tasks[r.name].done]):
         say(note)  # a size that could not be known: not a refusal
     return tasks
@@ -379,8 +350,7 @@ def run_sweep(
     tasks = _checked_tasks(sw, executor)
     check_key_variables(sweep, runs, sw.env)
     (sw.folder / LOGS).mkdir(parents=True, exist_ok=True)
-    # the logs it appends to by name, never through a link (their opens refuse one too); the links a
-    # Slurm sweep makes itself (<run>.job.out) are only read
+    # logs are appended to by name, never through a link (a Slurm sweep's own <run>.job.out links are read)
     refuse_links(sw.folder / LOGS, [f"{r.name}{end}" for r in runs for end in (".log", ".server.log")])
     with RunLock(sw.folder), forward_signals(sw):
         sw.state.invocations += 1
