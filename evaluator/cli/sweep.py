@@ -4,6 +4,7 @@ evaluator.study.sweep and evaluator.report.leaderboard."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -62,29 +63,36 @@ def sweep_command(evaluate_cmd: click.Command) -> click.Command:
         is_flag=True,
         help="Print each run's state (a Slurm job's place in the queue, rows recorded); submit nothing.",
     )
-    def sweep_cmd(
-        sweep_file: Path,
-        run_root: Path,
-        only: tuple[str, ...],
-        parallel: int | None,
-        plan: bool,
-        detach: bool,
-        status: bool,
-        smoke: int | None,
-    ) -> ExitCode:
+    def sweep_cmd(**options: Any) -> ExitCode:
         # the help text is the command's `help` above: docs/ is named only where it exists
-        from evaluator.study.sweep import plan_sweep, run_sweep, sweep_status
-        from evaluator.study.sweep_file import load_sweep, option_specs
-
-        specs = option_specs(evaluate_cmd.params)
-        sweep = load_sweep(sweep_file, specs)
-        if status:
-            return ExitCode(sweep_status(sweep, specs, run_root, list(only)))
-        if plan:
-            return ExitCode(plan_sweep(sweep, specs, run_root, list(only), parallel))
-        return ExitCode(run_sweep(sweep, specs, run_root, list(only), parallel, detach=detach, smoke=smoke))
+        return ExitCode(_run_file(evaluate_cmd, **options))
 
     return sweep_cmd
+
+
+def _run_file(
+    evaluate_cmd: click.Command,
+    sweep_file: Path,
+    run_root: Path,
+    only: tuple[str, ...],
+    parallel: int | None,
+    plan: bool,
+    detach: bool,
+    status: bool,
+    smoke: int | None,
+) -> int:
+    """The sweep file loaded and run (or planned, or its status shown), by the command's options (given by
+    name); its exit code. A bad file, run folder or executor setting is a UserError."""
+    from evaluator.study.sweep import plan_sweep, run_sweep, sweep_status
+    from evaluator.study.sweep_file import load_sweep, option_specs
+
+    specs = option_specs(evaluate_cmd.params)
+    sweep = load_sweep(sweep_file, specs)
+    if status:
+        return sweep_status(sweep, specs, run_root, list(only))
+    if plan:
+        return plan_sweep(sweep, specs, run_root, list(only), parallel)
+    return run_sweep(sweep, specs, run_root, list(only), parallel, detach=detach, smoke=smoke)
 
 
 @click.command("leaderboard")
