@@ -99,9 +99,8 @@ def load_ledger(root: Path) -> Ledger:
 
 
 def check_input_name(root: Path, name: str) -> None:
-    """A ledger's input file must be `batch/NAME.jsonl` inside the run folder, reached through no link: a
-    ledger naming any other path (`../..`, absolute, a link out of the folder) would have a resume delete or
-    upload a file that is not the run's. Raises LedgerError naming the entry."""
+    """A ledger's input file must be `batch/NAME.jsonl` of the run folder through no link, else a resume
+    could delete or upload a file that is not the run's. Raises LedgerError naming the entry."""
     parts = name.split("/")
     plain = (
         len(parts) == 2

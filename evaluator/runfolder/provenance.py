@@ -32,9 +32,8 @@ CONTAINER_ENV = (
 def served_provenance(
     server: Mapping[str, Any], model_sent: str, env: Mapping[str, str] = os.environ
 ) -> tuple[Serving | None, Launch | None, dict[str, str]]:
-    """run_config.json `serving` and `launch`, and the container variables to record beside the
-    environment's: from a sweep's launch contract when HANDOFF_ENV names one (its served image id is the
-    DOCCOUNT_IMAGE_VLLM a container run records), else from the DOCCOUNT_* variables (the Make path)."""
+    """run_config.json `serving` and `launch`, and container variables to record: from a sweep's launch
+    contract when HANDOFF_ENV names one (its image id as DOCCOUNT_IMAGE_VLLM), else the DOCCOUNT_* variables."""
     contract = read_contract(env)
     if contract is None:
         return serving_record(server, model_sent, env), None, {}
@@ -63,8 +62,7 @@ def git_commit() -> str | None:
 
 
 def environment_info(containers: Mapping[str, str] | None = None) -> Environment:
-    """The evaluator, Python, key packages, and the container variables (`containers`: ones a launch
-    contract gives, over the environment's)."""
+    """The evaluator, Python, key packages, and the container variables (a launch contract's over the env's)."""
     given = {**os.environ, **(containers or {})}
     packages: dict[str, str | None] = {}
     for name in KEY_PACKAGES:

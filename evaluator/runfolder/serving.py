@@ -146,9 +146,8 @@ def served_from_env(env: Mapping[str, str]) -> Serving:
 def serving_record(
     server: Mapping[str, Any], model_sent: str, env: Mapping[str, str] | Serving
 ) -> Serving | None:
-    """This run's `serving` record from what its starter said (a sweep's contract `served`, or the
-    environment's DOCCOUNT_* variables) and the (first) server's self-description; None when nothing says
-    the model is self-hosted (nothing given, no /v1/models root)."""
+    """This run's `serving` from what its starter said (a contract's `served` or DOCCOUNT_* variables) and
+    the server's self-description; None when nothing says the model is self-hosted."""
     given = env if isinstance(env, Serving) else served_from_env(env)
     started_here = given.model
     models = server.get("models")

@@ -100,8 +100,8 @@ def container_stop_argv(spec: ServerSpec, name: str, grace_s: float) -> list[str
 
 
 def remove_argv(spec: ServerSpec, run: str, port: int) -> list[str] | None:
-    """What removes the server's container once it has ended (None for a process): `run --rm` alone
-    leaves the removal to a cleanup process that may finish after the sweep."""
+    """What removes the server's container once it ended (None for a process): `run --rm` alone leaves it
+    to a cleanup process that may finish after the sweep."""
     return [spec.runtime, "rm", "-f", container_name(run, port)] if spec.launcher == "container" else None
 
 
@@ -129,8 +129,7 @@ def plan_argv(spec: ServerSpec, run: str, gpus: list[str]) -> list[str]:
 
 
 def missing_program(spec: ServerSpec) -> str | None:
-    """The program the launcher would run when this environment has no such program (else None): a server
-    that cannot exist is not tried three times."""
+    """The launcher's program when this host has none (else None): a server that cannot exist is not retried."""
     program = spec.runtime if spec.launcher == "container" else spec.command[0]
     found = (
         shutil.which(program) if os.sep not in program else (program if os.access(program, os.X_OK) else None)

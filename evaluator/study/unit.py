@@ -206,8 +206,8 @@ def _launch(spec: ServerSpec, server: Server, gpus: list[str], tries: int) -> La
 
 
 def served(spec: ServerSpec, gpus: list[str]) -> Serving:
-    """What was served, for run_config.json `serving` (the contract's `served`): the weights, the args, the
-    image id, and the GPUs as nvidia-smi names them (none when there is no nvidia-smi)."""
+    """What was served (run_config.json `serving`, by the contract): the weights, the args, the image id,
+    the GPUs as nvidia-smi names them."""
     return Serving(
         model=spec.model.strip() or None,
         revision=(spec.revision or "").strip() or None,
@@ -218,8 +218,7 @@ def served(spec: ServerSpec, gpus: list[str]) -> Serving:
 
 
 def _image_id(spec: ServerSpec) -> str | None:
-    """The serving image's id (a tag can move; the id names the bytes that served): docker prints it as
-    sha256:HEX, podman as bare HEX."""
+    """The serving image's id (a tag can move): docker prints sha256:HEX, podman bare HEX."""
     query = [spec.runtime, "image", "inspect", "--format", "{{.Id}}", spec.image]
     try:
         out = subprocess.run(query, capture_output=True, text=True, timeout=60)
@@ -253,8 +252,7 @@ def _hand_off(task: UnitTask, launch: Launch | None) -> tuple[Path, Path]:
 def _child_env(
     task: UnitTask, env: Mapping[str, str], contract: Path, server: Server | None
 ) -> dict[str, str]:
-    """evaluate's environment: a served run's key is its server's token, an endpoint run's the user's; the
-    launch contract by name."""
+    """evaluate's environment: the key (its server's token, or the user's), the contract by name."""
     out = {k: v for k, v in env.items() if k not in (*CHILD_DROPS, *task.drop_env, task.api_key_env or "")}
     if server is not None:
         if server.token:  # always set by _start_server; None only for a Server made elsewhere
@@ -316,8 +314,7 @@ def _ended(
 def _follow(
     child: subprocess.Popen[bytes], log_path: str, redact: Callable[[str], str], report: Report
 ) -> None:
-    """The child's stderr, line by line, to the log and the status (what it says is for the user: the run's
-    state comes from its outcome file)."""
+    """The child's stderr, line by line, to the log and the status (the run's state comes from its outcome)."""
     assert child.stderr is not None
     with open(log_path, "ab", opener=no_follow) as log:
         for raw in child.stderr:

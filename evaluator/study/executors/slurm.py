@@ -304,8 +304,7 @@ def job_result(folder: Path, job_id: str) -> UnitResult | None:
 
 
 def _wait_ended(job_ids: list[str], timeout_s: float = 120) -> None:
-    """Until Slurm lists none of these jobs as queued or running (a cancelled job's processes are gone
-    once it has left those states: KillWait, then SIGKILL to its cgroup)."""
+    """Until Slurm lists none of these jobs as queued or running (then their processes are gone)."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline and any(v.live for v in read_queue(job_ids).values()):
         time.sleep(1)
