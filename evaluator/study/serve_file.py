@@ -205,10 +205,7 @@ def job_parameters(slurm: SlurmSettings, task: UnitTask, sweep_name: str) -> dic
         params["cpus_per_task"] = slurm.cpus_per_gpu * max(1, gpus)
     if slurm.mem_per_gpu is not None:
         params["mem"] = mem_scaled(slurm.mem_per_gpu, max(1, gpus))
-    named = {"partition": slurm.partition, "account": slurm.account, "qos": slurm.qos}
-    for key, value in {**named, "constraint": slurm.constraint}.items():
-        if value:
-            params[key] = value
+    params.update({k: v for k in ("partition", "account", "qos", "constraint") if (v := getattr(slurm, k))})
     if slurm.reservation:
         params["additional_parameters"] = {"reservation": slurm.reservation}
     return params
