@@ -268,7 +268,7 @@ def batch_line(batch: BatchSummary) -> str:
 
 
 def run_batch_summary(root: Path, rows: list[JSONObject]) -> BatchSummary | None:
-    """batch_summary of a run folder's ledger; None without one or when it is unreadable (never fails a score)."""
+    """batch_summary of a run folder's ledger; None without one or when unreadable (a score never fails)."""
     try:
         return batch_summary(load_ledger(root), rows)
     except (LedgerError, OSError):

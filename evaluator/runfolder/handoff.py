@@ -1,14 +1,9 @@
-"""The sweep-to-evaluate contract (evaluator.study.unit and its evaluate child): two files and one
-variable, nothing read from stderr.
-
-In: a `LaunchContract` the unit writes before it starts the child and names in HANDOFF_ENV: the launch
-and what was served (run_config.json `launch` and `serving`), and where the outcome goes. Out: the
-`Outcome` the child writes atomically as it ends, however it ends; with none (a killed child) the unit
-goes by the exit code alone.
-
-And `<run-root>/<sweep>/sweep.json`, the sweep's state: the file's SHA-256 and each run's state and
-arguments digest (never a key), one type to write (the sweep) and read it (the leaderboard, the sweep
-archive). The run folders stay the truth: an unreadable state file starts afresh.
+"""The sweep-to-evaluate contract (evaluator.study.unit and its evaluate child), nothing read from stderr:
+a `LaunchContract` the unit writes and names in HANDOFF_ENV (the launch and what was served, recorded in
+run_config.json, and where the outcome goes), and the `Outcome` the child writes atomically however it
+ends (none: the unit goes by the exit code). And sweep.json, the sweep's state (`SweepState`, never a key),
+one type for the sweep that writes it and the leaderboard and archive that read it; the run folders stay
+the truth: an unreadable state file starts afresh.
 """
 
 from __future__ import annotations

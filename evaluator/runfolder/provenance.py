@@ -23,9 +23,10 @@ from evaluator.runfolder.serving import Serving, serving_record
 KEY_PACKAGES = ("openai", "httpx2", "pyarrow", "huggingface_hub", "click", "numpy", "matplotlib", "tqdm")
 # Set by the Makefile / compose for containerised runs: image ids and file hashes.
 CONTAINER_ENV = (
-    "DOCCOUNT_IMAGE_EVAL", "DOCCOUNT_IMAGE_VLLM", "DOCCOUNT_COMPOSE_SHA256", "DOCCOUNT_DOCKERFILE_EVAL_SHA256",
-    "DOCCOUNT_DOCKERFILE_VLLM_SHA256", "DOCCOUNT_DOCKERFILE_VLLM_CPU_SHA256", "DOCCOUNT_LOCK_SHA256",
-    "DOCCOUNT_GIT_COMMIT", "DOCCOUNT_VLLM_BATCH_INVARIANT",
+    "DOCCOUNT_IMAGE_EVAL", "DOCCOUNT_IMAGE_VLLM", "DOCCOUNT_COMPOSE_SHA256",
+    "DOCCOUNT_DOCKERFILE_EVAL_SHA256", "DOCCOUNT_DOCKERFILE_VLLM_SHA256",
+    "DOCCOUNT_DOCKERFILE_VLLM_CPU_SHA256", "DOCCOUNT_LOCK_SHA256", "DOCCOUNT_GIT_COMMIT",
+    "DOCCOUNT_VLLM_BATCH_INVARIANT",
 )  # fmt: skip
 
 
@@ -33,7 +34,7 @@ def served_provenance(
     server: Mapping[str, Any], model_sent: str, env: Mapping[str, str] = os.environ
 ) -> tuple[Serving | None, Launch | None, dict[str, str]]:
     """run_config.json `serving` and `launch`, and container variables to record: from a sweep's launch
-    contract when HANDOFF_ENV names one (its image id as DOCCOUNT_IMAGE_VLLM), else the DOCCOUNT_* variables."""
+    contract when HANDOFF_ENV names one (its image id as DOCCOUNT_IMAGE_VLLM), else DOCCOUNT_* variables."""
     contract = read_contract(env)
     if contract is None:
         return serving_record(server, model_sent, env), None, {}
@@ -62,7 +63,7 @@ def git_commit() -> str | None:
 
 
 def environment_info(containers: Mapping[str, str] | None = None) -> Environment:
-    """The evaluator, Python, key packages, and the container variables (a launch contract's over the env's)."""
+    """The evaluator, Python, key packages, the container variables (a launch contract's over the env's)."""
     given = {**os.environ, **(containers or {})}
     packages: dict[str, str | None] = {}
     for name in KEY_PACKAGES:

@@ -129,7 +129,7 @@ def plan_argv(spec: ServerSpec, run: str, gpus: list[str]) -> list[str]:
 
 
 def missing_program(spec: ServerSpec) -> str | None:
-    """The launcher's program when this host has none (else None): a server that cannot exist is not retried."""
+    """The launcher's program when this host has none (else None): a server that cannot start is not tried."""
     program = spec.runtime if spec.launcher == "container" else spec.command[0]
     found = (
         shutil.which(program) if os.sep not in program else (program if os.access(program, os.X_OK) else None)

@@ -1,14 +1,12 @@
-"""`doccount sweep FILE --smoke N`: a dress rehearsal of a sweep, and its table.
-
-The rehearsal is the sweep itself with every run limited to its first N questions (`smoke_run`:
-evaluate's own `--limit`, so the answers count for the full run, which resumes from them); no
-leaderboard. Then one table (also `<sweep folder>/rehearsal.json`): per run its state, the figures of its
-records, the full run's projected time, and the line that stopped a run that would not count.
+"""`doccount sweep FILE --smoke N`: a dress rehearsal (the sweep itself, every run limited to its first N
+questions by evaluate's `--limit`, so the full run resumes from them; no leaderboard) and its table, also
+`<sweep folder>/rehearsal.json`: per run its state, its records' figures, the full run's projected time,
+and the line that stopped a run that would not count.
 
 Projection: the full run's rows x the mean latency of the warm answers / the run's concurrency. Warm:
-sent after the first wave (`concurrency` answers) came back, since a fresh server's first requests pay
-one-time costs (measured on the vLLM CPU server: first answer 38 s, next wave 7.5 s, warm ones 1.1 s).
-With no warm answer every answer is used (the projection is high). Server start-up is not in it.
+sent after the first wave came back, since a fresh server's first requests pay one-time costs (measured
+on the vLLM CPU server: first answer 38 s, next wave 7.5 s, warm ones 1.1 s); with none, every answer.
+Server start-up is not counted.
 """
 
 from __future__ import annotations

@@ -108,8 +108,8 @@ class Server:
             log.flush()
             # its own process group (session): stopped as a whole, never by a Ctrl-C meant for us
             self.proc = subprocess.Popen(
-                [*guard, "--", *self.argv], env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                start_new_session=True,
+                [*guard, "--", *self.argv], env=env, stdin=subprocess.DEVNULL, stdout=log,
+                stderr=subprocess.STDOUT, start_new_session=True,
             )  # fmt: skip
 
     def alive(self) -> bool:

@@ -1,16 +1,12 @@
 """The serve-and-evaluate unit: one run of a sweep, in any process (a thread of the sweep, or a Slurm job).
 
-`serve_and_evaluate(task) -> UnitResult`. A `UnitTask` holds no secret: the run's key is read from the
-unit's environment by the variable's name; the GPUs are its CUDA_VISIBLE_DEVICES. A served run gets a
-fresh token for its server (VLLM_API_KEY, by environment only: vLLM then answers /v1 only to requests
-carrying it; the user's key never goes there), a free port, the server under its guard, readiness and
-identity checks (a server that exits early is tried again, up to `task.tries`), then the evaluate child
-while the server is watched (one that dies mid-run stops the child, rows kept); last, the server is stopped.
-
-The unit and its child speak through runfolder.handoff, never stderr: a LaunchContract beside the run's
-log (`logs/<run>.launch.json`), named in DOCCOUNT_HANDOFF, and the child's Outcome
-(`logs/<run>.outcome.json`), which gives the run's state and message; a child that leaves none (killed)
-is judged by its exit code alone.
+`serve_and_evaluate(task) -> UnitResult`; a `UnitTask` holds no secret (the run's key is read from the
+environment by the variable's name; the GPUs are its CUDA_VISIBLE_DEVICES). A served run's server gets a
+fresh token by environment only (VLLM_API_KEY: vLLM then answers /v1 only to requests carrying it; the
+user's key never goes there), a free port and its guard; once it is ready and serves the right name (an
+early exit is tried again, up to `task.tries`), the evaluate child runs while the server is watched.
+The child speaks through runfolder.handoff, never stderr: a LaunchContract beside the run's log, named in
+DOCCOUNT_HANDOFF, and its Outcome, which gives the run's state (a killed child: its exit code alone).
 """
 
 from __future__ import annotations
@@ -314,7 +310,7 @@ def _ended(
 def _follow(
     child: subprocess.Popen[bytes], log_path: str, redact: Callable[[str], str], report: Report
 ) -> None:
-    """The child's stderr, line by line, to the log and the status (the run's state comes from its outcome)."""
+    """The child's stderr, line by line, to the log and the status (the run's state is from its outcome)."""
     assert child.stderr is not None
     with open(log_path, "ab", opener=no_follow) as log:
         for raw in child.stderr:
