@@ -1,14 +1,9 @@
 """What every command shares: option help in groups, the streams the library's messages and answers go to
-(evaluator.core.output), the run folder argument. The one-line user error is evaluator.core.errors.UserError,
-caught in cli.main.invoke. And what every command does to its output before anything runs, the terminal
-guard (`install_terminal_guard`):
-
-* `sys.stdout` and `sys.stderr` are wrapped so that no escape sequence or control character reaches the
-  terminal (core.boundary.terminal_text; newline, tab and the carriage return of a progress bar stay). A
-  server controls much of what is printed (ids, statuses, error texts, a reply in check-endpoint), and one
-  helper here covers every print, click.echo, log line and traceback, present or future.
-* A library's warning (`warnings.warn`: pydantic's serialization warnings quote the value of a field, a
-  server's key included) is shown by its category and origin only, never its text.
+(evaluator.core.output), the run folder argument, and the terminal guard (`install_terminal_guard`): no
+escape sequence or control character a server sent (ids, statuses, error texts, a reply) reaches the
+terminal through any print, log line or traceback (core.boundary.terminal_text), and a library's warning
+is shown by its category and origin only, never its text (it may quote a server's key). The one-line user
+error is evaluator.core.errors.UserError, caught in cli.main.invoke.
 """
 
 from __future__ import annotations
@@ -31,10 +26,8 @@ from evaluator.core.output import ANSWERS, MESSAGES
 
 
 class GroupedCommand(click.Command):
-    """A command whose --help lists its options under headings (click has no option groups of its own).
-
-    `groups`: (heading, param names) in order; options in no group come last under "Other options".
-    """
+    """A command whose --help lists its options under `groups`, (heading, param names), in order; the rest
+    last under "Other options" (click has no option groups)."""
 
     def __init__(self, *args: Any, groups: list[tuple[str, list[str]]] | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -138,9 +131,8 @@ def _interrupt(*_: Any) -> None:
 
 @contextlib.contextmanager
 def sigterm_as_interrupt() -> Iterator[None]:
-    """SIGTERM ends the block as Ctrl-C does (KeyboardInterrupt: exit 130), so that the `with` blocks inside
-    it remove what the command made (an archive's spill folder); Python's default for SIGTERM is to die
-    on the spot. Outside the main thread (where no handler can be set) the block runs unchanged."""
+    """SIGTERM ends the block as Ctrl-C does (exit 130), so that the `with` blocks inside remove what the
+    command made (Python's default is to die on the spot); outside the main thread it runs unchanged."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return

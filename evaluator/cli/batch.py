@@ -23,17 +23,6 @@ def _prepare(**opts: Any) -> ExitCode:
     return ExitCode(evaluate(EvaluateOptions(**opts), batch_prepare=True))
 
 
-def prepare_command(evaluate_params: list[click.Parameter]) -> click.Command:
-    """`batch prepare` takes every evaluate option (the run it prepares is that evaluate run)."""
-    return click.Command(
-        "prepare",
-        params=list(evaluate_params),
-        callback=_prepare,
-        help="Write the input JSONL files (under RUN/batch/) for the rows not yet done, with the evaluate "
-        "options; print each file's path on its own line. Nothing is sent.",
-    )
-
-
 @click.command("collect")
 @click.option("--run-root", type=click.Path(path_type=Path), required=True, help="The run folder.")
 @click.argument("outputs", nargs=-1, required=True, type=click.Path(path_type=Path, dir_okay=False))
@@ -54,7 +43,14 @@ def cancel_cmd(run_root: Path) -> ExitCode:
 
 
 def add_batch_commands(group: click.Group, evaluate_params: list[click.Parameter]) -> None:
-    batch_group.add_command(prepare_command(evaluate_params))
+    prepare = click.Command(
+        "prepare",
+        params=list(evaluate_params),  # every evaluate option: the run it prepares is that evaluate run
+        callback=_prepare,
+        help="Write the input JSONL files (under RUN/batch/) for the rows not yet done, with the evaluate "
+        "options; print each file's path on its own line. Nothing is sent.",
+    )
+    batch_group.add_command(prepare)
     batch_group.add_command(collect_cmd)
     batch_group.add_command(cancel_cmd)
     group.add_command(batch_group)

@@ -1,16 +1,10 @@
 """The batch ledger of a run folder: `batches.json`, which batch holds which rows, written whole (atomically)
 at every step, so that a crash at any point leaves a ledger a re-run can continue from.
 
-The order of steps, each saved before the next one starts:
-1. the input file is written under `batch/` and its entry saved (state ``written``, rows listed);
-2. after the upload, the provider's file id (state ``uploaded``);
-3. after the create call, the batch id (state ``created``): from here a re-run polls and collects the batch,
-   never sends its rows again. A crash between 2 and 3 is healed by looking the batch up by its input file
-   id (the provider's batch list) before creating one;
-4. once its results are recorded, state ``collected`` (failed rows waiting to be sent again are kept in
-   `retry`, with every failed attempt so far).
-`prepare` (offline files for `vllm run-batch`) writes entries of state ``prepared``; `collect` marks them
-``collected`` per output file.
+Each step saved before the next: the input file under `batch/` (``written``), its uploaded file id
+(``uploaded``), the batch id (``created``: from here a re-run polls and collects, never sends the rows
+again; a crash before it is healed by looking the batch up by its input file id), its results recorded
+(``collected``, failed rows kept in `retry`). `prepare` writes ``prepared`` entries; `collect` marks them.
 """
 
 from __future__ import annotations
@@ -105,9 +99,8 @@ def load_ledger(root: Path) -> Ledger:
 
 
 def check_input_name(root: Path, name: str) -> None:
-    """A ledger's input file must be `batch/NAME.jsonl` inside the run folder, reached through no link: a
-    ledger naming any other path (`../..`, absolute, a link out of the folder) would have a resume delete or
-    upload a file that is not the run's. Raises LedgerError naming the entry."""
+    """A ledger's input file must be `batch/NAME.jsonl` of the run folder through no link, else a resume
+    could delete or upload a file that is not the run's. Raises LedgerError naming the entry."""
     parts = name.split("/")
     plain = (
         len(parts) == 2
@@ -144,9 +137,8 @@ def input_path(root: Path, ledger: Ledger, prefix: str) -> Path:
 
 
 def heal_unusable_ids(ledger: Ledger) -> int:
-    """Entries saved as created with a batch id that cannot be polled (an empty or malformed id an earlier
-    version kept) go back to uploaded: their batch is looked up by its input file, or created again. So a
-    folder never needs hand editing to go on. How many were healed."""
+    """Entries saved as created with a batch id that cannot be polled (an earlier version's) go back to
+    uploaded, so a folder never needs hand editing to go on. How many were healed."""
     healed = 0
     for e in ledger.batches:
         if e.state == "created" and not usable_batch_id(e.batch_id):
@@ -168,10 +160,9 @@ def keys_in_flight(ledger: Ledger) -> set[tuple[str, int]]:
 
 
 def held_by_batches(root: Path) -> tuple[set[tuple[str, int]], list[str]]:
-    """For an online run of a folder that has a ledger: the rows a batch may still answer (uploaded, created
-    or prepared and not collected), never to be sent online until that batch has ended, and the batch ids
-    (or input files) that hold them. Input files written but never uploaded are dropped from the ledger
-    first: no provider has seen them, so their rows are free. The caller holds the folder's lock."""
+    """For an online run of a folder with a ledger (its lock held): the rows a batch not yet collected may
+    still answer, never sent online meanwhile, and the batch ids (or input files) holding them. Input files
+    never uploaded are dropped first: no provider has seen them."""
     if not (root / LEDGER).exists():
         return set(), []
     ledger = load_ledger(root)
@@ -277,8 +268,7 @@ def batch_line(batch: BatchSummary) -> str:
 
 
 def run_batch_summary(root: Path, rows: list[JSONObject]) -> BatchSummary | None:
-    """batch_summary of a run folder's ledger (None without one, or when it cannot be read: the score is
-    never refused for it)."""
+    """batch_summary of a run folder's ledger; None without one or when unreadable (a score never fails)."""
     try:
         return batch_summary(load_ledger(root), rows)
     except (LedgerError, OSError):

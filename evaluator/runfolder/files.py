@@ -141,12 +141,8 @@ class ReadReport:
 
 @contextlib.contextmanager
 def gc_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector while many records are decoded, merged and encoded.
-
-    Decoded JSON holds no reference cycles, but every few hundred new dicts the collector walks the whole
-    (growing) heap again: at 100k records that was half of the decode and most of the merge. Reference
-    counting still frees everything; the previous collector state is restored on exit.
-    """
+    """Pause the cyclic garbage collector while many records are decoded, merged and encoded: decoded JSON
+    holds no cycles, but the collector walked the growing heap every few hundred dicts (half the decode)."""
     was_enabled = gc.isenabled()
     gc.disable()
     try:
@@ -158,55 +154,41 @@ def gc_paused() -> Iterator[None]:
 
 def read_jsonl(path: Path) -> ReadReport:
     """The records of a JSONL file (none when it does not exist); see parse_jsonl."""
-    if not path.exists():
-        return ReadReport()
-    with open(path, "rb") as f:
-        data = f.read()
-    return parse_jsonl(data)
+    return parse_jsonl(path.read_bytes()) if path.exists() else ReadReport()
 
 
 def parse_jsonl(data: bytes) -> ReadReport:
     """Every JSON object line of `data`; other lines are reported by number, a torn last line as such."""
-    with gc_paused():
-        return _parse_jsonl(data)
-
-
-def _parse_jsonl(data: bytes) -> ReadReport:
     report = ReadReport()
-    # A clean file (every line a strict-JSON object, no blank line) in one pass; anything else line by line.
-    lines = split_lines(data)
-    whole = decode_strict_lines(lines[:-1] if not lines[-1] else lines)
-    if whole is not None and all(type(obj) is dict for obj in whole):
-        report.records = whole
-        return report
-    last_index = len(lines) - 1
-    records = report.records
-    for i, view in enumerate(lines):
-        line = view.tobytes()
-        if not line.strip():
-            continue
-        try:
-            obj, lenient = decode_line(line)
-        except NotJSON:
-            obj, lenient = None, False
-        if isinstance(obj, dict):
-            if lenient:
-                report.lenient.add(len(records))
-            records.append(obj)
-        elif i == last_index:  # no trailing newline: the write was cut short
-            report.torn_tail = True
-        else:
-            report.bad_lines.append(i + 1)
+    with gc_paused():
+        # A clean file (every line a strict-JSON object, no blank line) in one pass; else line by line.
+        lines = split_lines(data)
+        whole = decode_strict_lines(lines[:-1] if not lines[-1] else lines)
+        if whole is not None and all(type(obj) is dict for obj in whole):
+            report.records = whole
+            return report
+        for i, view in enumerate(lines):
+            line = view.tobytes()
+            if not line.strip():
+                continue
+            try:
+                obj, lenient = decode_line(line)
+            except NotJSON:
+                obj, lenient = None, False
+            if isinstance(obj, dict):
+                if lenient:
+                    report.lenient.add(len(report.records))
+                report.records.append(obj)
+            elif i == len(lines) - 1:  # no trailing newline: the write was cut short
+                report.torn_tail = True
+            else:
+                report.bad_lines.append(i + 1)
     return report
 
 
 def _done_ids_columnar(path: Path) -> set[Key] | None:
-    """The done ids via pyarrow's JSON reader (C++, threaded), parsing only the fields the selection reads.
-
-    Taken only when it must agree with the line-by-line path: every non-blank line is valid UTF-8 and
-    becomes exactly one row of the expected types. Anything else (a torn or bad line, an odd type, a huge
-    record) gives None, and the caller reads line by line, which also reports such lines.
-    """
+    """The done ids via pyarrow's JSON reader (C++, threaded), reading only the selection's fields; None
+    (read line by line) unless every non-blank line is UTF-8 and one row of the expected types."""
     import pyarrow as pa
     import pyarrow.json as pj
 
@@ -234,11 +216,8 @@ def _done_ids_columnar(path: Path) -> set[Key] | None:
 
 
 def done_keys(root: Path) -> tuple[set[Key], ReadReport]:
-    """The (sample id, repeat) whose latest valid record is done (evaluator.runfolder.selection), and the read report.
-
-    A clean file is read column-wise without building the records (the report's `records` stay empty
-    then; use read_jsonl for them); any irregular line sends it through read_jsonl.
-    """
+    """The (sample id, repeat) whose latest valid record is done, and the read report (whose `records`
+    stay empty when a clean file is read column-wise)."""
     path = root / PARTIAL
     fast = _done_ids_columnar(path) if path.exists() else None
     if fast is not None:
@@ -342,18 +321,18 @@ class RecordWriter:
         self.file.close()
 
 
-def _write_error(path: Path, exc: OSError) -> RunFolderError:
-    return RunFolderError(
-        f"cannot write {path} ({exc.strerror}); the files already there are unchanged. Free disk space "
-        "or fix permissions, then re-run the same command"
-    )
+def _write(path: Path, data: bytes) -> None:
+    try:
+        write_atomic(path, data)
+    except OSError as exc:
+        raise RunFolderError(
+            f"cannot write {path} ({exc.strerror}); the files already there are unchanged. Free disk space "
+            "or fix permissions, then re-run the same command"
+        ) from None
 
 
 def write_json_atomic(path: Path, obj: Any) -> None:
-    try:
-        write_atomic(path, utf8_json(obj, indent=2, sort_keys=True) + b"\n")
-    except OSError as exc:
-        raise _write_error(path, exc) from None
+    _write(path, utf8_json(obj, indent=2, sort_keys=True) + b"\n")
 
 
 def read_json(path: Path) -> Any:
@@ -363,7 +342,4 @@ def read_json(path: Path) -> Any:
 
 def write_manifest(root: Path, entries: list[ManifestEntry]) -> None:
     lines = "".join(json.dumps(e.to_dict(), sort_keys=True, ensure_ascii=False) + "\n" for e in entries)
-    try:
-        write_atomic(root / MANIFEST, lines.encode("utf-8"))
-    except OSError as exc:
-        raise _write_error(root / MANIFEST, exc) from None
+    _write(root / MANIFEST, lines.encode("utf-8"))

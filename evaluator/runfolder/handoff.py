@@ -1,20 +1,9 @@
-"""The sweep-to-evaluate contract: what a sweep's unit (evaluator.study.unit) hands its evaluate child, and
-what the child hands back. Two files and one variable, nothing read from stderr.
-
-In: a `LaunchContract`, a JSON file the unit writes before it starts the child and names in HANDOFF_ENV
-(the one variable of the handoff). It holds the launch and what was served (recorded in run_config.json
-`launch` and `serving`) and where the child writes its outcome.
-
-Out: an `Outcome`, the JSON file the child writes (atomically) as it ends, whatever the way: done, refused,
-incomplete, interrupted. The unit reads it for the run's state and cause; with no outcome file (a child
-killed before it could write one) the unit goes by the exit code alone.
-
-The encode and decode functions are pure; `read_contract` and `read_outcome` are the two readers.
-
-A sweep's state on disk, `<run-root>/<sweep>/sweep.json`: the file's SHA-256 and each run's state and
-arguments digest (never a key). One type to write it (the sweep, evaluator.study.sweep) and to read it (the
-leaderboard, the sweep archive). The run folders themselves stay the truth: a sweep that cannot read its
-state file starts afresh and evaluate resumes each folder.
+"""The sweep-to-evaluate contract (evaluator.study.unit and its evaluate child), nothing read from stderr:
+a `LaunchContract` the unit writes and names in HANDOFF_ENV (the launch and what was served, recorded in
+run_config.json, and where the outcome goes), and the `Outcome` the child writes atomically however it
+ends (none: the unit goes by the exit code). And sweep.json, the sweep's state (`SweepState`, never a key),
+one type for the sweep that writes it and the leaderboard and archive that read it; the run folders stay
+the truth: an unreadable state file starts afresh.
 """
 
 from __future__ import annotations
@@ -164,8 +153,13 @@ class SweepState(msgspec.Struct):
 
     @classmethod
     def from_object(cls, raw: Any) -> SweepState:
-        """sweep.json's parsed JSON, typed; msgspec.ValidationError (a ValueError) saying what is wrong."""
-        return msgspec.convert(_queue_words_mapped(raw), cls)
+        """sweep.json's parsed JSON, typed; msgspec.ValidationError (a ValueError) saying what is wrong. An
+        older file's `submitted` is read as its run state, so its job ids are kept (not resubmitted)."""
+        runs = raw.get("runs") if isinstance(raw, dict) else None
+        for st in runs.values() if isinstance(runs, dict) else ():
+            if isinstance(st, dict) and st.get("state") in QUEUE_RUN_STATE:
+                st["state"] = QUEUE_RUN_STATE[st["state"]]
+        return msgspec.convert(raw, cls)
 
     def run_state(self, name: str) -> str | None:
         """The run's recorded state, or None when none was written (`pending` is the unwritten default)."""
@@ -173,25 +167,10 @@ class SweepState(msgspec.Struct):
         return st.state if st is not None and st.state != "pending" else None
 
 
-def decode_sweep_state(data: bytes) -> SweepState:
-    """sweep.json's bytes, typed; ValueError (msgspec's) saying what is wrong when they are not a state."""
-    return SweepState.from_object(msgspec.json.decode(data))
-
-
 def read_sweep_state(path: Path) -> SweepState:
-    """sweep.json of a sweep folder; OSError or ValueError when it cannot be read as one."""
-    return decode_sweep_state(path.read_bytes())
+    """sweep.json of a sweep folder; OSError or ValueError (msgspec's) when it cannot be read as one."""
+    return SweepState.from_object(msgspec.json.decode(path.read_bytes()))
 
 
 def args_digest(args: list[str], key_env: str | None) -> str:
     return hashlib.sha256("\0".join([*args, f"key:{key_env or ''}"]).encode("utf-8")).hexdigest()
-
-
-def _queue_words_mapped(raw: Any) -> Any:
-    """A sweep.json written before the queue words were mapped may hold `submitted`: read it as its run
-    state, so the job ids in it are kept (an unreadable file would resubmit every job)."""
-    runs = raw.get("runs") if isinstance(raw, dict) else None
-    for st in runs.values() if isinstance(runs, dict) else ():
-        if isinstance(st, dict) and st.get("state") in QUEUE_RUN_STATE:
-            st["state"] = QUEUE_RUN_STATE[st["state"]]
-    return raw

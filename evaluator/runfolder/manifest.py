@@ -1,10 +1,8 @@
-"""Reading a run folder's manifest.jsonl: the run's question list (the denominator of its scores).
+"""A run folder's question set (manifest.jsonl, the denominator of its scores): it only ever grows.
 
-A run folder's question set (manifest.jsonl): it only ever grows.
-
-`--limit N` picks the first N questions of the data to evaluate this time; the folder's set stays the
-union of every run's selection, in data order, so a later, smaller --limit never shrinks what score
-counts. A question whose sent text changed since it was added is refused (see `changed_questions`).
+`--limit N` picks the first N questions this time; the folder's set stays the union of every run's, in
+data order, so a later, smaller --limit never shrinks what score counts. A question whose sent text
+changed since it was added is refused (`changed_questions`).
 """
 
 from __future__ import annotations
@@ -48,9 +46,11 @@ def load_manifest(run_root: Path, lenient: set[str] | None = None) -> list[Manif
             sid = d["sample_id"]
             groups = d.get("groups") or {}
             truth = d.get("ground_truth")
-            if not isinstance(sid, str) or not isinstance(groups, dict):
-                raise TypeError
-            if truth is not None and not is_int(truth):
+            if (
+                not isinstance(sid, str)
+                or not isinstance(groups, dict)
+                or not (truth is None or is_int(truth))
+            ):
                 raise TypeError
         except (ValueError, KeyError, TypeError, AttributeError):
             raise ManifestError(

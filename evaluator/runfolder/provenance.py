@@ -23,24 +23,18 @@ from evaluator.runfolder.serving import Serving, serving_record
 KEY_PACKAGES = ("openai", "httpx2", "pyarrow", "huggingface_hub", "click", "numpy", "matplotlib", "tqdm")
 # Set by the Makefile / compose for containerised runs: image ids and file hashes.
 CONTAINER_ENV = (
-    "DOCCOUNT_IMAGE_EVAL",
-    "DOCCOUNT_IMAGE_VLLM",
-    "DOCCOUNT_COMPOSE_SHA256",
-    "DOCCOUNT_DOCKERFILE_EVAL_SHA256",
-    "DOCCOUNT_DOCKERFILE_VLLM_SHA256",
-    "DOCCOUNT_DOCKERFILE_VLLM_CPU_SHA256",
-    "DOCCOUNT_LOCK_SHA256",
-    "DOCCOUNT_GIT_COMMIT",
+    "DOCCOUNT_IMAGE_EVAL", "DOCCOUNT_IMAGE_VLLM", "DOCCOUNT_COMPOSE_SHA256",
+    "DOCCOUNT_DOCKERFILE_EVAL_SHA256", "DOCCOUNT_DOCKERFILE_VLLM_SHA256",
+    "DOCCOUNT_DOCKERFILE_VLLM_CPU_SHA256", "DOCCOUNT_LOCK_SHA256", "DOCCOUNT_GIT_COMMIT",
     "DOCCOUNT_VLLM_BATCH_INVARIANT",
-)
+)  # fmt: skip
 
 
 def served_provenance(
     server: Mapping[str, Any], model_sent: str, env: Mapping[str, str] = os.environ
 ) -> tuple[Serving | None, Launch | None, dict[str, str]]:
-    """run_config.json `serving` and `launch`, and the container variables to record beside the
-    environment's: from a sweep's launch contract when HANDOFF_ENV names one (its served image id is the
-    DOCCOUNT_IMAGE_VLLM a container run records), else from the DOCCOUNT_* variables (the Make path)."""
+    """run_config.json `serving` and `launch`, and container variables to record: from a sweep's launch
+    contract when HANDOFF_ENV names one (its image id as DOCCOUNT_IMAGE_VLLM), else DOCCOUNT_* variables."""
     contract = read_contract(env)
     if contract is None:
         return serving_record(server, model_sent, env), None, {}
@@ -55,28 +49,21 @@ def git_commit() -> str | None:
     repo = Path(evaluator.__file__).resolve().parents[1]
     if not (repo / ".git").exists():
         return None
+    git = ["git", "-C", str(repo)]
     try:
-        out = subprocess.run(
-            ["git", "-C", str(repo), "rev-parse", "HEAD"],
-            capture_output=True,
-            text=True,
-            timeout=5,
-            check=True,
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "-C", str(repo), "status", "--porcelain", "--untracked-files=no"],
-            capture_output=True,
-            text=True,
-            timeout=5,
-        ).stdout.strip()
+        head = subprocess.run(
+            [*git, "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5, check=True
+        )
+        status = [*git, "status", "--porcelain", "--untracked-files=no"]
+        dirty = subprocess.run(status, capture_output=True, text=True, timeout=5).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return None
+    out = head.stdout.strip()
     return f"{out}-dirty" if dirty else out
 
 
 def environment_info(containers: Mapping[str, str] | None = None) -> Environment:
-    """The evaluator, Python, key packages, and the container variables (`containers`: ones a launch
-    contract gives, over the environment's)."""
+    """The evaluator, Python, key packages, the container variables (a launch contract's over the env's)."""
     given = {**os.environ, **(containers or {})}
     packages: dict[str, str | None] = {}
     for name in KEY_PACKAGES:
@@ -95,10 +82,8 @@ def environment_info(containers: Mapping[str, str] | None = None) -> Environment
 
 
 def server_info(base_url: str, api_key: str | None, timeout_s: float = 10.0) -> JSONObject:
-    """What the endpoint says about itself (/v1/models, and vLLM's /version), through the boundary: the
-    API key removed from the raw text and from every string of it (a server may echo the Authorization
-    header), model ids kept as strings, the version as JSON. Failures are recorded (past `timeout_s` from
-    connect to the last byte: TimeoutError; past the size cap: ReplyTooLarge)."""
+    """What the endpoint says about itself (/v1/models, vLLM's /version), through the boundary (a server may
+    echo the key); a failure, a slow (past `timeout_s`) or oversized answer, is recorded as an error."""
     keys = Redactor(api_key)
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     info: JSONObject = {}
@@ -132,8 +117,7 @@ def _model_ids(data: Any, keys: Redactor) -> list[str | None]:
 
 
 def _model_roots(data: Any, keys: Redactor) -> dict[str, str]:
-    """What each served name is a name for (vLLM's `root`: the model id or folder it loaded), where it
-    differs from the name; other servers send no `root`."""
+    """What each served name is a name for (vLLM's `root`), where it differs from the name."""
     entries = data.get("data", []) if isinstance(data, dict) else []
     roots = {}
     for m in entries[:1000]:

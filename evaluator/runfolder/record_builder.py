@@ -8,6 +8,7 @@ before a record holds it, so an echoed API key is never stored, printed or archi
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import msgspec
 
@@ -17,6 +18,10 @@ from evaluator.data.benchmarks.base import Benchmark, ManifestEntry, Sample
 from evaluator.data.parsing import strip_tokens
 from evaluator.data.reasoning import has_inline_think
 from evaluator.request.client import Completion, SendOutcome
+
+# the strings of a completion the server sent (redacted), and what an empty answer's record keeps of it
+SENT_TEXTS = ("response_text", "reasoning_text", "finish_reason", "response_id", "system_fingerprint")
+EMPTY_KEPT = ("finish_reason", "usage", "response_id", "reasoning_text", "response_text")
 
 
 def base_record(
@@ -66,14 +71,8 @@ def redact_completion(completion: Completion | None, redact: Redactor) -> Comple
     """The completion with the key removed from every string the server sent."""
     if completion is None or redact.secret is None:
         return completion
-    return dataclasses.replace(
-        completion,
-        response_text=_redacted(completion.response_text, redact),
-        reasoning_text=_redacted(completion.reasoning_text, redact),
-        finish_reason=_redacted(completion.finish_reason, redact),
-        response_id=_redacted(completion.response_id, redact),
-        system_fingerprint=_redacted(completion.system_fingerprint, redact),
-    )
+    texts: dict[str, Any] = {f: _redacted(getattr(completion, f), redact) for f in SENT_TEXTS}
+    return dataclasses.replace(completion, **texts)
 
 
 def redact_outcome(outcome: SendOutcome, redact: Redactor) -> SendOutcome:
@@ -107,16 +106,8 @@ def record_from_outcome(
     }
     c = outcome.completion
     if c is None:
-        empty = outcome.last_empty
-        seen = {}
-        if empty is not None:  # an empty answer's metadata says why it was empty
-            seen = {
-                "finish_reason": empty.finish_reason,
-                "usage": empty.usage,
-                "response_id": empty.response_id,
-                "reasoning_text": empty.reasoning_text,
-                "response_text": empty.response_text,
-            }
+        empty = outcome.last_empty  # an empty answer's metadata says why it was empty
+        seen = {f: getattr(empty, f) for f in EMPTY_KEPT} if empty is not None else {}
         return msgspec.structs.replace(
             base, status="request_error", request_error=outcome.error, **common, **seen
         )

@@ -1,22 +1,13 @@
 """The run's identity: run_config.json as one typed, versioned model (a msgspec Struct).
 
-Built by pure functions from the settings and the data (`build_run_config`), carried over from an
-earlier invocation of the same folder (`continue_run`), checked against it (`check_compatible`), and
-read back by score, report, archive, verify and reproduce (`load_run_config`, `RunConfig.from_dict`).
-Modelled on inspect_ai's log schema (typed, versioned, a docstring per field, one model to write and
-to read). Bump RUN_CONFIG_SCHEMA_VERSION when a field changes meaning.
+Built from the settings and the data (`build_run_config`), carried over from an earlier invocation of the
+folder (`continue_run`), checked against it (`check_compatible`), and read back by score, report,
+archive, verify and reproduce (`load_run_config`). Bump RUN_CONFIG_SCHEMA_VERSION when a field changes
+meaning; adding a setting is walked through in docs/development.md (a field with a default, so older
+folders still read, named in IDENTITY_FIELDS when it changes a request byte or a number).
 
-Adding a setting: declare its evaluate option `Recorded` (evaluation.options: where it is recorded, and
-when a reproduction repeats it), add a field here (with a default, so older folders still read) and,
-when it changes a request byte or a number, name it in IDENTITY_FIELDS; then read it where it is used
-(evaluation.runner.settings_from_config). docs/development.md walks through one.
-
-Beside it, what this version writes into the dict sections (TypedDicts).
-
-`RunConfig` keeps `sampling`, `request_policy` and `data` as plain dicts: it reads folders and archives
-written by every earlier version, whose sections must come back byte for byte (an integer stays an
-integer, a key this version does not know stays). These types say what this version writes into them
-(evaluation.evaluate.run_settings, evaluation.data_check.data_record).
+`sampling`, `request_policy` and `data` stay plain dicts: folders and archives of every earlier version
+must come back byte for byte; the TypedDicts say what this version writes into them.
 """
 
 from __future__ import annotations
@@ -91,9 +82,8 @@ class RunConfigError(UserError):
 
 
 class Launch(msgspec.Struct, kw_only=True):
-    """How a sweep started the server of a served run (evaluator.study.unit); what was served (model,
-    revision, commit, server version, args) is `serving`. No secret: a sweep file holds none and a key
-    reaches a server only through the environment, by name."""
+    """How a sweep started the server of a served run (evaluator.study.unit); what was served is `serving`.
+    No secret: a key reaches a server only through the environment, by name."""
 
     launcher: Launcher
     """`process` (the sweep's `command`) or `container` (the serving image)."""
@@ -319,8 +309,7 @@ def load_run_config(path: Path) -> RunConfig:
     import json
 
     try:
-        with open(path, encoding="utf-8") as f:
-            d = json.load(f)
+        d = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise RunConfigError(f"{path} cannot be read as JSON ({exc}); the run folder is damaged") from None
     if not isinstance(d, dict):

@@ -5,14 +5,9 @@
 - File order is completion order: for each question (`record_key`), the latest valid record counts.
 - A question is *done* (resume does not send it again) when that record `is_done`.
 
-`record_key` is the only place that says which question a record answers. The column-wise resume path
-reads only the fields in `COLUMNS` and applies the same rule to the columns (`done_keys_from_columns`,
-no record built per row: 100k records); tests/test_perf_paths.py checks that both paths agree. A new
-key field is added in `record_key`, `COLUMNS` and `done_keys_from_columns`.
-
-The rule reads the plain JSON objects, before any typed read: it is the gate a record passes to be read
-typed at all (the scorer reads the one that counts as a row: evaluator.core.records.read_record), and
-typing every record here would cost a conversion per line of a 100k-record file for four fields.
+The column-wise resume path applies the same rule to the `COLUMNS` alone (`done_keys_from_columns`;
+tests/test_perf_paths.py checks both agree): a new key field goes in all three. The rule reads plain JSON
+objects: it is the gate a record passes to be read typed at all.
 """
 
 from __future__ import annotations
@@ -21,8 +16,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from evaluator.core.jsonl import JSONObject
-from evaluator.core.records import Key, record_repeat
-from evaluator.core.records import record_key as repeat_key
+from evaluator.core.records import Key, record_key, record_repeat
 
 RECORD_STATUSES = ("ok", "request_error", "data_error")
 # The fields the selection reads, with their Arrow types (the column-wise resume reads only these).
@@ -32,11 +26,6 @@ COLUMNS: dict[str, str] = {
     "parsed_answer": "int64",
     "repeat": "int64",
 }
-
-
-def record_key(rec: JSONObject) -> Key:
-    """The question (and repeat, with --repeats) a valid record answers: evaluator.core.records.record_key."""
-    return repeat_key(rec)
 
 
 def record_problem(rec: JSONObject) -> str | None:

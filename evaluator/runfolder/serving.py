@@ -1,8 +1,8 @@
 """What served a self-hosted run: the weights, the server and its GPUs (run_config.json `serving`).
 
-The evaluator does not start the server, so whoever does tells it. A sweep's unit tells it in its launch
-contract (runfolder.handoff, the `served` field); `make serve`/`make eval` and other callers through the
-environment (all optional):
+The evaluator does not start the server, so whoever does tells it: a sweep's unit in its launch contract
+(runfolder.handoff, `served`), `make serve`/`make eval` and other callers through the environment (all
+optional):
 
     DOCCOUNT_SERVED_MODEL    the model the server loaded: a Hugging Face id or a folder (make: MODEL)
     DOCCOUNT_MODEL_REVISION  the revision asked for: branch, tag or commit (make: MODEL_REVISION)
@@ -12,10 +12,8 @@ environment (all optional):
                              --format=csv,noheader` printed where the server runs (absent: no GPU seen)
     DOCCOUNT_IMAGE_VLLM      the server's image id (also under environment.containers)
 
-The server adds what it says about itself: vLLM's /version, and the `root` of the served model in
-/v1/models (the id or folder it loaded, when no DOCCOUNT_SERVED_MODEL is given). The commit, when not
-given, is read from this machine's Hugging Face cache (the one `doccount model` fills and the
-compose services share), and only when DOCCOUNT_SERVED_MODEL says the server was started here.
+The server adds vLLM's /version and the `root` of the served model in /v1/models; the commit, when not
+given, is read from this machine's HF cache, only when DOCCOUNT_SERVED_MODEL says it was served here.
 """
 
 from __future__ import annotations
@@ -148,9 +146,8 @@ def served_from_env(env: Mapping[str, str]) -> Serving:
 def serving_record(
     server: Mapping[str, Any], model_sent: str, env: Mapping[str, str] | Serving
 ) -> Serving | None:
-    """This run's `serving` record from what its starter said (a sweep's contract `served`, or the
-    environment's DOCCOUNT_* variables) and the (first) server's self-description; None when nothing says
-    the model is self-hosted (nothing given, no /v1/models root)."""
+    """This run's `serving` from what its starter said (a contract's `served` or DOCCOUNT_* variables) and
+    the server's self-description; None when nothing says the model is self-hosted."""
     given = env if isinstance(env, Serving) else served_from_env(env)
     started_here = given.model
     models = server.get("models")

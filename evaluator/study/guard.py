@@ -1,19 +1,12 @@
 """A model server's guard: `python -m evaluator.study.guard --parent PID [--grace S] [--stop JSON]
 [--remove JSON] -- CMD...`
 
-The unit starts this small process in a session of its own; it starts the server (CMD) in that same
-process group and stays with it. It stops the server, its whole process tree (and, for a container,
-the container: `--stop` is the argv that does, e.g. `docker stop NAME`), when:
-- it gets SIGTERM or SIGINT (the unit's stop: SIGTERM to the group);
-- its parent, the process that started it (the sweep, or the unit in a Slurm job), is gone, even by
-  `kill -9`: it is re-parented, which it notices within a poll (as evaluation.ending does for evaluate);
-Stopping is SIGTERM to the group, then SIGKILL to what is left of it after the grace period; what a
-server that exits by itself leaves in the group is killed too. The server also gets
-PR_SET_PDEATHSIG (Linux), so a guard killed by SIGKILL takes the server's main process with it.
-Last, `--remove` (a container's `rm -f NAME`) runs whenever the server has ended, however it ended: podman
-removes a `run --rm` container in a cleanup process of its own after `stop` returns, so without it the
-container could still be listed, exited, when the sweep is done.
-Exit code: the server's.
+Started by the unit in a session of its own, it starts the server (CMD) in that process group and stops
+its whole tree (and a container, by `--stop`'s argv) on SIGTERM or SIGINT, or when its parent is gone,
+even by `kill -9` (it is re-parented, noticed within a poll): SIGTERM to the group, SIGKILL after the
+grace period. The server also gets PR_SET_PDEATHSIG, so a guard killed by SIGKILL takes it along. Last,
+`--remove` (a container's `rm -f NAME`) runs however the server ended: podman removes a `run --rm`
+container in a cleanup process of its own after `stop` returns. Exit code: the server's.
 """
 
 from __future__ import annotations
@@ -83,12 +76,7 @@ def run_quietly(argv: list[str] | None, timeout_s: float, errors: bool = True) -
     quiet = None if errors else subprocess.DEVNULL  # rm of a container podman already removed says so
     try:
         subprocess.run(
-            argv,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=quiet,
-            timeout=timeout_s,
-            check=False,
+            argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=quiet, timeout=timeout_s
         )
     except (OSError, subprocess.SubprocessError) as exc:
         print(f"guard: {' '.join(argv)} failed: {exc}", file=sys.stderr, flush=True)

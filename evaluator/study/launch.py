@@ -1,17 +1,13 @@
 """Launchers: the argv that starts one model server, as pure functions (no process is started here).
 
-The contract (docs/serving.md, the sweep file's `[serve]` table): the process launcher runs
+The process launcher runs (docs/serving.md)
 
     COMMAND... MODEL --host 127.0.0.1 --port PORT --served-model-name NAME [--revision REV] ARGS...
 
-with CUDA_VISIBLE_DEVICES set to the GPU ids it was given (the caller sets it in the environment). The
-container launcher hands the same model, name, host, port, revision and args to the bundle's vLLM image
-(whose launcher, scripts/serve_vllm.sh, reads MODEL, SERVED_MODEL_NAME, HOST and PORT and appends the
-rest), on the host network, with those GPUs as devices, and stops the container by name. Either way the
-server's token (VLLM_API_KEY) reaches it through the environment only, never its command line.
-
-Ports: `free_port` asks the kernel for an unused one and then checks it, because vLLM can bind a port
-another server already listens on (SO_REUSEPORT) without an error and the two would share requests.
+with CUDA_VISIBLE_DEVICES set by the caller; the container launcher hands the same to the bundle's vLLM
+image (scripts/serve_vllm.sh) on the host network, with those GPUs as devices, and stops it by name. The
+server's token reaches it through the environment only. `free_port` checks the port the kernel gives,
+because vLLM can bind one another server listens on (SO_REUSEPORT) and the two would share requests.
 """
 
 from __future__ import annotations
@@ -104,8 +100,8 @@ def container_stop_argv(spec: ServerSpec, name: str, grace_s: float) -> list[str
 
 
 def remove_argv(spec: ServerSpec, run: str, port: int) -> list[str] | None:
-    """What removes the server's container once it has ended (None for a process): `run --rm` alone
-    leaves the removal to a cleanup process that may finish after the sweep."""
+    """What removes the server's container once it ended (None for a process): `run --rm` alone leaves it
+    to a cleanup process that may finish after the sweep."""
     return [spec.runtime, "rm", "-f", container_name(run, port)] if spec.launcher == "container" else None
 
 
@@ -133,8 +129,7 @@ def plan_argv(spec: ServerSpec, run: str, gpus: list[str]) -> list[str]:
 
 
 def missing_program(spec: ServerSpec) -> str | None:
-    """The program the launcher would run when this environment has no such program (else None): a server
-    that cannot exist is not tried three times."""
+    """The launcher's program when this host has none (else None): a server that cannot start is not tried."""
     program = spec.runtime if spec.launcher == "container" else spec.command[0]
     found = (
         shutil.which(program) if os.sep not in program else (program if os.access(program, os.X_OK) else None)

@@ -5,37 +5,23 @@ The need of a run, in bytes:
 
     weights x 1.2  +  the KV cache of one --max-model-len sequence  +  gpus x 1 GiB
 
-- weights: the safetensors files of the model at its revision, from the local Hugging Face cache (the
-  snapshot folder the revision resolves to: refs/<branch> or the commit itself), else from the Hub's
-  file list (HfApi.model_info with file sizes) when the Hub may be asked. A snapshot whose
-  model.safetensors.index.json names shards that are not there is incomplete: its size is unknown.
-- x 1.2: the vLLM recipes' own sizing rule, `vram_minimum_gb = ceil(params x bytes_per_param x 1.2)`
-  (github.com/vllm-project/recipes, .claude/skills/add-recipe/SKILL.md, "VRAM formula"): Kimi-K2.5's
-  ~595 GB of packed INT4 weights give its recipe's 714 GB minimum (models/moonshotai/Kimi-K2.5.yaml,
-  `vram_minimum_gb: 714`). Weights alone are not enough: activations, the sampler's and the vision
-  encoder's workspace and the CUDA graphs' pool grow with the model.
-- KV cache: what vLLM 0.31.0 allocates for one sequence of --max-model-len tokens, from config.json
-  (its `text_config` for a vision-language model), summed over the tensor-parallel ranks:
-    per rank and token: layers x kv_heads_per_rank x (head_size + head_size_v) x dtype bytes
-      (vllm/v1/kv_cache_interface.py:509-529, AttentionSpec: head_size_v defaults to head_size, K and V);
-    kv_heads_per_rank = max(1, num_key_value_heads // tp) (vllm/config/model.py:1624-1628);
-    MLA (config.json has kv_lora_rank: DeepSeek-V3, Kimi-K2.x): head_size = kv_lora_rank +
-      qk_rope_head_dim (vllm/transformers_utils/model_arch_config_convertor.py:86-93), head_size_v = 0
-      (kv_cache_interface.py:675-676, "MLA stores a single latent vector per state; there is no separate
-      V"), and one kv head per rank, the latent replicated on every rank (vllm/config/model.py:1618-1620).
-  dtype bytes: 1 for --kv-cache-dtype fp8*, else the model's dtype (--dtype, else config.json's).
-  Without the dimensions (no config.json, no layer count) the KV cache is left out and the line says so.
-- gpus x 1 GiB: a documented per-GPU allowance for what every worker holds besides weights and KV
-  cache (the CUDA context, NCCL buffers), outside what the 1.2 scales with.
+- weights: the safetensors files of the model at its revision in the local Hugging Face cache, else the
+  Hub's file list (when the Hub may be asked); a snapshot missing a shard its index names is unknown.
+- x 1.2: the vLLM recipes' sizing rule, `vram_minimum_gb = ceil(params x bytes_per_param x 1.2)`
+  (github.com/vllm-project/recipes, "VRAM formula"; Kimi-K2.5's ~595 GB of INT4 weights give its 714 GB):
+  activations, workspaces and CUDA graphs grow with the model.
+- KV cache: what vLLM 0.31.0 allocates for one sequence, from config.json (its `text_config` for a VLM),
+  summed over the tensor-parallel ranks: layers x kv_heads_per_rank x (head_size + head_size_v) x dtype
+  bytes per rank and token (vllm/v1/kv_cache_interface.py:509-529), kv_heads_per_rank = max(1,
+  num_key_value_heads // tp) (vllm/config/model.py:1624-1628); MLA (kv_lora_rank): head_size =
+  kv_lora_rank + qk_rope_head_dim, head_size_v = 0, one latent per rank, replicated
+  (model_arch_config_convertor.py:86-93, kv_cache_interface.py:675-676, model.py:1618-1620). dtype bytes:
+  1 for --kv-cache-dtype fp8*, else the model's. Without the dimensions the KV cache is left out.
+- gpus x 1 GiB: what every worker holds besides (the CUDA context, NCCL buffers).
 
-The GPU memory: `[serve] gpu_memory_gb` (GB of 10^9 bytes, for pools planned elsewhere, e.g. Slurm
-nodes), else, for the local executor, the smallest `memory.total` nvidia-smi reports among the pool's
-GPUs. 0.9 is vLLM's default --gpu-memory-utilization. Data parallel replicas are not counted (each holds
-the weights too): the need here is a lower bound, so a refusal is never wrong for that reason.
-
-A size that cannot be known (no weights in the cache and the Hub not asked, no GPU memory) is one note
-line, not a refusal. The arithmetic is pure (`kv_cache_bytes`, `need_bytes`); reading the cache, the Hub
-and nvidia-smi is apart.
+The GPU memory: `[serve] gpu_memory_gb`, else the smallest `memory.total` nvidia-smi reports in the pool.
+0.9 is vLLM's default --gpu-memory-utilization. Data parallel replicas are not counted: the need is a
+lower bound, so a refusal is never wrong for that. A size that cannot be known is a note, not a refusal.
 """
 
 from __future__ import annotations
@@ -188,11 +174,8 @@ def snapshot_weights(folder: Path) -> tuple[int | None, str]:
     are there or the index names a shard that is missing."""
     files = {p.relative_to(folder).as_posix(): p for p in folder.rglob("*.safetensors")}
     index = _json(folder / INDEX)
-    shards = (
-        set(index.get("weight_map", {}).values())
-        if index and isinstance(index.get("weight_map"), dict)
-        else set()
-    )
+    weight_map = index.get("weight_map") if index else None
+    shards = set(weight_map.values()) if isinstance(weight_map, dict) else set()
     missing = sorted(s for s in shards if s not in files)
     if missing:
         return None, f"{len(missing)} of its {len(shards)} safetensors shards are not in the cache"
@@ -208,10 +191,8 @@ def cached_weights(cache_dir: str, model: str, revision: str | None) -> Weights:
     """The weights and config.json of `model` at `revision` in the local Hugging Face cache."""
     from evaluator.data.hub import repo_folder
 
-    if Path(model).is_dir():  # a local folder served as it is
-        folder: Path | None = Path(model)
-    else:
-        folder = _snapshot(repo_folder(cache_dir, model, "model"), revision)
+    local = Path(model).is_dir()  # a local folder, served as it is
+    folder = Path(model) if local else _snapshot(repo_folder(cache_dir, model, "model"), revision)
     where = "the local Hugging Face cache"
     if folder is None:
         return Weights(None, None, where, f"revision {revision or 'main'} is not in {cache_dir}")

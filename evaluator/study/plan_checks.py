@@ -1,20 +1,12 @@
 """Checks of a sweep's served runs before any server starts or job is submitted (docs/serving.md,
-"Checks before starting"): each problem is one line naming the run and the numbers, and the sweep
-exits 2 with all of them (`--plan` too).
+"Checks before starting"): each problem is one line naming the run and the numbers; the sweep exits 2
+with all of them (`--plan` too).
 
-For a run served by vLLM (the `vllm serve` command, a `python -m vllm...` entry point, the bundle's
-scripts/vllm_cpu_serve.py, or the container launcher, whose image runs `vllm serve`):
-- its `max_tokens` (set, or the benchmark's default) plus the benchmark's prompt budget must fit its
-  `--max-model-len` (when the args set one; without it vLLM takes the model's own maximum, which the
-  bundle does not read, so nothing is checked);
-- `--tensor-parallel-size` x `--pipeline-parallel-size` x `--data-parallel-size` must equal its `gpus`
-  (a run with `gpus = 0` runs on the CPU and is not checked);
-- every flag must be one the pinned vLLM's `vllm serve` accepts (the list shipped in
-  vllm_serve_flags.txt, made by scripts/vllm_flags.py); the closest real flag is named.
-- its memory need (weights, one sequence's KV cache, an overhead: study.memory) must fit 0.9 x its
-  `gpus` x one GPU's memory (`[serve] gpu_memory_gb`, else nvidia-smi's on this host); a size that
-  cannot be known is a note line, not a problem.
-A custom `command` is not vLLM: its flags are its own and nothing here applies to it.
+For a run served by vLLM (`vllm serve`, a `python -m vllm...` entry point, scripts/vllm_cpu_serve.py, or
+the container launcher): `max_tokens` plus the prompt budget fits its `--max-model-len` (when set);
+tensor x pipeline x data parallel sizes equal its `gpus` (not for `gpus = 0`); every flag is one the
+pinned `vllm serve` accepts (vllm_serve_flags.txt; the closest is named); its memory need (study.memory)
+fits its GPUs, a size that cannot be known being a note line. A custom `command` is not checked.
 """
 
 from __future__ import annotations
@@ -62,8 +54,7 @@ def vllm_flags() -> tuple[str, frozenset[str]]:
 
 
 def is_vllm(table: ServeTable) -> bool:
-    """The sweep's server program is vLLM: `vllm serve`, `python -m vllm...`, the bundle's
-    vllm_cpu_serve.py, or the container launcher (the bundle's image runs `vllm serve`)."""
+    """The sweep's server is vLLM: `vllm serve`, `python -m vllm...`, vllm_cpu_serve.py, or the container."""
     if table.launcher == "container":
         return True
     cmd = table.command
@@ -81,7 +72,7 @@ def options(args: Iterable[str]) -> Iterator[tuple[str, str | None, str]]:
     a token that is a number (e.g. `-1`) is a value, not a flag."""
     items = list(args)
     for i, tok in enumerate(items):
-        if not tok.startswith("-") or _NUMBER.match(tok) or tok == "-":
+        if not _is_flag(tok):
             continue
         name, eq, attached = tok.partition("=")
         if name.startswith("--"):

@@ -1,16 +1,9 @@
-"""`doccount sweep FILE --plan` as a person reads it: a header (the executor, its GPU pool or partition,
-`--parallel`, what the start order assumes), then one row per run (start order, GPUs, the run whose
-GPUs it waits for) with its server command under it, shell-quoted and wrapped so that it pastes; then
-the request side (docs/sweeps.md, "The plan"): per run, what its requests carry and what its endpoint
-must sustain. The settings that decide whether a number is comparable (a lowered max_tokens, reasoning
-declared off, a provider's thinking budget or effort in the extra body, the timeout) are seen before a
-GPU hour or a dollar is spent.
-
-Per run: the output limit as sent (its field, its value; the run's, else its preset's, else the
-benchmark's default: evaluator.request.shape.resolve_sampling, what evaluate itself does), the reasoning
-mode declared, the preset, the extra body fields, the strip tokens, the concurrency, the timeout, and
-the tokens/s one request must sustain to finish max_tokens within the timeout (max_tokens / timeout),
-with what that is over all requests in flight. Pure: a run's options in, lines out.
+"""`doccount sweep FILE --plan` as a person reads it: a header (the executor, its pool or partition,
+`--parallel`, what the start order assumes), one row per run (start order, GPUs, the run it waits for)
+with its server command under it, shell-quoted so that it pastes; then the request side (docs/sweeps.md,
+"The plan"): per run the output limit as sent (evaluator.request.shape.resolve_sampling), the reasoning
+mode, preset, extra body, strip tokens, concurrency, timeout, and the tokens/s one request must sustain
+(max_tokens / timeout), so that what decides comparability is seen before a GPU hour is spent. Pure.
 """
 
 from __future__ import annotations
@@ -37,12 +30,8 @@ def shell_words(argv: Sequence[str]) -> list[str]:
     """Each argument quoted for a POSIX shell (shlex), `$PORT` left for the shell to expand."""
     out = []
     for a in argv:
-        if PORT_PLACEHOLDER in a and shlex.quote(a.replace(PORT_PLACEHOLDER, "0")) == a.replace(
-            PORT_PLACEHOLDER, "0"
-        ):
-            out.append(f'"{a}"')  # nothing else in it needs quoting: the shell expands $PORT only
-        else:
-            out.append(shlex.quote(a))
+        bare = a.replace(PORT_PLACEHOLDER, "0")  # when nothing else in it needs quoting: "...$PORT..."
+        out.append(f'"{a}"' if PORT_PLACEHOLDER in a and shlex.quote(bare) == bare else shlex.quote(a))
     return out
 
 
@@ -221,23 +210,19 @@ RIGHT = {4, 5, 6, 7}  # numbers, right-aligned
 
 
 def request_lines(sides: Sequence[RequestSide]) -> list[str]:
-    """The plan's request section: one row per run (tokens/s: what one request must generate per second
-    to finish max_tokens within the timeout; all: that over the requests at once), the output limit's
-    field when it is not max_tokens, its extra body and strip tokens on lines under it when it has them. Rows are indented: a line that starts with a run's
-    name is its server row above."""
+    """The plan's request section: one row per run, indented (a line that starts with a run's name is its
+    server row above), its output limit's field, extra body and strip tokens under it when it has them."""
     if not sides:
         return []
     rows = [HEAD] + [_cells(s) for s in sides]
     widths = [max(len(r[i]) for r in rows) for i in range(len(HEAD))]
 
     def line(cells: list[str]) -> str:
-        return (
-            "  "
-            + "  ".join(
-                c.rjust(w) if i in RIGHT else c.ljust(w)
-                for i, (c, w) in enumerate(zip(cells, widths, strict=True))
-            ).rstrip()
-        )
+        aligned = [
+            c.rjust(w) if i in RIGHT else c.ljust(w)
+            for i, (c, w) in enumerate(zip(cells, widths, strict=True))
+        ]
+        return "  " + "  ".join(aligned).rstrip()
 
     out = textwrap.wrap(
         "requests: what each run sends; tokens/s: what one request must generate per second to finish "
@@ -248,11 +233,8 @@ def request_lines(sides: Sequence[RequestSide]) -> list[str]:
     for side, cells in zip(sides, rows[1:], strict=True):
         out.append(line(cells))
         body = _json(side.extra_body) if side.extra_body else ""
-        field = (
-            side.max_tokens_field
-            if side.max_tokens is not None and side.max_tokens_field != "max_tokens"
-            else ""
-        )
+        renamed = side.max_tokens is not None and side.max_tokens_field != "max_tokens"
+        field = side.max_tokens_field if renamed else ""
         strip = " ".join(map(_json, side.strip_token))
         for label, text in (("max_tokens sent as", field), ("extra body", body), ("strip tokens", strip)):
             if text:

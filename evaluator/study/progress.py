@@ -88,8 +88,7 @@ def end_table(sweep: Any, state: Any, selected: list[Any], board: Path | None) -
 
 
 def status_lines(sweep_name: str, executor_name: str, rows: list[Any]) -> list[str]:
-    """`doccount sweep FILE --status`: a header, then one line per run (executors' StatusRow: its state,
-    its job id when it has one, what the queue and its folder say)."""
+    """`--status`: a header, then one line per run (executors.base.StatusRow)."""
     pad = max([len(r.run) for r in rows] + [3])
     out = [f"sweep {sweep_name}: {len(rows)} run(s), {executor_name}", ""]
     out.append(f"{'run':<{pad}}  {'state':<10} {'job':>7}  detail")

@@ -1,22 +1,12 @@
-"""`doccount sweep FILE --smoke N`: a dress rehearsal of a sweep, and its table.
+"""`doccount sweep FILE --smoke N`: a dress rehearsal (the sweep itself, every run limited to its first N
+questions by evaluate's `--limit`, so the full run resumes from them; no leaderboard) and its table, also
+`<sweep folder>/rehearsal.json`: per run its state, its records' figures, the full run's projected time,
+and the line that stopped a run that would not count.
 
-The rehearsal is the sweep itself (evaluator.study.sweep: the same units, executor, servers started and
-stopped, sweep.json) with every run limited to its first N questions (`smoke_run`: evaluate's own
-`--limit`, so the answers land in the run's own folder and count for the full run, which resumes from
-them). No leaderboard is written (N questions are not a result). Then one table: per run its state and
-the figures of its folder's records (`rehearsal_row`, pure over the records), the projected time of the
-full run, and the line that stopped any run that would not count (the run's outcome, whatever stopped
-it). `<sweep folder>/rehearsal.json` holds the same rows.
-
-Projection: the full run's rows (its questions, or its own `limit`, times its repeats) x the mean latency
-of the warm answers / the run's concurrency (the workers stay busy: the wall time is the sum of the
-latencies over the workers). Warm: sent after the first wave (the first `concurrency` answers) came back;
-a freshly started server's first requests pay one-time costs (compilation, caches, a structured-output
-grammar: vLLM's own `vllm bench serve` sends warm-up requests before it measures). Measured on the vLLM
-CPU server (8 of 96 rows at concurrency 4): the first answer took 38 s, the next wave 7.5 s each, the
-warm ones 1.1 s. With no warm answer (N not above the concurrency) every answer is used, and the
-projection is high. The remaining rows are the ones the full run still sends (those not done:
-evaluation.selection's rule). Server start-up is not in it.
+Projection: the full run's rows x the mean latency of the warm answers / the run's concurrency. Warm:
+sent after the first wave came back, since a fresh server's first requests pay one-time costs (measured
+on the vLLM CPU server: first answer 38 s, next wave 7.5 s, warm ones 1.1 s); with none, every answer.
+Server start-up is not counted.
 """
 
 from __future__ import annotations
@@ -179,15 +169,9 @@ def duration(seconds: float | None) -> str:
 
 
 HEADERS = (
-    "run",
-    "state",
-    "reasoning declared / seen",
-    "parsed / answered",
-    "median latency",
-    "output tok/s",
-    "full run (projected)",
-    "stop line",
-)
+    "run", "state", "reasoning declared / seen", "parsed / answered", "median latency", "output tok/s",
+    "full run (projected)", "stop line",
+)  # fmt: skip
 
 
 def _cells(r: RehearsalRow) -> list[str]:

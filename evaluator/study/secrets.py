@@ -14,17 +14,9 @@ from urllib.parse import parse_qsl, urlsplit
 
 # Key names whose value would be a credential (api_key_env names a variable, so it is allowed).
 SECRET_KEY_PARTS = {
-    "key",
-    "apikey",
-    "token",
-    "secret",
-    "password",
-    "passwd",
-    "authorization",
-    "bearer",
-    "auth",
-}
-SECRET_KEY_PARTS |= {"credential", "credentials", "cookie"}
+    "key", "apikey", "token", "secret", "password", "passwd", "authorization", "bearer", "auth", "credential",
+    "credentials", "cookie",
+}  # fmt: skip
 # Keys whose name has such a part but whose value is no credential (their values are still checked):
 # api_key_env names a variable; strip_token lists markers removed from answers (--strip-token).
 NOT_CREDENTIAL_NAMES = ("api_key_env", "strip_token")
@@ -40,20 +32,14 @@ HEX_RE = re.compile(r"^[0-9a-fA-F]{40}$")  # a git commit (a `revision` may pin 
 
 
 def credential_named(name: str) -> bool:
-    """A variable named like a credential (AWS_SECRET_ACCESS_KEY, GITHUB_TOKEN, OPENAI_API_KEY, SSH_AUTH_SOCK):
-    one of its `_`/`-`/`.`-separated words names a credential. The one rule for what a process the sweep
-    starts does not inherit (executors.slurm, study.server)."""
+    """A variable named like a credential (AWS_SECRET_ACCESS_KEY, GITHUB_TOKEN, SSH_AUTH_SOCK): the one rule
+    for what a process the sweep starts does not inherit (executors.slurm, study.server)."""
     return bool(set(re.split(r"[_\-.]+", name.lower())) & SECRET_KEY_PARTS)
 
 
 def looks_like_secret(value: str) -> bool:
-    """A provider key format, a `Bearer ...` header value, or a long random-looking token.
-
-    The last rule covers keys without a known prefix (Zhipu's id.secret, Together's hex): a run of at
-    least 20 token characters between separators, letters and digits mixed, with the character entropy
-    of random text. Model ids are words and short numbers between `-`, `.`, `/`; paths and URLs are not
-    tokens; a 40-hex git commit is a revision.
-    """
+    """A provider key format, a `Bearer ...` header value, or a long random-looking token (keys without a
+    known prefix: Zhipu's id.secret, Together's hex), which model ids, paths, URLs and commits are not."""
     s = value.strip()
     if SECRET_PREFIX_RE.search(s) or BEARER_RE.search(s):
         return True

@@ -7,6 +7,7 @@ from them. No submitit import here: the sweep file is read, and a local sweep ru
 from __future__ import annotations
 
 import re
+import shutil
 from collections.abc import Callable, Collection
 from typing import Annotated, Any
 
@@ -14,7 +15,7 @@ import msgspec
 from msgspec import Meta
 
 from evaluator.core.vocab import ExecutorName, Launcher
-from evaluator.study.launch import DEFAULT_COMMAND, DEFAULT_IMAGE
+from evaluator.study.launch import DEFAULT_COMMAND, DEFAULT_IMAGE, ServerSpec
 from evaluator.study.unit import UnitTask
 
 NO_KEY = "never a key of yours; remove `api_key_env`"
@@ -118,6 +119,26 @@ def run_serve(
     return RunServe(served_name=served or model, **msgspec.structs.asdict(serve))
 
 
+def server_spec(table: ServeTable, model: str, serve: RunServe | None) -> ServerSpec | None:
+    """What a served run's unit starts: its request under [serve]'s launcher; None for an endpoint run."""
+    if serve is None:
+        return None
+    # a docker client without an engine is common (podman hosts): the file's `runtime` settles it
+    runtime = table.runtime or (
+        "docker" if shutil.which("docker") or not shutil.which("podman") else "podman"
+    )
+    return ServerSpec(
+        model=model,
+        served_name=serve.served_name,
+        revision=serve.revision,
+        args=serve.args,
+        launcher=table.launcher,
+        command=table.command,
+        image=table.image,
+        runtime=runtime,
+    )
+
+
 TIME_RE = re.compile(r"^(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?$")
 
 
@@ -184,10 +205,7 @@ def job_parameters(slurm: SlurmSettings, task: UnitTask, sweep_name: str) -> dic
         params["cpus_per_task"] = slurm.cpus_per_gpu * max(1, gpus)
     if slurm.mem_per_gpu is not None:
         params["mem"] = mem_scaled(slurm.mem_per_gpu, max(1, gpus))
-    named = {"partition": slurm.partition, "account": slurm.account, "qos": slurm.qos}
-    for key, value in {**named, "constraint": slurm.constraint}.items():
-        if value:
-            params[key] = value
+    params.update({k: v for k in ("partition", "account", "qos", "constraint") if (v := getattr(slurm, k))})
     if slurm.reservation:
         params["additional_parameters"] = {"reservation": slurm.reservation}
     return params

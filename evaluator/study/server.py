@@ -1,23 +1,15 @@
 """One model server as a process: started under its guard (evaluator.study.guard), waited for until it
 is ready and serves the right model, watched, and stopped with its whole process tree.
 
-Ready means GET /health answers 200 and GET /v1/models (asked with the server's token) lists the served
-name (read through the trust boundary, runfolder.provenance.server_info). A server that answers /health but lists other models is
-refused at once (it is another server, or the wrong weights): that is not retried. Before the first
-request that carries the token, the socket answering the port must be the server's own (another local user may bind the announced
-port first); otherwise the run fails at once. A server process that exits before it is ready is noticed
-within a poll and may be tried again (unit.serve_and_evaluate).
+Ready: GET /health answers 200 and GET /v1/models (asked with the server's token, read through
+runfolder.provenance.server_info) lists the served name; a server listing other models is refused at
+once, one that exits before it is ready may be tried again (unit.serve_and_evaluate).
 
-Whose socket answers on the port: the port is on every command line (`--port`, readable by any user in
-/proc/*/cmdline), and vLLM binds it only once it has loaded (tens of seconds); a process of another user
-that binds it first and answers /health would otherwise receive the run's token and give its answers. So
-the kernel's table of listening TCP sockets is read (/proc/net/tcp, /proc/net/tcp6): every socket that a
-connection to 127.0.0.1:PORT can reach must be one of the sockets the server's own processes hold
-(/proc/PID/fd of its guard's session and its descendants; process launcher), or, for a container (whose
-processes are the runtime's children, not the sweep's), one that this user or root opened. Once the
-server listens there, no other user can bind the same address and port, so the check holds for the rest
-of the run. The parsing is pure (`listeners`); the reading of /proc is kept apart (`port_sockets`,
-`tree_sockets`).
+Whose socket answers on the port: the port is on every command line, and vLLM binds it only once loaded;
+another user's process that binds it first would receive the run's token. So before the first request
+with the token, every listening socket a connection to 127.0.0.1:PORT can reach (/proc/net/tcp, tcp6)
+must be held by the server's own process tree (process launcher) or, for a container, opened by this
+user or root. The parsing is pure (`listeners`); reading /proc is apart (`port_sockets`, `tree_sockets`).
 """
 
 from __future__ import annotations
@@ -77,9 +69,8 @@ def last_error_line(log: Path, tail_bytes: int = 65536) -> str | None:
 
 
 def server_environment(env: Mapping[str, str], drop: Iterable[str]) -> dict[str, str]:
-    """What a server process inherits: `env` without `drop` and without any credential-named variable
-    (the Slurm executor's rule, secrets.credential_named: AWS_SECRET_ACCESS_KEY, GITHUB_TOKEN, the users'
-    provider keys), except SERVER_NEEDS. Its own token is added by the unit. Pure."""
+    """What a server inherits: `env` without `drop` and every credential-named variable (the Slurm
+    executor's rule) but SERVER_NEEDS; the unit adds its own token. Pure."""
     gone = set(drop)
     return {k: v for k, v in env.items() if k not in gone and (k in SERVER_NEEDS or not credential_named(k))}
 
@@ -115,14 +106,11 @@ class Server:
         with open(self.log, "ab", opener=no_follow) as log:
             log.write(f"--- try {attempt}: {' '.join(self.argv)}\n".encode())
             log.flush()
+            # its own process group (session): stopped as a whole, never by a Ctrl-C meant for us
             self.proc = subprocess.Popen(
-                [*guard, "--", *self.argv],
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,  # its own process group: stopped as a whole, never by a Ctrl-C meant for us
-            )
+                [*guard, "--", *self.argv], env=env, stdin=subprocess.DEVNULL, stdout=log,
+                stderr=subprocess.STDOUT, start_new_session=True,
+            )  # fmt: skip
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
@@ -205,8 +193,7 @@ class Listener(NamedTuple):
 
 
 def listeners(table: str, port: int, v6: bool) -> list[Listener]:
-    """The listening sockets of one /proc/net/tcp (or tcp6) text that a connection to 127.0.0.1:`port`
-    can reach. Pure, linear in the text."""
+    """The listening sockets of a /proc/net/tcp (or tcp6) text a connection to 127.0.0.1:`port` can reach."""
     wanted = LOOPBACK_V6 if v6 else LOOPBACK_V4
     out = []
     for line in table.splitlines()[1:]:
@@ -244,11 +231,9 @@ def tree_sockets(root_pid: int, proc: Path = Path("/proc")) -> set[int]:
             if int(fields[3]) == root_pid:
                 session.add(pid)
     tree = {root_pid} | session
-    grew = True
-    while grew:  # descendants (a child may have left the session)
-        more = {pid for pid, parent in parents.items() if parent in tree} - tree
+    # its descendants (a child may have left the session)
+    while more := {pid for pid, parent in parents.items() if parent in tree} - tree:
         tree |= more
-        grew = bool(more)
     return {inode for pid in tree for inode in _sockets_of(proc / str(pid) / "fd")}
 
 

@@ -34,8 +34,7 @@ Scalar = str | int | float
 
 
 def sweep_option_args(spec: OptionSpec, value: Any, key: str) -> list[str]:
-    """The evaluate arguments of one sweep-file value: a table (extra_body) as its JSON, then as
-    evaluation.recorded.option_args makes them."""
+    """The evaluate arguments of one sweep-file value (a table, extra_body, as its JSON)."""
     if isinstance(value, dict):
         if key not in ALIASES:
             raise ValueError(f"a table is allowed only for {', '.join(ALIASES)}")

@@ -1,29 +1,12 @@
 """The serve-and-evaluate unit: one run of a sweep, in any process (a thread of the sweep, or a Slurm job).
 
-`serve_and_evaluate(task) -> UnitResult`. A `UnitTask` is a picklable msgspec Struct with no secret in it:
-the run's key, when it has one, is read from the unit's environment by the variable's name. The GPUs
-are CUDA_VISIBLE_DEVICES of that environment (the local executor sets it; Slurm sets it itself).
-
-For a served run (`task.server`): make a fresh token for the server (VLLM_API_KEY in its environment,
-never on its command line: vLLM then answers /v1 only to requests carrying it; the readiness check and
-evaluate, as MODEL_API_KEY, carry it; the user's key never goes there), pick a free port, start the
-server under its guard (own process group, output to `runs/<sweep>/logs/<run>.server.log`), wait until
-it is ready and serves the right name (a server that exits before that is tried again, at most
-`task.tries` starts; one serving another model is refused at once), then run evaluate as a child (`python -m evaluator.cli evaluate ... --base-url
-http://127.0.0.1:PORT/v1`) while watching the server: a server that dies mid-run is noticed within
-`task.watch_s`, the evaluate child is stopped as Ctrl-C stops it (its rows are kept) and the run ends
-not done; a re-run resumes the folder. Last, the server is stopped (SIGTERM to its group, SIGKILL after
-the grace period). An endpoint run (`task.server is None`) is the evaluate child alone.
-
-The unit and its evaluate child speak through runfolder.handoff, never through stderr: before the start the
-unit writes a LaunchContract beside the run's log (`logs/<run>.launch.json`: the launch, i.e. command,
-GPU ids, tries, host; what was served, i.e. model, revision, args, image id, GPUs as nvidia-smi names
-them; and where the outcome goes) and names it in DOCCOUNT_HANDOFF, the child's one handoff variable. The
-child records `launch` and `serving` in run_config.json from it (the commit from the HF cache and the
-server's own /version added) and, as it ends, writes its Outcome (`logs/<run>.outcome.json`: state, exit
-code, rows, the cause line, a smoke stop), which gives the run's state and message. The child's stderr
-still goes to the log and the status line; a child that leaves no outcome (killed) is judged by its
-exit code alone.
+`serve_and_evaluate(task) -> UnitResult`; a `UnitTask` holds no secret (the run's key is read from the
+environment by the variable's name; the GPUs are its CUDA_VISIBLE_DEVICES). A served run's server gets a
+fresh token by environment only (VLLM_API_KEY: vLLM then answers /v1 only to requests carrying it; the
+user's key never goes there), a free port and its guard; once it is ready and serves the right name (an
+early exit is tried again, up to `task.tries`), the evaluate child runs while the server is watched.
+The child speaks through runfolder.handoff, never stderr: a LaunchContract beside the run's log, named in
+DOCCOUNT_HANDOFF, and its Outcome, which gives the run's state (a killed child: its exit code alone).
 """
 
 from __future__ import annotations
@@ -64,13 +47,9 @@ IMAGE_ID_RE = re.compile(r"[0-9a-f]{64}")
 # what `make eval` tells an evaluate about its server (runfolder.serving reads them): a unit's child has
 # its launch contract instead and never inherits them from the sweep's own environment
 SERVING_ENV = (
-    "DOCCOUNT_SERVED_MODEL",
-    "DOCCOUNT_MODEL_REVISION",
-    "DOCCOUNT_MODEL_COMMIT",
-    "DOCCOUNT_VLLM_ARGS",
-    "DOCCOUNT_GPUS",
-    "DOCCOUNT_IMAGE_VLLM",
-)
+    "DOCCOUNT_SERVED_MODEL", "DOCCOUNT_MODEL_REVISION", "DOCCOUNT_MODEL_COMMIT", "DOCCOUNT_VLLM_ARGS",
+    "DOCCOUNT_GPUS", "DOCCOUNT_IMAGE_VLLM",
+)  # fmt: skip
 # variables a child must not inherit: the unit sets the key and passes the URL and folder itself; a
 # server gets only the token the unit made for it (SERVER_TOKEN_ENV), never one from the sweep's environment
 SERVER_TOKEN_ENV = "VLLM_API_KEY"
@@ -141,10 +120,6 @@ class UnitStatus(msgspec.Struct, kw_only=True):
 Report = Callable[[UnitStatus], None]
 
 
-def visible_gpus(env: Mapping[str, str]) -> list[str]:
-    return [g.strip() for g in env.get("CUDA_VISIBLE_DEVICES", "").split(",") if g.strip()]
-
-
 def serve_and_evaluate(
     task: UnitTask,
     env: Mapping[str, str] | None = None,
@@ -180,7 +155,7 @@ def _start_server(
         return UnitResult(
             state="failed", message=f"server: {missing} is not found on this host ([serve] {key})"
         )
-    gpus = visible_gpus(env)
+    gpus = [g.strip() for g in env.get("CUDA_VISIBLE_DEVICES", "").split(",") if g.strip()]
     server_env = server_environment(env, (*CHILD_DROPS, *task.drop_env, task.api_key_env or ""))
     message = "not started"
     for attempt in range(1, task.tries + 1):
@@ -227,8 +202,8 @@ def _launch(spec: ServerSpec, server: Server, gpus: list[str], tries: int) -> La
 
 
 def served(spec: ServerSpec, gpus: list[str]) -> Serving:
-    """What was served, for run_config.json `serving` (the contract's `served`): the weights, the args, the
-    image id, and the GPUs as nvidia-smi names them (none when there is no nvidia-smi)."""
+    """What was served (run_config.json `serving`, by the contract): the weights, the args, the image id,
+    the GPUs as nvidia-smi names them."""
     return Serving(
         model=spec.model.strip() or None,
         revision=(spec.revision or "").strip() or None,
@@ -239,8 +214,7 @@ def served(spec: ServerSpec, gpus: list[str]) -> Serving:
 
 
 def _image_id(spec: ServerSpec) -> str | None:
-    """The serving image's id (a tag can move; the id names the bytes that served): docker prints it as
-    sha256:HEX, podman as bare HEX."""
+    """The serving image's id (a tag can move): docker prints sha256:HEX, podman bare HEX."""
     query = [spec.runtime, "image", "inspect", "--format", "{{.Id}}", spec.image]
     try:
         out = subprocess.run(query, capture_output=True, text=True, timeout=60)
@@ -274,8 +248,7 @@ def _hand_off(task: UnitTask, launch: Launch | None) -> tuple[Path, Path]:
 def _child_env(
     task: UnitTask, env: Mapping[str, str], contract: Path, server: Server | None
 ) -> dict[str, str]:
-    """evaluate's environment: a served run's key is its server's token, an endpoint run's the user's; the
-    launch contract by name."""
+    """evaluate's environment: the key (its server's token, or the user's), the contract by name."""
     out = {k: v for k, v in env.items() if k not in (*CHILD_DROPS, *task.drop_env, task.api_key_env or "")}
     if server is not None:
         if server.token:  # always set by _start_server; None only for a Server made elsewhere
@@ -337,8 +310,7 @@ def _ended(
 def _follow(
     child: subprocess.Popen[bytes], log_path: str, redact: Callable[[str], str], report: Report
 ) -> None:
-    """The child's stderr, line by line, to the log and the status (what it says is for the user: the run's
-    state comes from its outcome file)."""
+    """The child's stderr, line by line, to the log and the status (the run's state is from its outcome)."""
     assert child.stderr is not None
     with open(log_path, "ab", opener=no_follow) as log:
         for raw in child.stderr:
@@ -363,10 +335,7 @@ def _watch(
     while not done.wait(task.watch_s):
         if stop.is_set() or (server is not None and not server.alive()):
             if server is not None and not server.alive() and not stop.is_set():
-                why = last_error_line(server.log) or "no output"
-                died.append(
-                    f"server: exited mid-run ({getattr(server.proc, 'returncode', None)}): {why} (log: {task.server_log})"
-                )
+                died.append(_death_message(server, task))
             if child.poll() is None:
                 child.send_signal(signal.SIGTERM)
             return

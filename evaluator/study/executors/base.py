@@ -1,23 +1,12 @@
 """The executor interface: the one seam between a sweep (evaluator.study.sweep) and where its units run.
 
-A sweep turns each run into a `UnitTask` (evaluator.study.unit: picklable, no secret), then:
-
-    executor.check(tasks)           # refuse what can never run, before anything starts (ExecutorError: exit 2)
-    executor.plan(tasks)            # -> list[PlanRow], for `doccount sweep FILE --plan`; starts nothing
-    executor.plan_header()          # -> list[str]: the pool or partition, --parallel, the order's assumption
-    handle = executor.submit(task)  # -> Handle; the executor decides when it starts (GPUs, --parallel)
-    handle.poll()                   # -> Poll | None: None while queued here; .result once finished
-    handle.cancel()                 # stop it (queued: never starts; running: rows kept, server stopped)
-    handle.job_id                   # str | None: the scheduler's id (Slurm), recorded in sweep.json
-    executor.close()                # cancel what is left and wait for it (Ctrl-C, SIGTERM, the end)
-    executor.status(runs, states, folder)  # -> list[StatusRow], for `--status`; submits nothing
-
-What differs between executors is carried by the executor, never asked of its name: `parallel` (runs at
-once, None when a scheduler decides), `can_detach` (its units go on without the sweep: `--detach`).
-
-`task.gpus` is the number of GPUs the run's server needs (0 for an endpoint run); each executor gives
-the unit that many as CUDA_VISIBLE_DEVICES. Local: `executors.local.LocalExecutor` (threads of the sweep
-process, a GPU pool of this host). Slurm: one job per unit running `serve_and_evaluate` (see [cluster]).
+A sweep turns each run into a `UnitTask` (picklable, no secret); the executor `check`s them (refusing
+what can never run before anything starts: ExecutorError, exit 2), `plan`s them for `--plan`, `submit`s
+each (it decides when it starts: GPUs, --parallel) as a `Handle` whose `poll` is None while queued here,
+whose `cancel` stops it (rows kept, server stopped) and whose `job_id` is the scheduler's (sweep.json);
+`close` cancels what is left and waits; `status` answers `--status`. What differs between executors is
+carried by the executor, never asked of its name: `parallel` (None when a scheduler decides),
+`can_detach` (`--detach`). Each gives a unit `task.gpus` GPUs as CUDA_VISIBLE_DEVICES.
 """
 
 from __future__ import annotations

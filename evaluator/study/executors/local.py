@@ -1,11 +1,9 @@
 """The local executor: units run as threads of the sweep process, servers on a GPU pool of this host.
 
-The pool is `[serve] gpus` (default: every GPU `nvidia-smi -L` lists). Packing is greedy first-fit in
-file order with backfill: whenever a unit ends (its server stopped, its GPUs freed) the queue is walked
-in file order and every run that fits the free GPUs (and the `--parallel` bound on runs at once) starts
-on the lowest free ids; a run that does not fit waits, and later, smaller runs may start before it.
-Servers that overlap in time never share a GPU. A run asking more GPUs than the pool has is refused
-by `check` before anything starts.
+The pool is `[serve] gpus` (default: every GPU `nvidia-smi -L` lists). Greedy first-fit in file order
+with backfill: whenever a unit ends, every queued run that fits the free GPUs (and `--parallel`) starts
+on the lowest free ids, so later, smaller runs may pass one that waits; overlapping servers never share
+a GPU. A run asking more GPUs than the pool has is refused by `check`.
 """
 
 from __future__ import annotations

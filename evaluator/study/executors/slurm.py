@@ -1,24 +1,17 @@
 """The Slurm executor: one Slurm job per run, submitted with submitit, running the serve-and-evaluate unit.
 
-Each unit becomes a job asking that run's GPUs (`--gpus-per-node`, with `cpus_per_gpu` and `mem_per_gpu`
-scaled to them) on `[serve] partition` (and `account`, `qos`, `constraint`, `reservation`), for `time`,
-with the `setup` lines first. Inside the job, `run_in_job` runs `serve_and_evaluate` on the GPUs Slurm
-gave (CUDA_VISIBLE_DEVICES); the run folder must be on a file system the nodes share.
+A job asks its run's GPUs (with `cpus_per_gpu` and `mem_per_gpu` scaled to them) and the `[serve]`
+Slurm settings; inside it `run_in_job` runs `serve_and_evaluate` on the GPUs Slurm gave. The run folder
+must be on a file system the nodes share.
 
-- Adopt: job ids of an earlier invocation (sweep.json) whose jobs are still pending or running, for the
-  same task, are followed instead of submitted again; a run whose job ended early (time limit,
-  preemption, node failure, cancel) is submitted again and its folder resumes.
-- Keys: the task (what submitit pickles into the job folder) never holds one. sbatch exports the
-  submitting environment to the job, so it runs under `env -u NAME ...` without every credential-named
-  variable and every key variable of the sweep except the run's own: a remote-API run's key reaches
-  its job only through the job's environment (slurmctld keeps that in its root-only state folder).
-- Time limit: submitit asks Slurm for USR2 90 s before the limit (here: at most half the limit, so
-  it never comes before the job's Python is up) and, for a function that is not checkpointable,
-  fails the job then ("timed-out and not checkpointable"), killing a server that does not handle
-  USR2. The job ignores USR2 (so do the server and evaluate it starts), runs to its limit and ends
-  TIMEOUT, its rows recorded; the next sweep submits it again and it resumes.
-- Logs: submitit's folder is `runs/<sweep>/logs/slurm/<job id>/` (the batch script, the job's stdout and
-  stderr, the pickled task and result); `logs/<run>.job.out` and `.job.err` point at the latest job's.
+- Adopt: an earlier invocation's jobs (sweep.json) still pending or running are followed, not submitted
+  again; a run whose job ended early (time limit, preemption, cancel) is submitted again and resumes.
+- Keys: the pickled task never holds one. sbatch exports the submitting environment, so the job runs
+  under `env -u NAME ...` without every credential-named variable and every other run's key variable.
+- Time limit: submitit's USR2 before the limit would fail a non-checkpointable job and kill a server
+  that does not handle it; the job ignores USR2, runs to its limit and ends TIMEOUT, its rows recorded.
+- Logs: submitit's folder is `runs/<sweep>/logs/slurm/<job id>/`; `logs/<run>.job.out` and `.job.err`
+  point at the latest job's.
 """
 
 from __future__ import annotations
@@ -54,8 +47,8 @@ REFRESH_S = 2.0  # one squeue (and sacct) call for all jobs at most this often
 
 
 def withheld_variables(env: Mapping[str, str], key_vars: Sequence[str], own_key: str | None) -> list[str]:
-    """Names a job must not inherit: every credential-named variable and the sweep's key variables
-    (MODEL_API_KEY, HF_TOKEN, ..._SECRET), except the run's own key variable. Pure."""
+    """Names a job must not inherit: every credential-named variable and the sweep's key variables, except
+    the run's own. Pure."""
     out = set(CHILD_DROPS) | set(key_vars)
     out |= {name for name in env if credential_named(name)}
     out.discard(own_key or "")
@@ -65,10 +58,9 @@ def withheld_variables(env: Mapping[str, str], key_vars: Sequence[str], own_key:
 class _KeylessSubmitit(SubmititSlurm):
     """submitit's executor whose sbatch runs without the withheld variables (their names only on argv).
 
-    The one private method of submitit overridden here (`_make_submission_command`, the argv submitit runs
-    sbatch with): submitit has no public way to give sbatch another environment, and changing this
-    process's own environment would race the sweep's other threads. pyproject pins submitit's version;
-    tests/test_sweep_inprocess.py checks the name and signature in the installed submitit."""
+    The one private method of submitit overridden (`_make_submission_command`): it has no public way to give
+    sbatch another environment, and changing this process's would race the sweep's threads. pyproject pins
+    submitit; tests/test_sweep_inprocess.py checks the method in the installed one."""
 
     withheld: Sequence[str] = ()
 
@@ -312,8 +304,7 @@ def job_result(folder: Path, job_id: str) -> UnitResult | None:
 
 
 def _wait_ended(job_ids: list[str], timeout_s: float = 120) -> None:
-    """Until Slurm lists none of these jobs as queued or running (a cancelled job's processes are gone
-    once it has left those states: KillWait, then SIGKILL to its cgroup)."""
+    """Until Slurm lists none of these jobs as queued or running (then their processes are gone)."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline and any(v.live for v in read_queue(job_ids).values()):
         time.sleep(1)

@@ -1,10 +1,7 @@
 """What Slurm says about a sweep's jobs, and what their run folders hold: the queue display.
 
-A job still known to slurmctld is read with `squeue` (live: a pending job's reason, a running job's
-node and elapsed time; an ended job stays there for the cluster's MinJobAge); one it has forgotten is
-read from the accounting database with `sacct` (the call and parsing submitit itself uses for
-`job.state`, with more fields). Rows recorded so far are the run folder's responses.partial.jsonl lines.
-No submitit here: only the Slurm executor (executors.slurm) imports it.
+A job slurmctld still knows is read with `squeue`, one it has forgotten with `sacct` (as submitit does);
+rows recorded are the run folder's lines. No submitit here: only executors.slurm imports it.
 """
 
 from __future__ import annotations
@@ -21,19 +18,9 @@ from evaluator.runfolder.files import MANIFEST, PARTIAL
 
 # States in which a job may still run (Slurm's job state codes, squeue's and sacct's long names).
 LIVE = {
-    "PENDING",
-    "CONFIGURING",
-    "RUNNING",
-    "COMPLETING",
-    "REQUEUED",
-    "REQUEUE_FED",
-    "REQUEUE_HOLD",
-    "RESIZING",
-    "SUSPENDED",
-    "STOPPED",
-    "SIGNALING",
-    "STAGE_OUT",
-}
+    "PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "REQUEUED", "REQUEUE_FED", "REQUEUE_HOLD", "RESIZING",
+    "SUSPENDED", "STOPPED", "SIGNALING", "STAGE_OUT",
+}  # fmt: skip
 SQUEUE_FIELDS = ("JobID", "State", "Reason", "NodeList", "Elapsed", "Partition")
 SQUEUE_FORMAT = "%i|%T|%r|%N|%M|%P"
 SACCT_FIELDS = ("JobID", "State", "Reason", "NodeList", "Elapsed", "Partition", "ExitCode")
@@ -132,13 +119,8 @@ def read_queue(job_ids: Iterable[str]) -> dict[str, JobView]:
     ids = sorted({str(j) for j in job_ids if j})
     if not ids:
         return {}
-    done = subprocess.run(
-        ["squeue", "-h", "-t", "all", "-j", ",".join(ids), "-o", SQUEUE_FORMAT],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    squeue = ["squeue", "-h", "-t", "all", "-j", ",".join(ids), "-o", SQUEUE_FORMAT]
+    done = subprocess.run(squeue, capture_output=True, text=True, timeout=60)
     # squeue exits 1 ("Invalid job id") when it knows none of them: then every one goes to sacct.
     views = parse_squeue(done.stdout) if done.returncode == 0 else {}
     missing = [j for j in ids if j not in views]
