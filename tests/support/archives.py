@@ -1,18 +1,25 @@
-"""Archives for tests: read a .tar.gz's members, and tampered copies as someone editing one would make."""
+"""Archives for tests: read a .tar.gz's members, tampered copies as someone editing one would make, and
+`verify` or `reproduce` run with no terminal on stdin."""
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import hashlib
 import io
 import json
+import os
+import subprocess
+import sys
 import tarfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 from evaluator.archive.base import INDEX, SUMS, json_bytes
 from evaluator.archive.pack import write_tar_gz
 from evaluator.archive.verify import read_archive
+from support import launch
 
 
 def sha(data: bytes) -> str:
@@ -62,3 +69,30 @@ def repacked(src: Path, dest: Path, change: dict[str, bytes]) -> Path:
     with open(dest, "wb") as raw:
         write_tar_gz(raw, archive.top, files)
     return dest
+
+
+@contextlib.contextmanager
+def _stdin_from_devnull() -> Iterator[None]:
+    old = sys.stdin
+    with open(os.devnull) as devnull:
+        sys.stdin = devnull
+        try:
+            yield
+        finally:
+            sys.stdin = old
+
+
+def no_terminal(
+    cmd: Sequence[Any], *, env: dict[str, str], cwd: str | Path, timeout: float = 240
+) -> subprocess.CompletedProcess[str]:
+    """subprocess.run(cmd, stdin=DEVNULL, capture_output=True, text=True, ...): no terminal on stdin, as in
+    CI, a pipe or a cron job (reproduce asks `sys.stdin.isatty()` before it offers a prompt). In this process
+    where support/launch.py would run it here (sys.stdin on /dev/null for the call): a fresh interpreter
+    costs about two seconds of CPU, and these tests are about what the command reads and sends, not the
+    process; otherwise a process of its own with stdin from /dev/null."""
+    if launch.in_this_process(cmd, env):
+        with _stdin_from_devnull():
+            return launch.run(cmd, capture_output=True, text=True, env=env, cwd=cwd, timeout=timeout)
+    return subprocess.run(
+        cmd, capture_output=True, text=True, env=env, cwd=cwd, stdin=subprocess.DEVNULL, timeout=timeout
+    )
