@@ -17,8 +17,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from support import launch
-from support.archives import members, repacked, rewrite
+from support.archives import members, no_terminal, repacked, rewrite
 from support.cli import REPO, clean_env, run_cli
 from support.datagen import doccount_reply, doccount_rows, write_doccount
 from support.openai_test_server import TestServer
@@ -38,10 +37,11 @@ def bearer(key: str) -> str:
 
 
 def reproduce(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return launch.run(
-        [sys.executable, "-m", "evaluator.cli", "reproduce", *args], capture_output=True, text=True,
-        env=clean_env(**env), cwd=str(REPO), stdin=subprocess.DEVNULL, timeout=240,
-    )  # fmt: skip
+    """`doccount reproduce` with no terminal on stdin, in this process (support/archives.py): the keys are
+    checked where they arrive (the servers); each run is still re-run by a child reproduce starts itself."""
+    return no_terminal(
+        [sys.executable, "-m", "evaluator.cli", "reproduce", *args], env=clean_env(**env), cwd=REPO
+    )
 
 
 @pytest.fixture(scope="module")
