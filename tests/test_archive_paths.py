@@ -5,15 +5,15 @@ from __future__ import annotations
 
 import hashlib
 import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from support.archives import repacked, sums
+from support.archives import repacked, run_and_sweep, sums
 from support.cli import run_cli
-from support.datagen import doccount_rows, write_doccount
-from support.openai_test_server import TestServer
+from support.once import built_once
 
 from evaluator.archive.base import INDEX, SUMS, ArchiveError, json_bytes
 from evaluator.archive.pack import write_tar_gz
@@ -70,10 +70,14 @@ def test_a_crafted_sweep_archive_writes_nothing_outside_and_is_refused(
     assert not Path("/tmp/escaped-abs.tar.gz").exists() and not Path("/abs.tar.gz").exists()
 
 
-def test_verify_and_reproduce_refuse_a_crafted_sweep_archive_in_one_line(tmp_path: Path) -> None:
+def test_verify_and_reproduce_refuse_a_crafted_sweep_archive_in_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     archive = sweep_archive(tmp_path / "crafted.tar.gz", "s", {"../../escaped": "runs/a.tar.gz"})
     (tmp_path / "t" / "deeper").mkdir(parents=True)
     env = {"TMPDIR": str(tmp_path / "t" / "deeper")}
+    # run_cli runs in this process, where tempfile read TMPDIR long ago: set what it read, as a process would
+    monkeypatch.setattr(tempfile, "tempdir", env["TMPDIR"])
     for args in (
         ["verify", str(archive)],
         ["reproduce", str(archive), "--run-root", str(tmp_path / "o" / "r")],
@@ -89,24 +93,11 @@ def test_verify_and_reproduce_refuse_a_crafted_sweep_archive_in_one_line(tmp_pat
 # --- 6: tampering with files verify can rebuild, and with those it cannot ---------------------------------
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def sweep_archive_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A real sweep (two runs against a loopback server), scored and archived."""
-    base = tmp_path_factory.mktemp("sweep")
-    write_doccount(base / "data" / "test-0.parquet", doccount_rows(4))
-    with TestServer() as srv:
-        runs = "".join(
-            f'\n[[runs]]\nname = "{n}"\nmodel = "test-model"\nbase_url = "{srv.base_url}"\n'
-            for n in ("a", "b")
-        )
-        text = f'name = "tam"\ndata_files = "{base}/data/*.parquet"\n\n[defaults]\nconcurrency = 2\n{runs}'
-        (base / "s.toml").write_text(text)
-        res = run_cli("sweep", str(base / "s.toml"), "--run-root", str(base / "runs"))
-        assert res.returncode == 0, res.stderr
-    out = base / "tam.tar.gz"
-    res = run_cli("archive", "--run-root", str(base / "runs" / "tam"), "--output", str(out))
-    assert res.returncode == 0, res.stderr
-    return out
+    """A real sweep (run a against a loopback server), scored and archived: made once a session
+    (support/archives.py; test_verify_crafted mutates copies of the same archive)."""
+    return built_once(tmp_path_factory, "run-and-sweep", run_and_sweep).sweep_path
 
 
 @pytest.mark.parametrize("entry", ["leaderboard/leaderboard.md", "leaderboard/index.html"])

@@ -17,8 +17,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from support import launch
-from support.archives import members, repacked, rewrite
+from support.archives import members, no_terminal, repacked, rewrite
 from support.cli import REPO, clean_env, run_cli
 from support.datagen import doccount_reply, doccount_rows, write_doccount
 from support.openai_test_server import TestServer
@@ -38,10 +37,11 @@ def bearer(key: str) -> str:
 
 
 def reproduce(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return launch.run(
-        [sys.executable, "-m", "evaluator.cli", "reproduce", *args], capture_output=True, text=True,
-        env=clean_env(**env), cwd=str(REPO), stdin=subprocess.DEVNULL, timeout=240,
-    )  # fmt: skip
+    """`doccount reproduce` with no terminal on stdin, in this process (support/archives.py): the keys are
+    checked where they arrive (the servers); each run is still re-run by a child reproduce starts itself."""
+    return no_terminal(
+        [sys.executable, "-m", "evaluator.cli", "reproduce", *args], env=clean_env(**env), cwd=REPO
+    )
 
 
 @pytest.fixture(scope="module")
@@ -110,6 +110,12 @@ def nested_bombs(swept: SimpleNamespace, tmp: Path) -> Path:
     return repacked(swept.sweep, tmp / "bombs.tar.gz", change)
 
 
+@pytest.fixture(scope="module")
+def bombs(swept: SimpleNamespace, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """nested_bombs, made once for the two budget tests (each only reads it)."""
+    return nested_bombs(swept, tmp_path_factory.mktemp("bombs"))
+
+
 class Peak:
     """The largest number of bytes held in files under a folder, sampled every millisecond."""
 
@@ -145,15 +151,12 @@ def tmpdir_measured(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return folder
 
 
-def test_nested_archives_and_verifys_copies_share_one_budget(
-    swept: SimpleNamespace, tmp_path: Path, tmpdir_measured: Path
-) -> None:
+def test_nested_archives_and_verifys_copies_share_one_budget(bombs: Path, tmpdir_measured: Path) -> None:
     """Three run archives each unpacking to 24 MiB more, verified under a 100 MiB budget (the default is
     8 GiB; the code is the same): on main each nested archive had a budget of its own and each run's members
     were copied twice more and kept to the end (peak of TMPDIR over 150 MiB, verified OK). Now the nested
     archives and every copy are charged to the one budget, and the archive is refused once it is spent."""
-    path = nested_bombs(swept, tmp_path)
-    archive = read_archive(path, Limits(total_bytes=100 * MiB))
+    archive = read_archive(bombs, Limits(total_bytes=100 * MiB))
     with Peak(tmpdir_measured) as peak, pytest.raises(ArchiveLimitError) as refused:
         verify_sweep(archive, tmpdir_measured)
     print(f"budget 100 MiB: refused; TMPDIR peak {peak.peak / MiB:.1f} MiB")
@@ -161,14 +164,11 @@ def test_nested_archives_and_verifys_copies_share_one_budget(
     assert peak.peak <= 100 * MiB, peak.peak
 
 
-def test_verifys_copies_are_removed_as_soon_as_used(
-    swept: SimpleNamespace, tmp_path: Path, tmpdir_measured: Path
-) -> None:
+def test_verifys_copies_are_removed_as_soon_as_used(bombs: Path, tmpdir_measured: Path) -> None:
     """With a budget that fits (400 MiB), the same archive verifies; each run's copies are gone before the
     next run is read, so TMPDIR never holds more than about one run's (3 x 24 MiB), where main kept every
     run's re-scored and report copies to the end."""
-    path = nested_bombs(swept, tmp_path)
-    archive = read_archive(path, Limits(total_bytes=400 * MiB))
+    archive = read_archive(bombs, Limits(total_bytes=400 * MiB))
     with Peak(tmpdir_measured) as peak:
         result = verify_sweep(archive, tmpdir_measured)
     print(f"budget 400 MiB: verified {result.ok}; TMPDIR peak {peak.peak / MiB:.1f} MiB")

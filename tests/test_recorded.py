@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from support.archives import members, repacked
+from support.archives import members, no_terminal, repacked
 from support.cli import REPO, clean_env, run_cli
 from support.datagen import doccount_reply, doccount_rows, write_doccount
 from support.openai_test_server import TestServer
@@ -85,10 +85,13 @@ def archived_with(made: SimpleNamespace, tmp: Path, **data: Any) -> Path:
 
 
 def doccount(*args: str, cwd: Path = REPO, **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "evaluator.cli", *args], capture_output=True, text=True, cwd=str(cwd),
-        env={**clean_env(**env), "PYTHONPATH": str(REPO)}, stdin=subprocess.DEVNULL, timeout=240,
-    )  # fmt: skip
+    """`doccount ARGS` with no terminal on stdin, in this process (support/archives.py) unless `env` sets
+    what a library reads when imported (HF_*): then its own process, with this tree's package first on
+    its path whatever `cwd` is."""
+    extra = {"PYTHONPATH": str(REPO)} if any(k.startswith("HF_") for k in env) else {}
+    return no_terminal(
+        [sys.executable, "-m", "evaluator.cli", *args], env={**clean_env(**env), **extra}, cwd=cwd
+    )
 
 
 def no_traceback(res: subprocess.CompletedProcess[str]) -> None:

@@ -17,8 +17,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from support import launch
-from support.archives import repacked
+from support.archives import no_terminal, repacked
 from support.cli import REPO, clean_env, run_cli
 from support.datagen import doccount_reply, doccount_rows, write_doccount
 from support.openai_test_server import TestServer
@@ -42,12 +41,12 @@ def auths(server: TestServer, since: int = 0) -> set[str | None]:
 
 
 def reproduce(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    """`doccount reproduce` with no terminal on stdin (as in CI, a pipe or a cron job)."""
-    return launch.run(
-        [sys.executable, "-m", "evaluator.cli", "reproduce", *args],
-        capture_output=True, text=True, env=clean_env(**(env or {})), cwd=str(REPO),
-        stdin=subprocess.DEVNULL, timeout=240,
-    )  # fmt: skip
+    """`doccount reproduce` with no terminal on stdin (as in CI, a pipe or a cron job); in this process
+    (support/archives.py): what is checked is what reaches the servers, and a sweep's runs still get
+    processes of their own from reproduce itself."""
+    return no_terminal(
+        [sys.executable, "-m", "evaluator.cli", "reproduce", *args], env=clean_env(**(env or {})), cwd=REPO
+    )
 
 
 def one_error(res: subprocess.CompletedProcess[str]) -> str:

@@ -2,8 +2,8 @@
 usual report) or cannot be read (exit 2, one `error:` line).
 
 Real archives (a run's and a sweep's, made once per session by `doccount evaluate` against the loopback
-test server, `score` and `archive`) are mutated by hypothesis the ways an attacker would: truncated, a
-member's bytes replaced (random, deeply nested JSON, JSON of the wrong type, one field of the wrong type),
+test server, `score` and `archive`: support/archives.py) are mutated by hypothesis the ways an attacker
+would: truncated, a member's bytes replaced (random, deeply nested JSON, JSON of the wrong type, one field of the wrong type),
 members added (duplicates, folders, symlinks, hard links, devices, a file where a folder is, a batches.json
 naming a file outside the run folder, the archive itself nested in a member's place), members removed, and
 SHA256SUMS recomputed so the checksums pass; in a sweep archive the same is done to a run's archive inside
@@ -18,7 +18,6 @@ import hashlib
 import io
 import json
 import tarfile
-from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -27,9 +26,9 @@ import pytest
 from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support.archives import run_and_sweep
 from support.cli import run_cli
-from support.datagen import doccount_reply, doccount_rows, write_doccount
-from support.openai_test_server import TestServer
+from support.once import built_once
 
 from evaluator.cli.main import main
 
@@ -38,35 +37,10 @@ SUMS = "SHA256SUMS"
 
 
 @pytest.fixture(scope="session")
-def real(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimpleNamespace]:
-    """A run archive and a one-run sweep archive, both made by the CLI from real runs."""
-    base = tmp_path_factory.mktemp("crafted")
-    rows = doccount_rows(3)
-    write_doccount(base / "data" / "test-0.parquet", rows)
-    data = str(base / "data" / "test-*.parquet")
-    with TestServer() as srv:
-        srv.set_config({"answers": doccount_reply(rows, wrong={rows[0]["sample_id"]})})
-        run = base / "runs" / "r"
-        for args in (
-            ["evaluate", "--model", "test-model", "--base-url", srv.base_url, "--data-files", data,
-             "--run-root", str(run), "--quiet"],
-            ["score", "--run-root", str(run)],
-            ["archive", "--run-root", str(run), "--output", str(base / "r.tar.gz")],
-        ):  # fmt: skip
-            res = run_cli(*args)
-            assert res.returncode == 0, res.stderr
-        sweep = base / "s.toml"
-        sweep.write_text(
-            f'name = "sw"\ndata_files = "{data}"\n\n[[runs]]\nname = "a"\nmodel = "test-model"\n'
-            f'base_url = "{srv.base_url}"\n'
-        )
-        res = run_cli("sweep", str(sweep), "--run-root", str(base / "runs"))
-        assert res.returncode == 0, res.stderr
-        res = run_cli("archive", "--run-root", str(base / "runs" / "sw"), "--output", str(base / "sw.tar.gz"))
-        assert res.returncode == 0, res.stderr
-    yield SimpleNamespace(
-        base=base, run=(base / "r.tar.gz").read_bytes(), sweep=(base / "sw.tar.gz").read_bytes()
-    )
+def real(tmp_path_factory: pytest.TempPathFactory) -> SimpleNamespace:
+    """A run archive and a one-run sweep archive, both made by the CLI from real runs (support/archives.py;
+    once a session: test_archive_paths reads the same sweep archive)."""
+    return built_once(tmp_path_factory, "run-and-sweep", run_and_sweep)
 
 
 # ----------------------------------------------------------------------------- tar surgery

@@ -71,3 +71,8 @@ def run(
     if text:
         return done
     return subprocess.CompletedProcess(cmd, done.returncode, done.stdout.encode(), done.stderr.encode())
+
+
+def in_this_process(cmd: Sequence[Any], env: dict[str, str]) -> bool:
+    """Whether run(cmd, env=env, capture_output=True) runs the command in this process (the rule of `run`)."""
+    return cli_command(cmd) is not None and _exclusive(dict(env)) == _exclusive(dict(os.environ))
