@@ -68,7 +68,9 @@ def wait_until(cond: Callable[[], bool], proc: Proc | None = None, timeout: floa
             return True
         if proc is not None and proc.p.poll() is not None:
             return cond()
-        time.sleep(0.01)
+        # a condition copies the server's whole request log or re-reads the records: at 100 polls a
+        # second that was most of this process's CPU; 20 a second still lands a kill mid-run
+        time.sleep(0.05)
     raise AssertionError("timed out waiting")
 
 

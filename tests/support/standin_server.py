@@ -38,8 +38,6 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for `support.*` when run as a script
 
-from support.openai_test_server import TestServer  # noqa: E402
-
 
 def parse(argv: list[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser()
@@ -88,6 +86,10 @@ def main(argv: list[str] | None = None) -> int:
     if failed_start(ns):
         print("ValueError: torch.OutOfMemoryError: CUDA out of memory (stand-in)", flush=True)
         return 1
+    # imported only by a start that serves: aiohttp's import is most of a stand-in's CPU (~0.5 s), and a
+    # sweep's failing starts (--fail-starts) need none of it
+    from support.openai_test_server import TestServer
+
     config = json.loads(Path(ns.config).read_text()) if ns.config else {}
     config["served_model"] = ns.serve_as or ns.served_model_name
     if ns.hold_s:
@@ -103,8 +105,10 @@ def main(argv: list[str] | None = None) -> int:
         record(ns.record, name=ns.served_model_name, gpus=gpus, pid=os.getpid(), start=start, end=None)
         try:
             while not stop.wait(0.05):
+                if not ns.die_after:
+                    continue  # requests() deep-copies every record: only a --die-after stand-in counts them
                 chats = [r for r in srv.requests() if r["path"].endswith("/chat/completions")]
-                if ns.die_after and len(chats) >= ns.die_after:
+                if len(chats) >= ns.die_after:
                     print("RuntimeError: EngineCore died unexpectedly (stand-in)", flush=True)
                     os._exit(1)
         finally:
