@@ -254,6 +254,25 @@ def test_a_sweep_stopping_its_run_mid_request_reads_interrupted_from_the_outcome
     assert got.state == "interrupted" and got.exit_code == ExitCode.INTERRUPTED and got.rows is not None
 
 
+def test_a_sweep_stopping_its_run_while_evaluate_starts_is_interrupted_not_an_error(tmp_path: Path) -> None:
+    started = tmp_path / "started"
+    slow = tmp_path / "slow-python"  # still importing: SIGTERM's default action ends it (exit -15)
+    slow.write_text(f'#!/bin/sh\ntouch "{started}"\nexec sleep 60\n')
+    slow.chmod(slow.stat().st_mode | stat.S_IXUSR)
+    stop = threading.Event()
+
+    def stop_once_started() -> None:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not started.exists():
+            time.sleep(0.05)
+        stop.set()
+
+    threading.Thread(target=stop_once_started, daemon=True).start()
+    result = run_unit(unit(tmp_path, 3, {}, python=str(slow)), stop=stop)
+    assert result.state == "interrupted" and result.exit_code == -15, result
+    assert result.message == f"stopped while evaluate was starting; see {tmp_path / 'logs' / 'r.log'}"
+
+
 def test_a_container_run_records_its_image_id_and_gpus_from_the_contract(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

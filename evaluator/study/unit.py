@@ -290,6 +290,9 @@ def _evaluate(
         died.append(_death_message(server, task))  # evaluate saw the refused connections first
     if died:
         return UnitResult(state="failed", exit_code=code, message=died[0], launch=launch)
+    if stop.is_set() and code == -signal.SIGTERM:  # our stop came before evaluate set its handler
+        why = f"stopped while evaluate was starting; see {task.evaluate_log}"
+        return UnitResult(state="interrupted", exit_code=code, message=why, launch=launch)
     return _ended(code, read_outcome(outcome_path), lambda t: keys[1](keys[0](t)), task, launch)
 
 
