@@ -41,29 +41,13 @@ from evaluator.archive.base import (  # noqa: F401  (the package's face)
     secret_hits,
     sha256_hex,
 )
-from evaluator.archive.opened import OpenedArchive, parse_archive  # noqa: F401  (the package's face)
-from evaluator.archive.pack import (  # noqa: F401  (the package's face)
-    create_archive,
-    dataset_record,
-    environment_record,
-    write_tar_gz,
-)
-from evaluator.archive.plan import (  # noqa: F401
-    data_args_for,
-    evaluate_args,
-    format_command,
-    reproduce_md,
-)
+from evaluator.archive.opened import OpenedArchive, config_of, parse_archive  # noqa: F401  (the package's face)
+from evaluator.archive.pack import create_archive, dataset_record, environment_record, write_tar_gz  # noqa: F401  (the package's face)
+from evaluator.archive.plan import data_args_for, evaluate_args, format_command, reproduce_md  # noqa: F401
 from evaluator.archive.reproduce import (  # noqa: F401  (the package's face)
     check_reproduction_data,
-    config_of,
     render_comparison,
     reproduce,
     reproduction_check,
 )
-from evaluator.archive.verify import (  # noqa: F401  (the package's face)
-    extract_prompts,
-    parse_sums,
-    read_archive,
-    verify_archive,
-)
+from evaluator.archive.verify import extract_prompts, parse_sums, read_archive, verify_archive  # noqa: F401  (the package's face)

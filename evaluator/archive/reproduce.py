@@ -19,21 +19,10 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from evaluator.archive.base import (
-    Archive,
-    ArchiveError,
-    ArchiveInfo,
-    Problem,
-    VerifyResult,
-)
-from evaluator.archive.opened import ArchivedData, OpenedArchive, archived_data, config_of, local_pattern
-from evaluator.archive.pack import create_archive
+from evaluator.archive.base import ArchiveError
+from evaluator.archive.opened import ArchivedData, OpenedArchive, archived_data, local_pattern
 from evaluator.archive.plan import evaluate_args, format_command, serve_commands
-from evaluator.archive.verify import (
-    extract_prompts,
-    read_archive,
-    verify_archive,
-)
+from evaluator.archive.verify import extract_prompts, verify_archive
 from evaluator.core.boundary import clip
 from evaluator.core.errors import ExitCode, NotFinished, UserError
 from evaluator.core.jsonl import printable
@@ -191,26 +180,6 @@ def render_comparison(c: dict[str, Any], original: str, reproduction: str, table
         "",
     ]
     return "\n".join(out)
-
-
-__all__ = [
-    "Archive",
-    "ArchiveError",
-    "ArchiveInfo",
-    "OpenedArchive",
-    "Problem",
-    "VerifyResult",
-    "check_reproduction_data",
-    "config_of",
-    "create_archive",
-    "evaluate_args",
-    "extract_prompts",
-    "format_command",
-    "reproduction_check",
-    "read_archive",
-    "render_comparison",
-    "verify_archive",
-]
 
 
 def reproduce(

@@ -28,9 +28,7 @@ from evaluator.archive.base import (
 )
 from evaluator.archive.images import check_images
 from evaluator.archive.opened import OpenedArchive, parse_sums  # noqa: F401  (parse_sums: the face)
-from evaluator.archive.pack import (
-    dataset_record,
-)
+from evaluator.archive.pack import dataset_record
 from evaluator.archive.read import read_archive  # noqa: F401  (the package's face reads it from here)
 from evaluator.data.parquet import file_sha256
 from evaluator.report import REPORT_FILE, ReportError

@@ -32,12 +32,7 @@ from evaluator.request.bounds import LINE_SLACK, MAX_RESPONSE_BYTES
 from evaluator.request.client import make_client
 from evaluator.request.ratelimit import RetryPolicy
 from evaluator.runfolder.batches import keys_in_flight, load_ledger, offline_batch_id
-from evaluator.runfolder.files import (
-    CONFIG,
-    RunFolderError,
-    RunLock,
-    done_keys,
-)
+from evaluator.runfolder.files import CONFIG, RunFolderError, RunLock, done_keys
 from evaluator.runfolder.manifest import load_manifest
 from evaluator.runfolder.runconfig import RunConfig, load_run_config
 

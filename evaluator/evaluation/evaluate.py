@@ -40,11 +40,7 @@ from evaluator.evaluation.reachability import nothing_listening, refusal_line, u
 from evaluator.evaluation.recorded import recorded_settings
 from evaluator.evaluation.runner import RunPlan, RunStats, settings_from_config
 from evaluator.request.body import RequestBuildError, validate_extra_body
-from evaluator.request.endpoint import (
-    VLLM_DEFAULT_BASE_URL,
-    EndpointError,
-    normalize_base_url,
-)
+from evaluator.request.endpoint import VLLM_DEFAULT_BASE_URL, EndpointError, normalize_base_url
 from evaluator.request.ratelimit import RetryPolicy
 from evaluator.request.shape import Preset, load_preset, resolve_sampling
 from evaluator.runfolder.batches import held_by_batches

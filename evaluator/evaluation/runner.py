@@ -33,14 +33,7 @@ from evaluator.data.reasoning import FORMAT_SMOKE_RESPONSES, FormatCheck, SmokeC
 from evaluator.evaluation.loop import RowLoop, RunStopped  # noqa: F401 (cli imports RunStopped here)
 from evaluator.request.body import RequestBuildError, request_bytes
 from evaluator.request.breaker import Breaker, shape_hint
-from evaluator.request.client import (
-    ChatSender,
-    Endpoint,
-    EndpointPool,
-    RetryPolicy,
-    make_client,
-    utc_now,
-)
+from evaluator.request.client import ChatSender, Endpoint, EndpointPool, RetryPolicy, make_client, utc_now
 from evaluator.request.pace import UserLimits
 from evaluator.request.pacing import Gate, PacingSummary, pacing_summary
 from evaluator.runfolder.files import RecordWriter

@@ -1,17 +1,10 @@
-"""OpenAI's Files and Batches APIs on the run's base URL, through the openai client (`client.files`,
-`client.batches`; the client keeps a base URL's query string, see request.client.make_client).
+"""OpenAI's Files and Batches APIs on the run's base URL, through the openai client.
 
-Every answer is read as raw JSON through the trust boundary (core.boundary.parse_json: the key removed from
-every string, then each field typed here), never through the SDK's models: a field of the wrong type there
-makes pydantic's serializer warn with the field's value, a key included. Strings are one terminal-safe line.
-A batch id must be a usable id (`usable_batch_id`); a create call answered without one is refused. Faults that waiting can fix (connection errors, timeouts, 408/409/425/429,
-5xx) are retried with the run's RetryPolicy; a 404 or 405 on the first call means the endpoint has no batch
-API, said in one line.
-
-Every call has a whole-request deadline (request.bounds, as chat completions): --timeout for a batch
-object; for an upload, --timeout plus a second per MiB of the file; a download's deadline grows with the
-bytes that came in, so only a drip runs out of it. Answers are capped by the client (a batch object, as a
-reply); an output file is streamed to a file, capped at what its lines can hold (`output_cap`).
+Every answer is read as raw JSON through the trust boundary (core.boundary.parse_json), never through the
+SDK's models: a field of the wrong type there makes pydantic warn with the field's value, a key included.
+Faults that waiting can fix are retried with the run's RetryPolicy; a 404 or 405 on the upload means the
+endpoint has no batch API. Every call has a whole-request deadline (request.bounds); a download's grows
+with the bytes that came in, so only a drip runs out of it.
 """
 
 from __future__ import annotations
@@ -41,8 +34,6 @@ from evaluator.request.ratelimit import RetryPolicy, retryable_status
 from evaluator.request.replies import error_message
 
 T = TypeVar("T")
-# A batch id goes into URL paths (GET /batches/{id}) and the run folder's ledger: letters, digits and a few
-# separators (OpenAI batch_..., vLLM/litellm batch-<uuid>, Anthropic-style msgbatch_...), at most 200.
 TERMINAL = frozenset({"completed", "failed", "expired", "cancelled"})
 
 
@@ -121,13 +112,6 @@ def batch_info(obj: Any, clean: Callable[[str], str]) -> BatchInfo:
     )
 
 
-def unsupported_message(base_url: str, status: int) -> str:
-    return (
-        f"{base_url} has no OpenAI batch API (POST {base_url.rstrip('/')}/files answered HTTP {status}); run "
-        "without --batch, or write the files with `doccount batch prepare` for `vllm run-batch`"
-    )
-
-
 class BatchAPI:
     """The Files/Batches calls a batch run makes, with retries and cleaned answers."""
 
@@ -154,7 +138,11 @@ class BatchAPI:
         try:
             created = await self._retried(f"uploading {path.name}", call, deadline)
         except _NotThere as exc:
-            raise BatchUnsupported(unsupported_message(self.base_url, exc.status)) from None
+            raise BatchUnsupported(
+                f"{self.base_url} has no OpenAI batch API (POST {self.base_url.rstrip('/')}/files answered "
+                f"HTTP {exc.status}); run without --batch, or write the files with `doccount batch prepare` "
+                "for `vllm run-batch`"
+            ) from None
         file_id = created.get("id") if isinstance(created, dict) else None
         if not usable_batch_id(file_id):
             raise BatchAPIError(
@@ -201,10 +189,10 @@ class BatchAPI:
                     return None
                 for obj in data:
                     info = batch_info(obj, self.clean)
-                    if (
-                        info.id and info.input_file_id == file_id
-                    ):  # a batch without a usable id cannot be adopted
+                    # a batch without a usable id cannot be adopted
+                    if info.id and info.input_file_id == file_id:
                         return info
+
                 seen += len(data)
                 after = data[-1].get("id") if isinstance(data[-1], dict) else None
                 if not (isinstance(body, dict) and body.get("has_more") is True and usable_batch_id(after)):

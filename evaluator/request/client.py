@@ -1,8 +1,6 @@
-"""HTTP to an OpenAI-compatible chat-completions endpoint, with the protocol's own retry policy.
-
-The openai client's built-in retries are off: every attempt, and why it failed, must be visible in
-the record. The exact canonical bytes are sent, so request_sha256 is the hash of what went out.
-"""
+"""HTTP to an OpenAI-compatible chat-completions endpoint, with the protocol's own retry policy (the
+openai client's are off: every attempt, and why it failed, is in the record). The exact canonical bytes
+are sent, so request_sha256 is the hash of what went out."""
 
 from __future__ import annotations
 
@@ -122,8 +120,7 @@ class EndpointPool:
         return endpoint is min(alive, key=lambda e: e.ejected_until)
 
     async def acquire(self) -> tuple[Endpoint, Ticket]:
-        """Wait at the gates for the next slot; the caller hands its ticket to release() once the attempt
-        is over."""
+        """Wait at the gates for the next slot; the ticket goes back to release() after the attempt."""
         i, ticket = await admit(self.gates, self._usable, self.changed)
         return self.endpoints[i], ticket
 
@@ -210,9 +207,9 @@ class ChatSender:
         except openai.APITimeoutError:
             failure = Failure("timeout", "request timed out", True)
         except TimeoutError:
-            failure = Failure(
-                "timeout", f"request timed out (no whole reply in {self._limit(endpoint)})", True
-            )
+            limit = total_timeout(endpoint.client)
+            within = f"{limit:g} s" if limit is not None else "the time allowed"
+            failure = Failure("timeout", f"request timed out (no whole reply in {within})", True)
         except ReplyTooLarge as exc:  # a server that sends that much once would again: not retried
             failure = Failure("response_too_large", str(exc), False)
         except openai.APIConnectionError as exc:
@@ -276,11 +273,6 @@ class ChatSender:
         outcome.finished_at = utc_now()
         return outcome
 
-    @staticmethod
-    def _limit(endpoint: Endpoint) -> str:
-        limit = total_timeout(endpoint.client)
-        return f"{limit:g} s" if limit is not None else "the time allowed"
-
     def _check_stop(self, endpoint: Endpoint, failure: Failure) -> None:
         """A refusal no wait fixes stops the run; so does an endpoint refused past the patience, once
         every endpoint is (the others go on without it until then)."""
@@ -315,12 +307,10 @@ class ChatSender:
     def _hold_or_eject_endpoint(
         self, endpoint: Endpoint, failure: Failure, charged: int, paced: bool
     ) -> tuple[float, bool]:
-        """Tell the pool and the gate about a failed attempt; return the pause before the next one and
-        whether this worker waits it alone.
+        """The pause before the next attempt, and whether this worker waits it alone. A server error or
+        no answer ejects the endpoint for its cooldown; a rate-limit refusal our pace caused holds the
+        endpoint's gate (every worker of it); one it did not cause, only its request (pacing.Gate)."""
 
-        A server error or no answer ejects the endpoint from the pool for its cooldown; a rate-limit
-        refusal (429, transient 402) our pace caused holds the endpoint's gate, and so every worker of
-        that endpoint; one it did not cause is waited out by its own request (request.pacing.Gate)."""
         verdict = failure.verdict
         asked = verdict.wait_s if verdict is not None else None
         if verdict is None or verdict.kind not in ("rate_limit", "payment"):

@@ -88,9 +88,7 @@ class RetryPolicy:
 
 def parse_duration(value: str | None) -> float | None:
     """Seconds in "6m0s", "0.25s", "12ms", "1h2m3s" or a bare number of seconds; None if unreadable."""
-    if value is None:
-        return None
-    text = value.strip()
+    text = (value or "").strip()
     if not text:
         return None
     try:
@@ -112,7 +110,6 @@ def parse_when(value: str | None, now: datetime) -> float | None:
     if seconds is not None or not value:
         return seconds
     text = value.strip()
-    when: datetime | None = None
     try:
         when = datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
