@@ -93,9 +93,8 @@ class Budget:
 
 class Members(Mapping[str, bytes]):
     """An archive's entries by name: small ones held in memory, larger ones in a temporary folder
-    (removed by `close()`, which the archive's `with` block calls on every way out, or by `release`), each
-    with the SHA-256 and size measured as it was read. Copies made of them (`copy_to`) are charged to
-    `budget`."""
+    (removed by `close()`, which the archive's `with` block calls on every way out), each with the SHA-256
+    and size measured as it was read. Copies made of them (`copy_to`) are charged to `budget`."""
 
     def __init__(self, budget: Budget | None = None) -> None:
         self._data: dict[str, bytes | Path] = {}
@@ -115,9 +114,10 @@ class Members(Mapping[str, bytes]):
         return open(path, "wb")  # noqa: SIM115 - the caller closes it
 
     def close(self) -> None:
-        """Remove the temporary folder of the large members (idempotent)."""
+        """Remove the temporary folder of the large members now (idempotent; they cannot be read after)."""
         if self._store is not None:
             self._store.cleanup()
+            self._store = None
 
     def add(self, name: str, data: bytes | None, sha256: str, size: int) -> None:
         if data is not None:
@@ -156,12 +156,6 @@ class Members(Mapping[str, bytes]):
             while chunk := f.read(size):
                 yield chunk
 
-    def release(self) -> None:
-        """Remove the temporary folder of the large members now (they cannot be read afterwards)."""
-        if self._store is not None:
-            self._store.cleanup()
-            self._store = None
-
 
 A = TypeVar("A", bound="Archive")
 
@@ -183,7 +177,7 @@ class Archive:
         self.close()
 
     def close(self) -> None:
-        """Remove the temporary folder holding the large members (read.read_archive spills them there)."""
+        """Remove the temporary folder holding the large members now (read.read_archive spills them there)."""
         if isinstance(self.files, Members):
             self.files.close()
 
@@ -195,11 +189,6 @@ class Archive:
     def budget(self) -> Budget | None:
         """The unpack budget this archive was read under (read.read_archive), shared with what it holds."""
         return self.files.budget if isinstance(self.files, Members) else None
-
-    def release(self) -> None:
-        """Remove the temporary copies of this archive's large members now, once it is no longer read."""
-        if isinstance(self.files, Members):
-            self.files.release()
 
     def copy_to(self, name: str, dest: Path) -> None:
         """Write an entry to `dest` without holding it whole when it is large (charged to the budget)."""

@@ -70,9 +70,8 @@ def _collect_run(root: Path, run_dir: str, entries: dict[str, bytes], output: Pa
             )
             raise ArchiveError(f"{root} has no {name}; {hint}")
         entries[f"{run_dir}/{name}"] = path.read_bytes()
-    if (
-        root / LEDGER
-    ).is_file():  # a batch run: its batch ids and rows (the summary's `batch` is made from it)
+    # a batch run: its batch ids and rows (the summary's `batch` is made from it)
+    if (root / LEDGER).is_file():
         entries[f"{run_dir}/{LEDGER}"] = (root / LEDGER).read_bytes()
     scores = root / SCORES_DIR
     if not (scores / SUMMARY_JSON).is_file():
@@ -87,9 +86,7 @@ def _collect_run(root: Path, run_dir: str, entries: dict[str, bytes], output: Pa
         if path == scores / REPORT_FILE:  # it shows the data's images: the archive gets its own rendering
             continue
         rel = path.relative_to(root).as_posix()
-        if (
-            path.parent != scores or path.name not in SCORE_FILES
-        ):  # a page copy, a user's file: may hold images
+        if path.parent != scores or path.name not in SCORE_FILES:  # a page copy, a user's file: images?
             left_out.append(rel)
             continue
         entries[f"{run_dir}/{rel}"] = path.read_bytes()
@@ -281,7 +278,7 @@ def _index(
         ENVIRONMENT: "environment: versions, image ids, server",
         REPRODUCE: "how to verify and re-run",
     }
-    index = {
+    return {
         "format": FORMAT,
         "format_version": FORMAT_VERSION,
         "run_name": run_name,
@@ -306,7 +303,6 @@ def _index(
         "missing": missing,
         "checksums": f"{SUMS} covers every entry except itself",
     }
-    return index
 
 
 def create_archive(
@@ -334,8 +330,7 @@ def create_archive(
     entries[DATASET] = json_bytes(dataset_record(config, entries[f"{run_dir}/{MANIFEST}"]))
     entries[ENVIRONMENT] = json_bytes(environment_record(config))
     entries[REPRODUCE] = utf8_text(reproduce_md(raw, run_name, summary, missing, config))
-    index = _index(run_name, run_dir, config, entries, recorded, missing)
-    entries[INDEX] = json_bytes(index)
+    entries[INDEX] = json_bytes(_index(run_name, run_dir, config, entries, recorded, missing))
     images = image_problems(entries)
     if images:
         raise ArchiveError(

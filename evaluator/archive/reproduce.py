@@ -243,9 +243,7 @@ def _evaluate_with_prompts(args: list[str], prompts: Path) -> int:
     os.environ[PROMPTS_ENV] = str(prompts)
     try:
         return evaluate(options)
-    except (
-        NotFinished
-    ) as exc:  # not finished (nothing listening, the endpoint down): what is done is compared
+    except NotFinished as exc:  # nothing listening, the endpoint down: what is done is compared
         say(f"error: {redactor_from_env()(str(exc))}")
         return exc.exit_code
     finally:
@@ -256,7 +254,6 @@ def _evaluate_with_prompts(args: list[str], prompts: Path) -> int:
 
 
 def _print_comparison(original_dir: Path, new_root: Path, name: str | None) -> None:
-
     paired = reproduction_check(read_scored_rows(original_dir / MERGED), read_scored_rows(new_root / MERGED))
     full = True
     try:

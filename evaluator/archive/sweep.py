@@ -170,9 +170,7 @@ def verify_sweep(archive: OpenedArchive, workdir: Path) -> VerifyResult:
     runs = run_archives(archive)  # names checked before anything is written
     sweep_name(archive)
     check_sums(archive, problems, checks)
-    check_images(
-        archive, problems, checks, skip=runs.values()
-    )  # each run archive is checked as it is verified
+    check_images(archive, problems, checks, skip=runs.values())  # each run archive: as it is verified
     rescored: dict[str, MergedRun] = {}
     for name, entry in runs.items():
         merged = _verify_run(archive, name, entry, workdir, problems, checks)
@@ -205,7 +203,7 @@ def _verify_run(
         return None
     finally:
         if inner is not None:
-            inner.release()
+            inner.close()
         path.unlink(missing_ok=True)
         shutil.rmtree(folder, ignore_errors=True)
 
@@ -348,7 +346,7 @@ def _recorded(path: Path, budget: Budget | None) -> list[str]:
     try:
         config = config_of(inner)
     finally:
-        inner.release()
+        inner.close()
     return [str(u) for u in (config.get("endpoints") or [config.get("endpoint")]) if u]
 
 

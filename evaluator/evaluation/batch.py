@@ -1,11 +1,9 @@
 """`doccount-evaluate --batch`: the rows go through the provider's OpenAI-format Batch API (files + batches).
 
-One round: write input files for the rows to send (evaluation.batch_files), upload and create a batch for
-each while fewer than --concurrency batches are in flight and --max-total-tokens is not passed, poll every
---batch-poll-s, and collect each batch that ends. Rows to send again (failed lines, expired or cancelled
-batches, parse re-samples) go in a new round's files. Every step is in the run folder's ledger
-(runfolder.batches) before the next one, so a re-run after a crash polls and collects the batches already
-created, and never uploads, creates or sends again what a live batch holds.
+One round: write input files, upload and create a batch for each while fewer than --concurrency are in
+flight, poll every --batch-poll-s, collect each batch that ends; rows to send again go in a new round.
+Every step is in the run folder's ledger before the next one, so a re-run after a crash collects the
+batches already created and never sends again what a live batch holds.
 """
 
 from __future__ import annotations

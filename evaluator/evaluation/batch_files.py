@@ -1,18 +1,11 @@
-"""Batch input files from the rows to send, and records from the lines that come back.
+"""Batch input files from the rows to send, and records from the lines that come back (for `--batch` and
+`doccount batch prepare|collect`). Each line's body is the exact request the online path sends, and a
+record built here is the online record plus `batch_id`, with the same request_sha256.
 
-Shared by `doccount-evaluate --batch` (evaluation.batch) and the offline commands `doccount batch prepare` /
-`collect` (input files for `vllm run-batch`, its output read back). Each input line's body is the exact
-request the online path sends for that row (request.body.request_bytes), and a record built here is the
-online record plus `batch_id`, with the same request_sha256.
-
-How a returned line settles its row (`settle_row`):
-- an answer: recorded `ok` (with --retry-parse-failures, a parse failure is kept in earlier_attempts and
-  the row goes in a later batch, as online re-samples it);
-- a failed line (error file, non-200 status, no line at all): one of the row's --max-retries is spent and
-  the row goes in a later batch; a 4xx other than 408/409/425/429 is not sent again, as online;
-- a line that never ran (the batch expired or was cancelled): sent again without spending a retry, at most
-  --max-retries times;
-- a row given up on is recorded `request_error` with every failed attempt in `retry_errors`.
+How a returned line settles its row (`settle_row`): an answer is recorded `ok` (a parse failure re-sampled
+in a later batch, as online); a failed line spends one of the row's --max-retries and goes in a later
+batch; a line that never ran (expired or cancelled batch) is sent again without spending one; a row given
+up on is recorded `request_error` with every failed attempt in `retry_errors`.
 """
 
 from __future__ import annotations

@@ -58,11 +58,8 @@ async def _exchange(settings: EvalSettings, body: bytes, keys: KeyFilter) -> tup
                 options={"headers": {"Content-Type": "application/json"}},
             )
     except TimeoutError:
-        return (
-            0,
-            f"request timed out (no whole reply in --timeout {settings.timeout_s:g} s)",
-            time.perf_counter() - t0,
-        )
+        late = f"request timed out (no whole reply in --timeout {settings.timeout_s:g} s)"
+        return 0, late, time.perf_counter() - t0
     except ReplyTooLarge as exc:
         return 0, str(exc), time.perf_counter() - t0
     except openai.APIStatusError as exc:

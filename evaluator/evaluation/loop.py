@@ -1,10 +1,5 @@
-"""The worker loop of `evaluate`: one reader feeding a short queue, N workers, and the run's stop rules.
-
-Each worker takes a (sample, repeat) unit, turns it into a record (the caller's `evaluate` coroutine),
-writes it and hands it to the breaker (evaluator/request/breaker.py: a refused request shape, a dead endpoint,
-the spend guard). The run also stops when the sender has met a refusal that waiting cannot fix (quota,
-billing, one request above a per-minute budget). The rows finished so far are on disk; a re-run resumes.
-"""
+"""The worker loop of `evaluate`: one reader feeding a short queue, N workers, and the run's stop rules
+(request.breaker, and a refusal no wait fixes). The rows finished so far are on disk; a re-run resumes."""
 
 from __future__ import annotations
 

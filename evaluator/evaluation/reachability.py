@@ -1,9 +1,6 @@
-"""Before and after the first requests: is anything listening at the base URL, and which base URL near a
-wrong one does answer. The only network calls here are the checks (GET <base>/models). And the line
-and exit code for a run stopped by a refusal before any request succeeded (breaker's EndpointRefused): a
-refusal that only a different setting can fix (a URL with no chat completions, a model the server does
-not serve) is a configuration error, exit 2; any other stays exit 3.
-"""
+"""Is anything listening at the base URL, which base URL near a wrong one answers (GET <base>/models),
+and the line and exit code of a run stopped by a refusal before any request succeeded: exit 2 when only
+another setting can fix it (a URL with no chat completions, a model not served), else 3."""
 
 from __future__ import annotations
 

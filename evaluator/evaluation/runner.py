@@ -69,9 +69,8 @@ class EvalSettings:
     max_tokens_per_minute: float | None = None
     rate_limit_patience_s: float = 600.0  # --rate-limit-patience: an endpoint refused this long is given up
     reasoning: str | None = None  # --reasoning on|off: the declared mode (smoke-checked); None: not declared
-    reasoning_observable: bool = (
-        True  # False: the preset's provider cannot show reasoning (never stopped for it)
-    )
+    # False: the preset's provider cannot show reasoning (never stopped for it)
+    reasoning_observable: bool = True
     strip_tokens: tuple[str, ...] = ()  # --strip-token: removed from the text before the strict parser
     smoke_check: bool = True  # --no-smoke-check: neither smoke check stops the run
 
@@ -126,21 +125,17 @@ class Progress:
                 self.last = now
                 say(self.line())
 
-    def _at_once(self) -> str:
-        """How many requests may be in flight now (the rate-limit window) and the --concurrency ceiling."""
-        assert self.concurrency is not None
-        now, ceiling = self.concurrency()
-        return f" | up to {now} requests at once (--concurrency {ceiling})"
-
     def line(self) -> str:
         elapsed = time.monotonic() - self.t0
         rate = self.done / elapsed if elapsed > 0 else 0.0
         eta = (self.total - self.done) / rate if rate > 0 else float("nan")
+        at_once = ""
+        if self.concurrency:  # the rate-limit window now, and the --concurrency ceiling
+            at_once = " | up to {} requests at once (--concurrency {})".format(*self.concurrency())
         return (
             f"[evaluate] {self.done}/{self.total} rows | ok {self.counts['ok']} "
             f"(parse failures {self.counts['parse_failure']}) | request errors {self.counts['request_error']} "
-            f"| data errors {self.counts['data_error']} | {rate:.2f} req/s | ETA {eta:.0f}s"
-            + (self._at_once() if self.concurrency else "")
+            f"| data errors {self.counts['data_error']} | {rate:.2f} req/s | ETA {eta:.0f}s{at_once}"
         )
 
     def close(self) -> None:

@@ -192,7 +192,6 @@ class BatchAPI:
                     # a batch without a usable id cannot be adopted
                     if info.id and info.input_file_id == file_id:
                         return info
-
                 seen += len(data)
                 after = data[-1].get("id") if isinstance(data[-1], dict) else None
                 if not (isinstance(body, dict) and body.get("has_more") is True and usable_batch_id(after)):

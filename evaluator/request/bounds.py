@@ -119,7 +119,6 @@ class BoundedGets:
         return self
 
     def __exit__(self, *exc: object) -> None:
-
         try:
             self.loop.run_until_complete(self.http.aclose())
         finally:

@@ -2,7 +2,6 @@
 - before any request has succeeded, the same non-retryable 4xx (same status and message) coming back:
   the endpoint refuses what every request looks like. From the first such refusal on, no new request is
   sent until the ones in flight are recorded (a success in between lifts the stop);
-
 - `limit` rows in a row that failed after their retries (the endpoint is down or misconfigured);
 - the spend guard (--max-total-tokens) and the smoke checks (data.reasoning: the first answers all
   contradict --reasoning, or all fail the strict parser): no new request; the run stops once the ones

@@ -267,7 +267,6 @@ class Window:
     def _open(self, sent_at: float, now: float, paced: bool) -> None:
         """The probe is back: open the window to the ceiling, spread over the probe's round trip (between
         RAMP_MIN_S and RAMP_S) when no pace is known, so a limiter's first refusal stops it early."""
-
         self.size = float(self.ceiling)
         if paced or self.ceiling <= 2:
             return
