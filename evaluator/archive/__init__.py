@@ -19,35 +19,9 @@ uid/gid 0, empty user/group names, mode 0644, PAX tar, gzip with mtime 0 and no 
 May import: core, data, request, runfolder, scoring, report, evaluation, study.
 """
 
-from evaluator.archive.base import (  # noqa: F401  (the package's face)
-    DATASET,
-    ENVIRONMENT,
-    FORMAT,
-    FORMAT_VERSION,
-    INDEX,
-    PROMPTS,
-    REPRODUCE,
-    RUN_FILES,
-    RUNS,
-    SUMS,
-    TOP_SUFFIX,
-    Archive,
-    ArchiveError,
-    ArchiveInfo,
-    Problem,
-    VerifyResult,
-    default_bundle_root,
-    json_bytes,
-    secret_hits,
-    sha256_hex,
-)
-from evaluator.archive.opened import OpenedArchive, config_of, parse_archive  # noqa: F401  (the package's face)
-from evaluator.archive.pack import create_archive, dataset_record, environment_record, write_tar_gz  # noqa: F401  (the package's face)
-from evaluator.archive.plan import data_args_for, evaluate_args, format_command, reproduce_md  # noqa: F401
-from evaluator.archive.reproduce import (  # noqa: F401  (the package's face)
-    check_reproduction_data,
-    render_comparison,
-    reproduce,
-    reproduction_check,
-)
-from evaluator.archive.verify import extract_prompts, parse_sums, read_archive, verify_archive  # noqa: F401  (the package's face)
+# the package's face: what the cli and the tests take from `evaluator.archive`
+from evaluator.archive.base import ArchiveError  # noqa: F401
+from evaluator.archive.pack import create_archive  # noqa: F401
+from evaluator.archive.read import read_archive  # noqa: F401
+from evaluator.archive.reproduce import reproduce  # noqa: F401
+from evaluator.archive.verify import verify_archive  # noqa: F401

@@ -197,6 +197,14 @@ class Archive:
         else:
             dest.write_bytes(self.files[name])
 
+    def extract(self, prefix: str, dest: Path) -> None:
+        """Copy the entries under `prefix` into the folder `dest`, each as copy_to writes it."""
+        for name in self.files:
+            if name.startswith(prefix):
+                target = dest / name[len(prefix) :]
+                target.parent.mkdir(parents=True, exist_ok=True)
+                self.copy_to(name, target)
+
     def whole(self, name: str, default: bytes | None = None) -> bytes:
         """An entry's bytes, for the entries read whole: ArchiveError when it is missing (without a default)
         or larger than WHOLE_BYTES."""

@@ -343,12 +343,16 @@ def create_archive(
             f"refusing to archive: the value of MODEL_API_KEY occurs in {', '.join(hits)}; remove it from the run "
             "folder first (if MODEL_API_KEY is only a placeholder such as EMPTY, unset it for this command)"
         )
+    blob = write_archive(output, f"{run_name}{TOP_SUFFIX}", entries)
+    return ArchiveInfo(output, sorted(entries), missing, sha256_hex(blob), len(blob), left_out)
+
+
+def write_archive(output: Path, top: str, entries: dict[str, bytes]) -> bytes:
+    """SHA256SUMS over the entries, then the archive written to `output` atomically; its bytes."""
     entries[SUMS] = "".join(f"{sha256_hex(entries[n])}  {n}\n" for n in sorted(entries)).encode("utf-8")
-    top = f"{run_name}{TOP_SUFFIX}"
     try:
         with atomic_file(output) as sink:
             write_tar_gz(sink, top, entries)
     except OSError as exc:
         raise ArchiveError(f"cannot write {output} ({exc.strerror})") from None
-    blob = output.read_bytes()
-    return ArchiveInfo(output, sorted(entries), missing, sha256_hex(blob), len(blob), left_out)
+    return output.read_bytes()

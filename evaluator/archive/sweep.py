@@ -32,7 +32,6 @@ from typing import TYPE_CHECKING, Any
 
 from evaluator.archive.base import (
     INDEX,
-    SUMS,
     Archive,
     ArchiveError,
     ArchiveInfo,
@@ -46,11 +45,10 @@ from evaluator.archive.base import (
 )
 from evaluator.archive.images import check_images
 from evaluator.archive.opened import SWEEP_FORMAT, OpenedArchive, config_of
-from evaluator.archive.pack import create_archive, write_tar_gz
+from evaluator.archive.pack import create_archive, write_archive
 from evaluator.archive.read import read_archive
 from evaluator.archive.reproduce import Confirm, key_endpoints
 from evaluator.archive.verify import check_sums, verify_archive
-from evaluator.core.atomic import atomic_file
 from evaluator.core.boundary import clip
 from evaluator.runfolder.files import CONFIG
 from evaluator.runfolder.handoff import SWEEP_COPY, SWEEP_STATE, SweepState, read_sweep_state
@@ -112,13 +110,7 @@ def create_sweep_archive(
     entries[INDEX] = json_bytes(
         {"format": SWEEP_FORMAT, "format_version": SWEEP_FORMAT_VERSION, "sweep": name, "runs": index_runs}
     )
-    entries[SUMS] = "".join(f"{sha256_hex(entries[n])}  {n}\n" for n in sorted(entries)).encode("utf-8")
-    try:
-        with atomic_file(output) as raw:
-            write_tar_gz(raw, f"{name}{SWEEP_TOP_SUFFIX}", entries)
-    except OSError as exc:
-        raise ArchiveError(f"cannot write {output} ({exc.strerror})") from None
-    blob = output.read_bytes()
+    blob = write_archive(output, f"{name}{SWEEP_TOP_SUFFIX}", entries)
     return ArchiveInfo(output, sorted(entries), {}, sha256_hex(blob), len(blob))
 
 
@@ -354,8 +346,6 @@ try:
     import tomllib
 except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib  # type: ignore[no-redef]
-
-STATE, COPY = SWEEP_STATE, SWEEP_COPY
 
 
 def _declared(toml: Any) -> tuple[dict[str, Any], Any]:

@@ -31,6 +31,7 @@ from evaluator.evaluation.batch_files import (
     validation_records,
     write_inputs,
 )
+from evaluator.evaluation.loop import still_to_do
 from evaluator.evaluation.runner import RunPlan
 from evaluator.request.batch_api import BatchAPI, BatchAPIError, BatchInfo, BatchUnsupported, output_cap
 from evaluator.request.batch_lines import LineResult
@@ -103,12 +104,7 @@ class BatchRun:
 
     def wanted(self) -> dict[str, list[int]]:
         """Rows to put in new files: not done, not in a live batch, not finished by this invocation."""
-        skip = self.done | keys_in_flight(self.ctx.ledger) | self.ctx.finished
-        out: dict[str, list[int]] = {}
-        for sid, r in self.units:
-            if (sid, r) not in skip:
-                out.setdefault(sid, []).append(r)
-        return out
+        return still_to_do(self.units, self.done | keys_in_flight(self.ctx.ledger) | self.ctx.finished)
 
     async def run(self) -> None:
         if heal_unusable_ids(self.ctx.ledger):

@@ -25,6 +25,7 @@ from evaluator.evaluation.batch_files import (
     settle_entry,
     write_inputs,
 )
+from evaluator.evaluation.loop import still_to_do
 from evaluator.evaluation.runner import EvalSettings, RunPlan, settings_from_config
 from evaluator.request.batch_api import BatchAPI
 from evaluator.request.batch_lines import LineResult
@@ -44,11 +45,8 @@ def prepare_files(plan: RunPlan, max_mb: float) -> int:
     settings, source, root = plan.settings, plan.source, plan.root
     ctx = batch_context(settings, root, plan.folder, max_mb)
     done, _ = done_keys(root)
-    skip = done | keys_in_flight(ctx.ledger)
-    wanted: dict[str, list[int]] = {}
-    for sid, r in unit_keys((e.sample_id for e in plan.selection), settings.repeats):
-        if (sid, r) not in skip:
-            wanted.setdefault(sid, []).append(r)
+    units = unit_keys((e.sample_id for e in plan.selection), settings.repeats)
+    wanted = still_to_do(units, done | keys_in_flight(ctx.ledger))
 
     async def main() -> list:
         ctx.writer.start()

@@ -59,11 +59,6 @@ def model_ids(http: BoundedGets, base_url: str) -> list[str] | None:
     return [str(m["id"]) for m in data["data"] if isinstance(m, dict) and isinstance(m.get("id"), str)]
 
 
-def lists_models(http: BoundedGets, base_url: str) -> bool:
-    """Whether GET <base_url>/models answers 200 with a model list."""
-    return model_ids(http, base_url) is not None
-
-
 def served_models(base_url: str, api_key: str | None, timeout_s: float = 5.0) -> list[str] | None:
     """The model ids the endpoint's /models lists, or None when it does not answer with a list."""
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
@@ -76,9 +71,9 @@ def answering_base_urls(base_url: str, api_key: str | None, timeout_s: float = 5
     base_url's own /models does (then a 404 on chat is not about the path)."""
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     with BoundedGets(timeout_s, MAX_MODELS_BYTES, headers) as http:
-        if lists_models(http, base_url):
+        if model_ids(http, base_url) is not None:
             return None
-        return [c for c in base_url_candidates(base_url) if lists_models(http, c)]
+        return [c for c in base_url_candidates(base_url) if model_ids(http, c) is not None]
 
 
 # Statuses of a server that answers but takes no POST there: it is not an OpenAI-compatible API (a

@@ -30,7 +30,7 @@ from evaluator.data.benchmarks import get_benchmark
 from evaluator.data.benchmarks.base import Benchmark, ManifestEntry, Sample
 from evaluator.data.parquet import DataSource, iter_samples
 from evaluator.data.reasoning import FORMAT_SMOKE_RESPONSES, FormatCheck, SmokeCheck
-from evaluator.evaluation.loop import RowLoop, RunStopped  # noqa: F401 (cli imports RunStopped here)
+from evaluator.evaluation.loop import RowLoop, RunStopped, still_to_do  # noqa: F401 (cli imports RunStopped here)
 from evaluator.request.body import RequestBuildError, request_bytes
 from evaluator.request.breaker import Breaker, shape_hint
 from evaluator.request.client import ChatSender, Endpoint, EndpointPool, RetryPolicy, make_client, utc_now
@@ -77,6 +77,13 @@ class EvalSettings:
     @property
     def base_url(self) -> str:
         return self.base_urls[0]
+
+    def base_of(self, question: Sample | ManifestEntry, repeat: int, at: str) -> ResponseRecord:
+        """A row's record before it is sent: these settings, and the seed of its question and repeat."""
+        base = base_record(question, self.benchmark.name, self.model, self.backend, self.sampling, at)
+        base.seed = None if self.seed is None else derive_seed(self.seed, question.sample_id, repeat)
+        base.repeat = repeat if self.repeats > 1 else None
+        return base
 
 
 @dataclass
@@ -152,9 +159,7 @@ class Evaluator:
 
     async def evaluate_sample(self, sample: Sample, repeat: int, sender: ChatSender) -> ResponseRecord:
         s = self.s
-        base = base_record(sample, s.benchmark.name, s.model, s.backend, s.sampling, utc_now())
-        base.seed = None if s.seed is None else derive_seed(s.seed, sample.sample_id, repeat)
-        base.repeat = repeat if s.repeats > 1 else None
+        base = s.base_of(sample, repeat, utc_now())
         if sample.data_error:
             return data_error_record(base, sample.data_error, utc_now())
         try:
@@ -190,10 +195,7 @@ class Evaluator:
     ) -> RunStats:
         units = unit_keys((e.sample_id for e in selection), self.s.repeats)
         stats = self.stats = RunStats(selected=len(units))
-        wanted: dict[str, list[int]] = {}  # sample id -> its repeats still to do
-        for sid, r in units:
-            if (sid, r) not in skip:
-                wanted.setdefault(sid, []).append(r)
+        wanted = still_to_do(units, skip)
         if not wanted:
             return stats
         pool = self._pool()

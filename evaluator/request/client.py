@@ -78,8 +78,6 @@ class Endpoint:
     url: str
     client: openai.AsyncOpenAI
     gate: Gate | None = None  # rate-aware admission (pacing.Gate); EndpointPool gives every endpoint one
-    in_flight: int = 0
-    sent: int = 0
     consecutive_failures: int = 0
     ejected_until: float = 0.0
     ejections: int = 0
@@ -175,20 +173,15 @@ class ChatSender:
         self, endpoint: Endpoint, body: bytes, outcome: SendOutcome
     ) -> tuple[Completion, Limits]:
         t0 = time.perf_counter()
-        endpoint.in_flight += 1
-        endpoint.sent += 1
-        try:
-            # one deadline from connect to the last byte: httpx's own timeouts are per read, so a
-            # server dripping a byte at a time would hold the attempt for good
-            async with asyncio.timeout(total_timeout(endpoint.client)):
-                resp = await endpoint.client.post(
-                    "/chat/completions",
-                    cast_to=httpx.Response,
-                    content=body,
-                    options={"headers": {"Content-Type": "application/json"}},
-                )
-        finally:
-            endpoint.in_flight -= 1
+        # one deadline from connect to the last byte: httpx's own timeouts are per read, so a server
+        # dripping a byte at a time would hold the attempt for good
+        async with asyncio.timeout(total_timeout(endpoint.client)):
+            resp = await endpoint.client.post(
+                "/chat/completions",
+                cast_to=httpx.Response,
+                content=body,
+                options={"headers": {"Content-Type": "application/json"}},
+            )
         outcome.last_status = resp.status_code  # known before anything reads the body
         latency = time.perf_counter() - t0
         return completion_from_bytes(resp.content, latency, self.redact), limits_of(resp.headers, self.redact)
