@@ -167,7 +167,7 @@ class Archive:
 
     source: Path
     top: str
-    files: Mapping[str, bytes]
+    files: Members
     duplicates: list[str] = field(default_factory=list)
 
     def __enter__(self: A) -> A:
@@ -178,24 +178,19 @@ class Archive:
 
     def close(self) -> None:
         """Remove the temporary folder holding the large members now (read.read_archive spills them there)."""
-        if isinstance(self.files, Members):
-            self.files.close()
+        self.files.close()
 
     def sha256(self, name: str) -> str:
-        files = self.files
-        return files.sha256[name] if isinstance(files, Members) else sha256_hex(files[name])
+        return self.files.sha256[name]
 
     @property
     def budget(self) -> Budget | None:
         """The unpack budget this archive was read under (read.read_archive), shared with what it holds."""
-        return self.files.budget if isinstance(self.files, Members) else None
+        return self.files.budget
 
     def copy_to(self, name: str, dest: Path) -> None:
         """Write an entry to `dest` without holding it whole when it is large (charged to the budget)."""
-        if isinstance(self.files, Members):
-            self.files.copy_to(name, dest)
-        else:
-            dest.write_bytes(self.files[name])
+        self.files.copy_to(name, dest)
 
     def extract(self, prefix: str, dest: Path) -> None:
         """Copy the entries under `prefix` into the folder `dest`, each as copy_to writes it."""
@@ -213,8 +208,8 @@ class Archive:
             if default is not None:
                 return default
             raise ArchiveError(f"{name} is missing from the archive")
-        size = files.size.get(name) if isinstance(files, Members) else None
-        if size is not None and size > WHOLE_BYTES:
+        size = files.size.get(name, 0)
+        if size > WHOLE_BYTES:
             raise ArchiveError(
                 f"{name} is {size} bytes, over the {WHOLE_BYTES >> 20} MiB limit of such an entry"
             )

@@ -55,8 +55,6 @@ from evaluator.scoring import SCORES_DIR, SUMMARY_JSON, SUMMARY_MD, ScoreError, 
 # anything else there (a copy of the page with its thumbnails, a user's file) is left out.
 SCORE_FILES = (SUMMARY_JSON, SUMMARY_MD, PER_QUESTION_FILE, *PLOTS)
 
-# ----------------------------------------------------------------------------- archive
-
 
 def _collect_run(root: Path, run_dir: str, entries: dict[str, bytes], output: Path) -> list[str]:
     """The run's files into `entries`; the files of scores/ that are not the scorer's, left out."""
@@ -181,9 +179,8 @@ def _manifest_samples(data: bytes) -> list[dict[str, Any]]:
                 d = json.loads(line)
             except (ValueError, RecursionError):  # not JSON, or nested too deep to read
                 d = None
-            d = (
-                d if isinstance(d, dict) else {}
-            )  # a damaged line: no id, so a crafted archive does not verify
+            # a damaged line: no id, so a crafted archive does not verify
+            d = d if isinstance(d, dict) else {}
             samples.append({"sample_id": d.get("sample_id"), "image_sha256": d.get("image_sha256")})
     return samples
 

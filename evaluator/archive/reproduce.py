@@ -1,12 +1,9 @@
 """Plan and compare the re-run of an archived evaluation (doccount reproduce).
 
-Where a reproduction may send a key: only to an endpoint the user named on the command line
-(`--base-url URL`, or `--base-url RUN=URL` for a run of a sweep archive) or confirmed at a prompt. An
-archive records the endpoints its run used, and a crafted archive can record any URL (and, for a sweep,
-any key variable). So an endpoint that comes from the archive (or from MODEL_API_BASE_URL, which the
-command line did not name) is used as it is only when no key would go with it; with a key it needs the
-user's yes at an interactive prompt that shows the run, the key's variable and the hosts, and without a
-terminal it is refused before anything is sent (one line saying how to name the endpoint).
+A key goes only to an endpoint the user named (`--base-url URL`, or `--base-url RUN=URL` for a run of a
+sweep archive) or confirmed at a prompt: a crafted archive can record any URL (and key variable), so an
+endpoint from the archive (or MODEL_API_BASE_URL) is used as it is only when no key would go with it;
+without a terminal to ask on, it is refused before anything is sent.
 """
 
 from __future__ import annotations
@@ -49,8 +46,6 @@ from evaluator.scoring.compare import compare_runs, paired_table
 from evaluator.scoring.identity import render_identity, response_identity
 from evaluator.scoring.row import ScoredRow, read_scored_rows
 from evaluator.scoring.stats import mcnemar_exact
-
-# ----------------------------------------------------------------------------- reproduce
 
 
 def _data_source(

@@ -9,12 +9,9 @@ Layout (under one top folder ``<sweep>.sweep-archive/``)::
     leaderboard/         index.html, leaderboard.md, leaderboard.json as written
     runs/<run>.tar.gz    each run's archive exactly as `doccount archive --run-root <run>` writes it
 
-Deterministic like a run's archive (sorted entries, fixed metadata). `verify_sweep` checks the outer
-checksums, verifies every run archive as `doccount verify` does, and recomputes the leaderboard's numbers
-from the re-scored records. `reproduce_sweep` re-runs the runs (all, or the ones named) each with its
-own key variable, through `doccount reproduce` in a child process. Its key variables are sweep.json's,
-checked against the archived sweep file, so that a crafted sweep.json cannot name another variable (its
-checksum recomputed).
+Deterministic like a run's archive. `verify_sweep` verifies every run archive and recomputes the
+leaderboard from the re-scored records; `reproduce_sweep` re-runs runs in child processes, each with its
+own key variable (sweep.json's, checked against the archived sweep file, so a crafted one names no other).
 """
 
 from __future__ import annotations
@@ -364,7 +361,7 @@ def key_variables(archive: OpenedArchive, runs: Mapping[str, str]) -> dict[str, 
     sweep.json naming another variable, with its checksum recomputed) or when a run names a variable the
     archive has no sweep file to check against."""
     try:
-        state = archive.sweep_state.get() if archive.sweep_state is not None else None
+        state = _archived_state(archive)
         toml = tomllib.loads(archive.whole(COPY).decode("utf-8")) if COPY in archive.files else None
     except (ValueError, UnicodeDecodeError) as exc:  # tomllib.TOMLDecodeError is a ValueError
         raise ArchiveError(

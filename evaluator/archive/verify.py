@@ -38,8 +38,6 @@ from evaluator.runfolder.files import CONFIG, MANIFEST, MERGED, PARTIAL
 from evaluator.runfolder.runconfig import RunConfig
 from evaluator.scoring import SCORES_DIR, SUMMARY_JSON, SUMMARY_MD, ScoreError, score_run
 
-# ----------------------------------------------------------------------------- read and verify
-
 
 def folder_bytes(folder: Path) -> int:
     """The bytes of the files under `folder` (what a copy or a re-score put on the temporary disk)."""

@@ -208,10 +208,8 @@ def results_of(
     into: dict[str, LineResult] | None = None,
     duplicates: list[str] | None = None,
 ) -> dict[str, LineResult]:
-    """The lines of an output or error file by custom_id, every server string redacted first, added to
-    `into` (the lines of the batch's other file). A custom_id seen twice is listed in `duplicates` and
-    keeps its better line (`keep_line`): a valid answer is never replaced by an error line or a later one.
-    `data`: the file's bytes, or its lines (core.jsonl.file_lines: a downloaded file read from disk)."""
+    """The lines of an output or error file (its bytes, or its lines) by custom_id, redacted first, added
+    to `into`. A custom_id seen twice is listed in `duplicates` and keeps its better line (`keep_line`)."""
     out: dict[str, LineResult] = {} if into is None else into
     for view in split_lines(data) if isinstance(data, bytes) else data:
         raw = bytes(view)

@@ -110,18 +110,10 @@ def collect_outputs(root: Path, outputs: list[Path]) -> int:
             ctx.writer.start()
             try:
                 for entry in touched:
-                    present = msgspec.structs.replace(
-                        entry, rows=[r for r in entry.rows if r.custom_id in results]
-                    )
-                    await ctx.write(
-                        settle_entry(
-                            ctx,
-                            present,
-                            entry.batch_id or offline_batch_id(entry.input),
-                            results,
-                            "completed",
-                        )
-                    )
+                    present = [r for r in entry.rows if r.custom_id in results]
+                    batch_id = entry.batch_id or offline_batch_id(entry.input)
+                    rows = msgspec.structs.replace(entry, rows=present)
+                    await ctx.write(settle_entry(ctx, rows, batch_id, results, "completed"))
                     entry.state, entry.ended_at = "collected", utc_now()
                     ctx.save()
             finally:

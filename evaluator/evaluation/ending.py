@@ -16,6 +16,7 @@ import signal
 import threading
 import time
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 from evaluator.core.atomic import write_atomic
@@ -25,14 +26,14 @@ from evaluator.data.reasoning import SmokeStop
 from evaluator.runfolder.handoff import Outcome, Rows, encode_outcome, outcome_state, read_contract
 
 
+@dataclass
 class Ending:
     """What is known so far of how this invocation ends."""
 
-    def __init__(self) -> None:
-        self.code: int = ExitCode.OK
-        self.cause: str | None = None
-        self.smoke_stop = False
-        self.rows: Rows | None = None
+    code: int = ExitCode.OK
+    cause: str | None = None
+    smoke_stop: bool = False
+    rows: Rows | None = None
 
     def outcome(self) -> Outcome:
         code = ExitCode(self.code) if self.code in set(ExitCode) else ExitCode.NOT_VERIFIED

@@ -149,12 +149,9 @@ class EndpointPool:
 
 
 class ChatSender:
-    """Sends one body with retries, each attempt to the pool's best endpoint at that moment.
-
-    Refusals with a wait (429, OpenRouter's transient 402) hold the endpoint's gate and are sent again
-    without using the row's protocol retries; real faults (5xx, timeouts, malformed replies) use them.
-    A quota, billing or too-large refusal sets `stop_reason`: no attempt is sent after it.
-    """
+    """Sends one body with retries, each attempt to the pool's best endpoint at that moment. Refusals with
+    a wait (429, a transient 402) are sent again without using the row's retries; real faults use them. A
+    quota, billing or too-large refusal sets `stop_reason`: no attempt is sent after it."""
 
     def __init__(
         self,

@@ -177,9 +177,8 @@ class Pace:
         self.requests.rate = rps
 
     def through(self, start: float, end: float, *, after: bool = True) -> int:
-        """Requests sent after `start` (or from it) up to `end` that were not refused; those still on their
-        way count. After a refusal, not from it: what was sent in the same instant before it emptied the
-        limiter, and is no measure of its rate."""
+        """Requests sent after `start` (or from it) up to `end` that were not refused. After a refusal,
+        not from it: what went in the same instant emptied the limiter, and is no measure of its rate."""
 
         def within(t: float) -> bool:
             return (start < t if after else start <= t) and t <= end
