@@ -73,10 +73,9 @@ def size_text(n: int) -> str:
 
 
 class Budget:
-    """One budget of bytes for everything a command takes out of an archive: what its gzip unpacks to, what
-    the archives nested in it unpack to, and every copy made of their members (a run archive copied out of a
-    sweep archive, a run's members copied for the re-score and for the report check, what the re-score
-    writes). Charged as the bytes come, never refunded, so a nested archive or a copy cannot multiply it."""
+    """One budget of bytes for everything a command takes out of an archive: what its gzip and the archives
+    nested in it unpack to, and every copy made of their members. Charged as the bytes come, never refunded,
+    so a nested archive or a copy cannot multiply it."""
 
     def __init__(self, source: Path, total: int) -> None:
         self.source, self.total, self.used = source, total, 0

@@ -92,13 +92,6 @@ def _decode(read: Callable[[], T]) -> Decoded[T]:
         return Decoded(ArchiveError(str(exc)))
 
 
-def _index(archive: Archive) -> dict[str, Any] | None:
-    try:
-        return archive.json_object(INDEX)
-    except ArchiveError:
-        return None
-
-
 def _run_name(archive: Archive, index: dict[str, Any] | None) -> str | None:
     name = index.get("run_name") if index else None
     if isinstance(name, str) and f"{RUNS}/{name}/{CONFIG}" in archive.files:
@@ -135,7 +128,10 @@ def _sweep_state(archive: Archive) -> SweepState | None:
 
 def parse_archive(archive: Archive) -> OpenedArchive:
     """Parse what verify, reproduce and the sweep's paths read of `archive`, once."""
-    index = _index(archive)
+    try:
+        index: dict[str, Any] | None = archive.json_object(INDEX)
+    except ArchiveError:
+        index = None
     run_name = _run_name(archive, index)
     sweep = (index or {}).get("format") == SWEEP_FORMAT
     return OpenedArchive(

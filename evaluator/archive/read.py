@@ -165,11 +165,9 @@ def _check_kinds(path: Path, parts: list[str], is_dir: bool, kinds: dict[str, bo
 
 
 def read_archive(path: Path, limits: Limits = LIMITS, budget: Budget | None = None) -> OpenedArchive:
-    """Read a doccount archive whole, within `limits` (so truncation is always noticed), and parse it once
-    (archive.opened); ArchiveError (ArchiveLimitError past a limit) on bad input. `budget`: the one of the
-    archive this one is nested in (default: a new one of `limits.total_bytes`). Use it in a `with` block:
-    its large members are in a temporary folder, removed when the block ends (and at once when reading
-    fails, whatever the way out)."""
+    """Read a doccount archive whole, within `limits` (so truncation is always noticed), and parse it once;
+    ArchiveError on bad input. `budget`: the one of the archive this one is nested in. Use it in a `with`
+    block: its large members are in a temporary folder, removed when the block ends (or reading fails)."""
     path = Path(path)
     budget = budget if budget is not None else Budget(path, limits.total_bytes)
     members = Members(budget)

@@ -186,10 +186,8 @@ def reproduce(
     quiet: bool,
     confirm: Confirm | None = None,
 ) -> int:
-    """`doccount reproduce`: verify the archive (read once, read.read_archive), re-run it with the recorded
-    settings into a new folder, score it and print the comparison; the exit code (1: the archive does not
-    verify). MODEL_API_KEY goes only to the `base_url` endpoints or to recorded ones the user confirmed
-    (see the module's docstring)."""
+    """`doccount reproduce`: verify the archive, re-run it with the recorded settings into a new folder,
+    score it and print the comparison; the exit code (1: the archive does not verify)."""
     archive_file = archive.source
     with tempfile.TemporaryDirectory(prefix="doccount-reproduce-") as work:
         result = verify_archive(archive, Path(work))
@@ -249,7 +247,8 @@ def _evaluate_with_prompts(args: list[str], prompts: Path) -> int:
 
 
 def _print_comparison(original_dir: Path, new_root: Path, name: str | None) -> None:
-    paired = reproduction_check(read_scored_rows(original_dir / MERGED), read_scored_rows(new_root / MERGED))
+    original, new = read_scored_rows(original_dir / MERGED), read_scored_rows(new_root / MERGED)
+    paired = reproduction_check(original, new)
     full = True
     try:
         answer(printable(compare_runs([original_dir, new_root]).markdown))
@@ -257,11 +256,7 @@ def _print_comparison(original_dir: Path, new_root: Path, name: str | None) -> N
         say(f"warning: the full comparison failed ({exc})")
         full = False
     answer(render_comparison(paired, name or "original", new_root.name, table=not full))
-    answer(
-        render_identity(
-            response_identity(read_scored_rows(original_dir / MERGED), read_scored_rows(new_root / MERGED))
-        )
-    )
+    answer(render_identity(response_identity(original, new)))
 
 
 # (run, the key's variable, the endpoints) -> the user's yes; None where there is no terminal to ask on

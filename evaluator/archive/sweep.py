@@ -355,11 +355,9 @@ def _declared(toml: Any) -> tuple[dict[str, Any], Any]:
 
 
 def key_variables(archive: OpenedArchive, runs: Mapping[str, str]) -> dict[str, str | None]:
-    """Each run's key variable, from sweep.json checked against the archived sweep file (sweep.toml): the
-    variable the run names itself, or, when it names none, the one of [defaults] (which a run inherits; a
-    run that does not, e.g. a served one, records none). ArchiveError in one line when they differ (a crafted
-    sweep.json naming another variable, with its checksum recomputed) or when a run names a variable the
-    archive has no sweep file to check against."""
+    """Each run's key variable, from sweep.json checked against the archived sweep file (the run's own, or
+    the one of [defaults]). ArchiveError when they differ (a crafted sweep.json naming another variable) or
+    when there is no sweep file to check against."""
     try:
         state = _archived_state(archive)
         toml = tomllib.loads(archive.whole(COPY).decode("utf-8")) if COPY in archive.files else None

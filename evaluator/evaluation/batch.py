@@ -94,10 +94,6 @@ class BatchRun:
     waited_out: list[str] = field(default_factory=list)  # the batches still running when it was reached
     resumed: set[int] = field(default_factory=set)  # ids of entries an earlier invocation left uploaded
 
-    @property
-    def concurrency(self) -> int:
-        return max(1, self.ctx.settings.concurrency)
-
     def over_budget(self) -> bool:
         limit = self.ctx.settings.max_total_tokens
         return limit is not None and self.ctx.spent > limit
@@ -135,9 +131,10 @@ class BatchRun:
 
     async def submit(self) -> None:
         """Upload and create batches for written entries while a slot is free and the budget allows."""
+        slots = max(1, self.ctx.settings.concurrency)
         for entry in live_entries(self.ctx.ledger):
             created = sum(1 for e in self.ctx.ledger.batches if e.state == "created")
-            if entry.state == "created" or created >= self.concurrency or self.over_budget():
+            if entry.state == "created" or created >= slots or self.over_budget():
                 continue
             if entry.state == "written":
                 entry.input_file_id = await self.api.upload(self.ctx.root / entry.input)

@@ -55,21 +55,7 @@ class Hold(NamedTuple):
     shared: bool
 
 
-@dataclass(init=False)
 class Gate:
-    window: Window
-    pace: Pace
-    spacing: Spacing
-    patience: Patience
-    clock: Callable[[], float]
-    stats: GateStats
-    latency_s: float | None  # a moving mean of the answers' round trips
-    answers: deque[bool]  # whether each of the last answers was a refusal
-    foreign_share: float | None  # the share of refusals that come whatever our pace
-    ids: itertools.count[int]
-    in_flight_ids: set[int]  # tickets not yet released
-    unanswered: set[int]  # tickets whose outcome has not come yet
-
     def __init__(
         self,
         ceiling: int,
@@ -83,11 +69,12 @@ class Gate:
         self.patience = Patience(patience_s)
         self.clock = clock
         self.stats = GateStats(lowest_window=ceiling)
-        self.latency_s = None
-        self.answers = deque(maxlen=256)
-        self.foreign_share = None
+        self.latency_s: float | None = None  # a moving mean of the answers' round trips
+        self.answers: deque[bool] = deque(maxlen=256)  # whether each of the last answers was a refusal
+        self.foreign_share: float | None = None  # the share of refusals that come whatever our pace
         self.ids = itertools.count()
-        self.in_flight_ids, self.unanswered = set(), set()
+        self.in_flight_ids: set[int] = set()  # tickets not yet released
+        self.unanswered: set[int] = set()  # tickets whose outcome has not come yet
 
     # ------------------------------------------------------------------ what the pool reads
 
