@@ -67,11 +67,9 @@ def check_sums(archive: OpenedArchive, problems: list[Problem], checks: list[str
 def _check_recorded_hashes(
     archive: Archive, config: RunConfig, problems: list[Problem], checks: list[str]
 ) -> None:
-    n = 0
-    prompts = config.prompts
-    for name, expected in sorted(prompts.items()):
+    n = len(config.prompts)
+    for name, expected in sorted(config.prompts.items()):
         entry = f"{PROMPTS}/{name}"
-        n += 1
         if entry not in archive.files:
             problems.append(Problem(entry, f"hashed in {CONFIG} prompts but missing from the archive"))
         elif archive.sha256(entry) != expected:

@@ -174,8 +174,7 @@ class BatchRun:
         return live
 
     async def _retrieve(self, batch_id: str) -> BatchInfo | None:
-        """The batch's state; None when its poll has not ended by --batch-max-wait (a server that drips
-        its answer holds each attempt up to --timeout, and retries)."""
+        """The batch's state; None when its poll has not ended by --batch-max-wait."""
         left = None if self.max_wait_s is None else max(0.0, self.max_wait_s - self.progress.waited())
         try:
             async with asyncio.timeout(left):
@@ -290,8 +289,7 @@ def send_batches(plan: RunPlan, max_mb: float, poll_s: float, max_wait_s: float 
 
 
 def forget_unsent(ctx: BatchContext) -> None:
-    """Drop the input files no provider has seen (the endpoint has no batch API): their rows are free for
-    an online run or `batch prepare`."""
+    """Drop the input files no provider has seen: their rows are free for online or `batch prepare`."""
     unsent = [e for e in ctx.ledger.batches if e.state == "written"]
     if unsent:
         ctx.ledger.batches = [e for e in ctx.ledger.batches if e.state != "written"]

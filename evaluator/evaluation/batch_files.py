@@ -121,8 +121,7 @@ def batch_context(settings: Any, root: Path, questions: list[ManifestEntry], max
 
 
 class InputWriter:
-    """Writes rows as input lines into files of at most ctx.max_bytes and 50,000 lines; each finished
-    file is fsynced and its ledger entry saved before the next file starts."""
+    """Rows as input lines in files under the limits; each file fsynced and in the ledger before the next."""
 
     def __init__(self, ctx: BatchContext, prefix: str, state: str) -> None:
         self.ctx, self.prefix, self.state = ctx, prefix, state

@@ -92,8 +92,7 @@ def _not_json(constant: str) -> Any:
 def resolve_urls(
     backend: str, base_urls: tuple[str, ...], env_value: str, api_key: str | None = None
 ) -> list[str]:
-    """The endpoints: --base-url (repeatable), else env MODEL_API_BASE_URL (comma-separated), else vLLM's.
-    A URL that carries a credential is refused (request.endpoint.normalize_base_url)."""
+    """The endpoints: --base-url, else MODEL_API_BASE_URL (comma-separated), else vLLM's; normalized."""
     urls = list(base_urls) or [u for u in env_value.split(",") if u.strip()]
     if not urls:
         if backend != "vllm":
@@ -319,8 +318,7 @@ def send_pending(plan: RunPlan) -> int:
 def _rows_to_skip(
     root: Path, overwrite: bool
 ) -> tuple[set[tuple[str, int]], set[tuple[str, int]], list[str]]:
-    """The rows not to send (done ones unless `overwrite`, and those a live batch holds), the held rows,
-    and the batches that hold them."""
+    """The rows not to send (done unless `overwrite`, held by a live batch), the held ones, their batches."""
     done, report = done_keys(root)
     if report.torn_tail:
         say("note: the last record line was torn by an earlier crash; that row will be re-evaluated")

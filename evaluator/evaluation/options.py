@@ -367,8 +367,7 @@ def evaluate_options(f: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def options_from_args(args: list[str], prog_name: str = "doccount evaluate") -> EvaluateOptions:
-    """The EvaluateOptions that `doccount evaluate ARGS` would run with (click's parsing, defaults and
-    checks; a bad word raises click.UsageError)."""
+    """The EvaluateOptions of `doccount evaluate ARGS`, parsed by click (click.UsageError on a bad word)."""
     command = click.Command(prog_name, callback=None)
     evaluate_options(command)  # click's option decorators add their parameters to a Command in place
     with command.make_context(prog_name, list(args)) as ctx:

@@ -46,8 +46,7 @@ def nothing_listening(urls: list[str]) -> str:
 
 
 def model_ids(http: BoundedGets, base_url: str) -> list[str] | None:
-    """The model ids GET <base_url>/models lists (200 with a model list), else None (also when the answer
-    drips past the deadline or runs past the cap)."""
+    """The model ids GET <base_url>/models lists (a 200 with a list), else None (also past the bounds)."""
     base, query = split_query(base_url)
     try:
         resp = http.get(f"{base}/models", params=query)

@@ -243,8 +243,7 @@ class Evaluator:
 
 
 def smoke_checks(s: EvalSettings, rows: int) -> dict[str, Any]:
-    """The Breaker's smoke checks: the declared reasoning mode (not where the provider cannot show
-    reasoning), the format of the first answers (FORMAT_SMOKE_RESPONSES, or all `rows` when fewer)."""
+    """The Breaker's smoke checks: the declared reasoning mode (where observable) and the format."""
     if not s.smoke_check:
         return {}
     reasoning = s.reasoning if s.reasoning and s.reasoning_observable else None

@@ -83,8 +83,7 @@ def id_problem(value: Any) -> str:
 
 
 def batch_info(obj: Any, clean: Callable[[str], str]) -> BatchInfo:
-    """Pure: a batch object (parsed JSON) as a BatchInfo; every string redacted and made one line, every
-    count an int. An unusable id becomes "" (see usable_batch_id)."""
+    """A batch object (parsed JSON) as a BatchInfo: strings redacted, one line; counts ints; a bad id ""."""
 
     def text(value: Any) -> str | None:
         return clip(one_line(clean(value)), 300) if isinstance(value, str) else None
@@ -210,8 +209,7 @@ class BatchAPI:
         return await self._retried(f"polling {batch_id}", call, total_timeout(self.client))
 
     async def download(self, file_id: str, into: BinaryIO, cap: int) -> int:
-        """GET /files/{id}/content, streamed into `into` (from its start, again on a retry), at most `cap`
-        bytes; the bytes written."""
+        """GET /files/{id}/content into `into` (from its start again on a retry), at most `cap` bytes."""
 
         async def call() -> int:
             into.seek(0)
@@ -265,8 +263,7 @@ class BatchAPI:
         return self.clean if isinstance(self.clean, KeyFilter) else KeyFilter(None)
 
     async def _retried(self, what: str, call: Callable[[], Awaitable[T]], deadline: float | None) -> T:
-        """call(), again after faults that waiting can fix, at most policy.max_retries times; each attempt
-        within `deadline` seconds (None: the call keeps its own)."""
+        """call(), again after faults that waiting can fix (policy.max_retries), each within `deadline` s."""
         for attempt in range(1, self.policy.max_retries + 2):
             try:
                 async with asyncio.timeout(deadline):

@@ -60,8 +60,7 @@ class CappedStream(httpx.AsyncByteStream):
 
 
 def capping_hook(cap: int) -> Callable[[httpx.Response], Awaitable[None]]:
-    """An httpx response hook (run after the headers, before any body byte is read, for answers and
-    errors alike): the body streams through CappedStream, capped at `cap` (or REPLY_CAP where set)."""
+    """An httpx response hook, run before any body byte is read: the body capped at `cap` (or REPLY_CAP)."""
 
     async def hook(response: httpx.Response) -> None:
         response.stream = CappedStream(response.stream, REPLY_CAP.get() or cap)

@@ -84,8 +84,7 @@ class Endpoint:
 
 
 class EndpointPool:
-    """Spreads attempts over endpoints: the earliest slot any endpoint's gate offers, least in-flight first;
-    a failing endpoint sits out a cooldown."""
+    """Spreads attempts over endpoints (the earliest slot of any gate); a failing one sits out a cooldown."""
 
     def __init__(
         self,

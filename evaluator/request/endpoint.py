@@ -45,8 +45,7 @@ def secret_params(query: str, api_key: str | None = None) -> list[str]:
 
 
 def path_carries_key(path: str, api_key: str | None) -> bool:
-    """Whether a URL path holds the API key (in any encoding the boundary decodes) or a segment in a
-    provider's key format. Pure."""
+    """Whether a URL path holds the API key (in any encoding) or a segment in a provider's key format."""
     if KeyFilter(api_key).found_in(path, pieces=False):
         return True
     return any(KEY_SEGMENT.match(unquote(seg)) for seg in unquote(path).split("/"))

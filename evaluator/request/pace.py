@@ -138,8 +138,7 @@ class Pace:
         return FLOOR_SHARE * self.best_ok_rps
 
     def forget(self) -> None:
-        """Refusals that come whatever our pace taught no pace (announced limits, --max-requests-per-minute
-        and the floor still pace)."""
+        """Refusals that come whatever our pace taught no pace (announced limits and the floor still pace)."""
         if self.header_rpm is None:
             self.requests, self.feedback_rps = None, None
             self.refusal_marks.clear()
@@ -213,8 +212,7 @@ ALONE_SHARE = 0.25  # after a hold, the first request goes alone when a round tr
 
 @dataclass(frozen=True, slots=True)
 class Ticket:
-    """One reservation: the caller hands it back with the outcome. Requests are known by `id`, never by
-    their send time (two can go at the same instant)."""
+    """One reservation, known by `id`, never by its send time (two can go at the same instant)."""
 
     id: int
     sent_at: float  # on the gate's clock
@@ -312,8 +310,7 @@ class Spacing:
             self.first_after_hold = ticket
 
     def alone_until(self, latency_s: float | None) -> float:
-        """An answer that never comes must not stall the gate: the first request after a hold goes alone
-        for at most a few round trips."""
+        """The first request after a hold goes alone for a few round trips at most."""
         assert self.first_after_hold is not None
         return self.first_after_hold.sent_at + 4 * (latency_s or 1.0) + 1.0
 

@@ -123,8 +123,7 @@ class Gate:
         return ticket
 
     def release(self, ticket: Ticket) -> bool:
-        """The attempt is over: its window slot is free. False (and nothing done) for a ticket already
-        released or not this gate's."""
+        """The attempt is over: its window slot is free (False for a ticket released already or not ours)."""
         if ticket.id not in self.in_flight_ids:
             return False
         self.in_flight_ids.remove(ticket.id)
@@ -210,8 +209,7 @@ class Gate:
         return False
 
     def _forget_pace(self, now: float) -> None:
-        """Refusals that come whatever our pace taught no pace: the window opens again (announced limits,
-        --max-requests-per-minute and the floor still pace)."""
+        """Refusals that come whatever our pace taught no pace: the window opens again."""
         self.pace.forget()
         self.window.size = float(self.window.ceiling)
         self.spacing.lift(now)
