@@ -35,7 +35,7 @@ from evaluator.request.ratelimit import RetryPolicy
 from evaluator.runfolder.batches import keys_in_flight, load_ledger, offline_batch_id
 from evaluator.runfolder.files import CONFIG, RunFolderError, RunLock, done_keys
 from evaluator.runfolder.manifest import load_manifest
-from evaluator.runfolder.runconfig import RunConfig, load_run_config
+from evaluator.runfolder.runconfig import load_run_config
 
 OFFLINE_PREFIX = "prepared"
 
@@ -75,18 +75,17 @@ def prepare_files(plan: RunPlan, max_mb: float) -> int:
     )
 
 
-def _folder(root: Path) -> tuple[RunConfig, EvalSettings, list[ManifestEntry]]:
+def _folder(root: Path) -> tuple[EvalSettings, list[ManifestEntry]]:
     if not (root / CONFIG).exists():
         raise RunFolderError(f"{root} is not a run folder (no {CONFIG}); pass the --run-root of a batch run")
-    config = load_run_config(root / CONFIG)
-    return config, settings_from_config(config, api_key_from_env()), load_manifest(root)
+    return settings_from_config(load_run_config(root / CONFIG), api_key_from_env()), load_manifest(root)
 
 
 def collect_outputs(root: Path, outputs: list[Path]) -> int:
     """Record the lines of output files (`vllm run-batch`'s for prepared files, or a provider's output file
     downloaded by hand for a batch a --batch run created) that answer rows of the ledger."""
     with RunLock(root):
-        _, settings, questions = _folder(root)
+        settings, questions = _folder(root)
         ctx = batch_context(settings, root, questions, 190)
         results: dict[str, LineResult] = {}
         duplicates: list[str] = []
@@ -135,7 +134,7 @@ def collect_outputs(root: Path, outputs: list[Path]) -> int:
 def cancel_batches(root: Path) -> int:
     """Cancel the batches of a run folder that are still running; a re-run collects what they finished."""
     with RunLock(root):
-        _, settings, _ = _folder(root)
+        settings, _ = _folder(root)
         live = [e.batch_id for e in load_ledger(root).batches if e.state == "created" and e.batch_id]
         if not live:
             say(f"[batch] no batch of {root} is running")
