@@ -1,17 +1,11 @@
 """The archive of a whole sweep: the sweep file, every run as its own archive, and the leaderboard.
 
-Layout (under one top folder ``<sweep>.sweep-archive/``)::
-
-    ARCHIVE.json         index: format doccount-sweep-archive, the sweep, each run's archive and its SHA-256
-    SHA256SUMS           over every other entry
-    sweep.toml           the sweep file as the last invocation read it (it never holds a key)
-    sweep.json           each run's state and arguments digest (never a key)
-    leaderboard/         index.html, leaderboard.md, leaderboard.json as written
-    runs/<run>.tar.gz    each run's archive exactly as `doccount archive --run-root <run>` writes it
-
-Deterministic like a run's archive. `verify_sweep` verifies every run archive and recomputes the
-leaderboard from the re-scored records; `reproduce_sweep` re-runs runs in child processes, each with its
-own key variable (sweep.json's, checked against the archived sweep file, so a crafted one names no other).
+Under one top folder ``<sweep>.sweep-archive/``: ARCHIVE.json (the index), SHA256SUMS, sweep.toml and
+sweep.json (neither ever holds a key), leaderboard/ and runs/<run>.tar.gz, each run's archive exactly as
+`doccount archive` writes it (docs/sweeps.md); deterministic like a run's archive. `verify_sweep` verifies
+every run archive and recomputes the leaderboard from the re-scored records; `reproduce_sweep` re-runs
+runs in child processes, each with its own key variable (sweep.json's, checked against the archived sweep
+file, so a crafted one names no other).
 """
 
 from __future__ import annotations
