@@ -161,8 +161,7 @@ A = TypeVar("A", bound="Archive")
 
 @dataclass(frozen=True)
 class Archive:
-    """An archive's entries as read (archive.read), relative to the top folder; what is parsed of them
-    is archive.opened.OpenedArchive."""
+    """An archive's entries as read (archive.read), relative to the top folder (parsed: OpenedArchive)."""
 
     source: Path
     top: str
@@ -200,8 +199,7 @@ class Archive:
                 self.copy_to(name, target)
 
     def whole(self, name: str, default: bytes | None = None) -> bytes:
-        """An entry's bytes, for the entries read whole: ArchiveError when it is missing (without a default)
-        or larger than WHOLE_BYTES."""
+        """An entry read whole: ArchiveError when it is missing (no default) or past WHOLE_BYTES."""
         files = self.files
         if name not in files:
             if default is not None:

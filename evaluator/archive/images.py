@@ -93,8 +93,7 @@ def _size(files: Mapping[str, bytes], name: str) -> int:
 
 
 def _chunks(files: Mapping[str, bytes], name: str, first: int = 0) -> Iterator[bytes]:
-    """A member's bytes in chunks, a large spilled one read from disk (only its first `first` bytes when
-    given)."""
+    """A member's bytes in chunks, a spilled one read from disk (only its first `first` bytes if given)."""
     if isinstance(files, Members):
         yield from files.chunks(name, CHUNK, first)
         return

@@ -217,8 +217,7 @@ def reproduce(
 
 
 def _endpoints(config: RunConfig, run: str, named: list[str], confirm: Confirm | None) -> list[str]:
-    """The endpoints to re-run against: the named ones; else MODEL_API_BASE_URL's or the recorded ones,
-    which a key may go to only once the user has confirmed them (see the module's docstring)."""
+    """The endpoints to re-run against: the named ones, else the recorded ones (a key only once confirmed)."""
     listed: list[str | None] = [*config.endpoints] or [config.endpoint]
     recorded = [str(u) for u in listed if u]
     fallback = [u for u in os.environ.get("MODEL_API_BASE_URL", "").split(",") if u] or recorded
@@ -229,8 +228,7 @@ def _endpoints(config: RunConfig, run: str, named: list[str], confirm: Confirm |
 
 
 def _evaluate_with_prompts(args: list[str], prompts: Path) -> int:
-    """Run the evaluation `doccount evaluate ARGS` describes, in-process, with the archived prompt files;
-    its exit code. The words go through the evaluate options' own parser (evaluation.options)."""
+    """`doccount evaluate ARGS`, run in this process with the archived prompt files; its exit code."""
     options = options_from_args(args)
     old_prompts = os.environ.get(PROMPTS_ENV)
     os.environ[PROMPTS_ENV] = str(prompts)

@@ -323,8 +323,7 @@ def reproduce_sweep(
 
 
 def _recorded(path: Path, budget: Budget | None) -> list[str]:
-    """The endpoints a run's archive recorded (what its reproduction would use when none is named); read
-    under the sweep archive's budget, its temporary copies removed at once."""
+    """The endpoints a run's archive recorded, read under the sweep archive's budget."""
     inner = read_archive(path, budget=budget)
     try:
         config = config_of(inner)

@@ -36,8 +36,7 @@ REASONING_FIELDS = ("reasoning", "reasoning_content")  # the order completion_fr
 
 
 async def _exchange(settings: EvalSettings, body: bytes, keys: KeyFilter) -> tuple[int, Any, float]:
-    """(HTTP status, parsed JSON body or error text, latency) of one attempt, through the boundary: the
-    key is removed from what came back before anything reads it."""
+    """(HTTP status, parsed JSON body or error text, latency) of one attempt, through the boundary."""
     client = make_client(settings.base_url, settings.api_key, settings.timeout_s, 1)
     t0 = time.perf_counter()
     try:

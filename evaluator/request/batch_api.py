@@ -38,8 +38,7 @@ TERMINAL = frozenset({"completed", "failed", "expired", "cancelled"})
 
 
 def output_cap(lines: int) -> int:
-    """The most bytes a batch output or error file of `lines` requests is read to: each line holds one
-    reply, which is held to the chat path's cap, and a little more for its wrapper."""
+    """The most bytes an output file of `lines` requests is read to: a capped reply and its wrapper a line."""
     return (lines + 1) * (MAX_RESPONSE_BYTES + LINE_SLACK)
 
 

@@ -58,8 +58,7 @@ NOT_A_REFUSAL = RETRYABLE_STATUS | {402}
 
 
 def refusal_of(record: ResponseRecord) -> tuple[int, str] | None:
-    """(status, message) when the record failed on a non-retryable 4xx (or a 501: no such method), else
-    None."""
+    """(status, message) when the record failed on a non-retryable 4xx (or a 501), else None."""
     if record.status != "request_error" or not record.retry_errors:
         return None
     last = record.retry_errors[-1]
