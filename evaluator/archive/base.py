@@ -248,9 +248,6 @@ class ArchiveInfo:
     left_out: list[str] = field(default_factory=list)  # run folder files not archived (not the scorer's)
 
 
-# ----------------------------------------------------------------------------- helpers
-
-
 def sha256_hex(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
