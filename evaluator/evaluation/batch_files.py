@@ -184,8 +184,7 @@ class InputWriter:
 async def write_inputs(
     ctx: BatchContext, source: DataSource, wanted: dict[str, list[int]], prefix: str, state: str
 ) -> list[BatchEntry]:
-    """Input files for the wanted rows (sample id -> repeats), in data order; rows that cannot be sent
-    (data errors, a request above the size limit) are recorded at once, as online."""
+    """Input files for the wanted rows, in data order; rows that cannot be sent are recorded at once."""
     writer = InputWriter(ctx, prefix, state)
     left = set(wanted)
     for sample in iter_samples(ctx.settings.benchmark, source, with_images=True):
@@ -348,8 +347,7 @@ def _earlier(retry: RowRetry) -> list[ResponseAttempt]:
 def validation_records(
     ctx: BatchContext, entry: BatchEntry, batch_id: str, errors: list[str]
 ) -> list[ResponseRecord]:
-    """A batch the provider refused as a whole: each row a request_error with its message, not sent again
-    (as a 400 online)."""
+    """A batch refused as a whole: each row a request_error with its message, not sent again."""
     message = f"batch {batch_id} failed validation: " + ("; ".join(errors) or "no reason given")
     records = []
     for row in entry.rows:
