@@ -21,7 +21,7 @@ import msgspec
 
 from evaluator.core.atomic import no_follow
 from evaluator.core.jsonl import JSONObject, decode_line, split_lines
-from evaluator.core.records import Key, ResponseAttempt, ResponseRecord, RetryError
+from evaluator.core.records import Key, ResponseAttempt, ResponseRecord, RetryError, derive_seed
 from evaluator.core.secrets import Redactor
 from evaluator.core.text import examples, utc_now
 from evaluator.core.usage import record_tokens
@@ -52,6 +52,7 @@ from evaluator.runfolder.batches import (
 from evaluator.runfolder.files import PARTIAL, RecordWriter, read_jsonl
 from evaluator.runfolder.record_builder import (
     attempt_of,
+    base_record,
     data_error_record,
     record_from_outcome,
     redact_outcome,
@@ -120,6 +121,14 @@ def batch_context(settings: Any, root: Path, questions: list[ManifestEntry], max
     )
 
 
+def _base(ctx: BatchContext, question: Sample | ManifestEntry, repeat: int, at: str) -> ResponseRecord:
+    s = ctx.settings
+    base = base_record(question, s.benchmark.name, s.model, s.backend, s.sampling, at)
+    base.seed = None if s.seed is None else derive_seed(s.seed, question.sample_id, repeat)
+    base.repeat = repeat if s.repeats > 1 else None
+    return base
+
+
 class InputWriter:
     """Rows as input lines in files under the limits; each file fsynced and in the ledger before the next."""
 
@@ -134,7 +143,7 @@ class InputWriter:
         self._budget = FileBudget(ctx.max_bytes)
 
     def add(self, sample: Sample, repeat: int) -> None:
-        base = self.ctx.settings.base_of(sample, repeat, utc_now())
+        base = _base(self.ctx, sample, repeat, utc_now())
         if sample.data_error:
             self.rejected.append(data_error_record(base, sample.data_error, utc_now()))
             return
@@ -286,7 +295,7 @@ def settle_row(
     s, key = ctx.settings, row_key(row.sample_id, row.repeat)
     retry = ctx.ledger.retry.pop(key, None) or RowRetry(row.sample_id, row.repeat)
     line_no = _line_number(row.custom_id)
-    base = ctx.settings.base_of(ctx.questions[row.sample_id], row.repeat, entry.submitted_at or utc_now())
+    base = _base(ctx, ctx.questions[row.sample_id], row.repeat, entry.submitted_at or utc_now())
     base = msgspec.structs.replace(base, request_sha256=row.request_sha256, batch_id=batch_id)
     if result.failure is None:
         return _answered(ctx, retry, key, base, result, line_no)
@@ -356,7 +365,7 @@ def validation_records(
         retry = ctx.ledger.retry.pop(row_key(row.sample_id, row.repeat), None) or RowRetry(
             row.sample_id, row.repeat
         )
-        base = ctx.settings.base_of(ctx.questions[row.sample_id], row.repeat, entry.submitted_at or utc_now())
+        base = _base(ctx, ctx.questions[row.sample_id], row.repeat, entry.submitted_at or utc_now())
         failure = RetryError(_line_number(row.custom_id), "batch_failed", message[:2000], at=utc_now())
         retry.retry_errors.append(failure)
         outcome = _outcome(ctx, retry, None, _line_number(row.custom_id), base.started_at)

@@ -78,13 +78,6 @@ class EvalSettings:
     def base_url(self) -> str:
         return self.base_urls[0]
 
-    def base_of(self, question: Sample | ManifestEntry, repeat: int, at: str) -> ResponseRecord:
-        """A row's record before it is sent: these settings, and the seed of its question and repeat."""
-        base = base_record(question, self.benchmark.name, self.model, self.backend, self.sampling, at)
-        base.seed = None if self.seed is None else derive_seed(self.seed, question.sample_id, repeat)
-        base.repeat = repeat if self.repeats > 1 else None
-        return base
-
 
 @dataclass
 class RunStats:
@@ -159,7 +152,9 @@ class Evaluator:
 
     async def evaluate_sample(self, sample: Sample, repeat: int, sender: ChatSender) -> ResponseRecord:
         s = self.s
-        base = s.base_of(sample, repeat, utc_now())
+        base = base_record(sample, s.benchmark.name, s.model, s.backend, s.sampling, utc_now())
+        base.seed = None if s.seed is None else derive_seed(s.seed, sample.sample_id, repeat)
+        base.repeat = repeat if s.repeats > 1 else None
         if sample.data_error:
             return data_error_record(base, sample.data_error, utc_now())
         try:
