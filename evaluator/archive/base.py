@@ -73,10 +73,9 @@ def size_text(n: int) -> str:
 
 
 class Budget:
-    """One budget of bytes for everything a command takes out of an archive: what its gzip unpacks to, what
-    the archives nested in it unpack to, and every copy made of their members (a run archive copied out of a
-    sweep archive, a run's members copied for the re-score and for the report check, what the re-score
-    writes). Charged as the bytes come, never refunded, so a nested archive or a copy cannot multiply it."""
+    """One budget of bytes for everything a command takes out of an archive: what its gzip and the archives
+    nested in it unpack to, and every copy made of their members. Charged as the bytes come, never refunded,
+    so a nested archive or a copy cannot multiply it."""
 
     def __init__(self, source: Path, total: int) -> None:
         self.source, self.total, self.used = source, total, 0
@@ -93,9 +92,8 @@ class Budget:
 
 class Members(Mapping[str, bytes]):
     """An archive's entries by name: small ones held in memory, larger ones in a temporary folder
-    (removed by `close()`, which the archive's `with` block calls on every way out, or by `release`), each
-    with the SHA-256 and size measured as it was read. Copies made of them (`copy_to`) are charged to
-    `budget`."""
+    (removed by `close()`, which the archive's `with` block calls on every way out), each with the SHA-256
+    and size measured as it was read. Copies made of them (`copy_to`) are charged to `budget`."""
 
     def __init__(self, budget: Budget | None = None) -> None:
         self._data: dict[str, bytes | Path] = {}
@@ -115,9 +113,10 @@ class Members(Mapping[str, bytes]):
         return open(path, "wb")  # noqa: SIM115 - the caller closes it
 
     def close(self) -> None:
-        """Remove the temporary folder of the large members (idempotent)."""
+        """Remove the temporary folder of the large members now (idempotent; they cannot be read after)."""
         if self._store is not None:
             self._store.cleanup()
+            self._store = None
 
     def add(self, name: str, data: bytes | None, sha256: str, size: int) -> None:
         if data is not None:
@@ -156,24 +155,17 @@ class Members(Mapping[str, bytes]):
             while chunk := f.read(size):
                 yield chunk
 
-    def release(self) -> None:
-        """Remove the temporary folder of the large members now (they cannot be read afterwards)."""
-        if self._store is not None:
-            self._store.cleanup()
-            self._store = None
-
 
 A = TypeVar("A", bound="Archive")
 
 
 @dataclass(frozen=True)
 class Archive:
-    """An archive's entries as read (archive.read), relative to the top folder; what is parsed of them
-    is archive.opened.OpenedArchive."""
+    """An archive's entries as read (archive.read), relative to the top folder (parsed: OpenedArchive)."""
 
     source: Path
     top: str
-    files: Mapping[str, bytes]
+    files: Members
     duplicates: list[str] = field(default_factory=list)
 
     def __enter__(self: A) -> A:
@@ -183,41 +175,38 @@ class Archive:
         self.close()
 
     def close(self) -> None:
-        """Remove the temporary folder holding the large members (read.read_archive spills them there)."""
-        if isinstance(self.files, Members):
-            self.files.close()
+        """Remove the temporary folder holding the large members now (read.read_archive spills them there)."""
+        self.files.close()
 
     def sha256(self, name: str) -> str:
-        files = self.files
-        return files.sha256[name] if isinstance(files, Members) else sha256_hex(files[name])
+        return self.files.sha256[name]
 
     @property
     def budget(self) -> Budget | None:
         """The unpack budget this archive was read under (read.read_archive), shared with what it holds."""
-        return self.files.budget if isinstance(self.files, Members) else None
-
-    def release(self) -> None:
-        """Remove the temporary copies of this archive's large members now, once it is no longer read."""
-        if isinstance(self.files, Members):
-            self.files.release()
+        return self.files.budget
 
     def copy_to(self, name: str, dest: Path) -> None:
         """Write an entry to `dest` without holding it whole when it is large (charged to the budget)."""
-        if isinstance(self.files, Members):
-            self.files.copy_to(name, dest)
-        else:
-            dest.write_bytes(self.files[name])
+        self.files.copy_to(name, dest)
+
+    def extract(self, prefix: str, dest: Path) -> None:
+        """Copy the entries under `prefix` into the folder `dest`, each as copy_to writes it."""
+        for name in self.files:
+            if name.startswith(prefix):
+                target = dest / name[len(prefix) :]
+                target.parent.mkdir(parents=True, exist_ok=True)
+                self.copy_to(name, target)
 
     def whole(self, name: str, default: bytes | None = None) -> bytes:
-        """An entry's bytes, for the entries read whole: ArchiveError when it is missing (without a default)
-        or larger than WHOLE_BYTES."""
+        """An entry read whole: ArchiveError when it is missing (no default) or past WHOLE_BYTES."""
         files = self.files
         if name not in files:
             if default is not None:
                 return default
             raise ArchiveError(f"{name} is missing from the archive")
-        size = files.size.get(name) if isinstance(files, Members) else None
-        if size is not None and size > WHOLE_BYTES:
+        size = files.size.get(name, 0)
+        if size > WHOLE_BYTES:
             raise ArchiveError(
                 f"{name} is {size} bytes, over the {WHOLE_BYTES >> 20} MiB limit of such an entry"
             )
@@ -257,9 +246,6 @@ class ArchiveInfo:
     sha256: str
     size: int
     left_out: list[str] = field(default_factory=list)  # run folder files not archived (not the scorer's)
-
-
-# ----------------------------------------------------------------------------- helpers
 
 
 def sha256_hex(data: bytes) -> str:

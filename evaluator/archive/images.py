@@ -1,14 +1,8 @@
 """No image of the data in an archive, whatever a member's name (DocCount's licence does not allow passing
-the images on; docs/archive.md).
-
-The only images an archive holds are the score plots `doccount score` draws (scores/<plot>.png, each a
-PNG), embedded again as `data:image/png;base64,` URLs in the archive's own report.html. Any other member
-that carries image data (a data: URL, the signature of a JPEG, PNG, GIF or WebP, raw or in base64), such as
-a copy of the run's page with its thumbnails written as scores/full.html, is left out by `archive` when it
-is not a file the scorer writes, refused by `archive` otherwise, and reported by `verify`.
-
-The scan is linear in a member's bytes and reads large members in chunks (an overlap carries a mark that
-straddles two).
+the images on; docs/archive.md). The only images an archive holds are the score plots (scores/<plot>.png),
+embedded again in the archive's own report.html; any other member that carries image data (a data: URL,
+an image signature, raw or in base64) is refused by `archive` and reported by `verify`. The scan reads
+large members in chunks (an overlap carries a mark that straddles two).
 """
 
 from __future__ import annotations
@@ -99,8 +93,7 @@ def _size(files: Mapping[str, bytes], name: str) -> int:
 
 
 def _chunks(files: Mapping[str, bytes], name: str, first: int = 0) -> Iterator[bytes]:
-    """A member's bytes in chunks, a large spilled one read from disk (only its first `first` bytes when
-    given)."""
+    """A member's bytes in chunks, a spilled one read from disk (only its first `first` bytes if given)."""
     if isinstance(files, Members):
         yield from files.chunks(name, CHUNK, first)
         return

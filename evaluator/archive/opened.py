@@ -1,20 +1,13 @@
-"""An archive read and parsed once: its index, SHA256SUMS, the run's run_config.json (as read and as a
-RunConfig) and, for a sweep archive, sweep.json, each parsed when the archive is read (read.read_archive)
-and handed down through verify, reproduce and the sweep's paths as one frozen value.
+"""An archive read and parsed once (index, SHA256SUMS, the run's run_config.json, a sweep's sweep.json)
+and handed down through verify, reproduce and the sweep's paths as one frozen value. A member that cannot
+be parsed does not fail the read: its reason is kept and raised (or reported) where the member is used.
 
-A member that cannot be parsed does not fail the read: its one-line reason is kept and raised (or
-reported) where the member is used, so what a command prints, and in what order, does not depend on
-parsing early.
-
-What run_config.json says about its data is typed and checked here, when the archive is read (`ArchivedData`):
+What run_config.json says about its data is typed and checked when the archive is read (`ArchivedData`):
 `reproduce` turns these values into file lookups, hub requests and printed command lines, so a crafted
-archive must not reach any of them with a value a real run never records (`files` as a list of numbers, a
-revision holding shell syntax, a dataset id that is not one). A record that does not fit is refused when
-the archive is read, the reason reported against run_config.json like any other damage (verify: exit 1;
-reproduce: refused before anything is read or sent). The recorded local pattern is checked where it is
-used (`local_pattern`): `doccount evaluate` records it relative to the working folder
-(data.parquet.portable_pattern), so an absolute or climbing one (`/proc/self/pagemap`, `../../x`) did not
-come from a run, and reproduce asks for --data-files instead.
+archive must not reach any of them with a value a real run never records (a revision holding shell
+syntax, a dataset id that is not one). The recorded local pattern is checked where it is used
+(`local_pattern`): a run records it relative to the working folder, so an absolute or climbing one did
+not come from a run.
 """
 
 from __future__ import annotations
@@ -74,9 +67,8 @@ class OpenedArchive(Archive):
     run_name: str | None  # the one run folder with a run_config.json
     sums: Decoded[tuple[dict[str, str], list[int]]]  # SHA256SUMS: name -> digest, and its bad lines
     run: RunEntry | None  # None when the archive holds no single run folder
-    sweep_state: (
-        Decoded[SweepState | None] | None
-    )  # sweep.json (None when absent) of a sweep archive, else None
+    # sweep.json (None when absent) of a sweep archive, else None
+    sweep_state: Decoded[SweepState | None] | None
 
 
 def parse_sums(data: bytes) -> tuple[dict[str, str], list[int]]:
@@ -98,13 +90,6 @@ def _decode(read: Callable[[], T]) -> Decoded[T]:
         return Decoded(read())
     except ArchiveError as exc:
         return Decoded(ArchiveError(str(exc)))
-
-
-def _index(archive: Archive) -> dict[str, Any] | None:
-    try:
-        return archive.json_object(INDEX)
-    except ArchiveError:
-        return None
 
 
 def _run_name(archive: Archive, index: dict[str, Any] | None) -> str | None:
@@ -143,7 +128,10 @@ def _sweep_state(archive: Archive) -> SweepState | None:
 
 def parse_archive(archive: Archive) -> OpenedArchive:
     """Parse what verify, reproduce and the sweep's paths read of `archive`, once."""
-    index = _index(archive)
+    try:
+        index: dict[str, Any] | None = archive.json_object(INDEX)
+    except ArchiveError:
+        index = None
     run_name = _run_name(archive, index)
     sweep = (index or {}).get("format") == SWEEP_FORMAT
     return OpenedArchive(

@@ -55,8 +55,6 @@ from evaluator.scoring import SCORES_DIR, SUMMARY_JSON, SUMMARY_MD, ScoreError, 
 # anything else there (a copy of the page with its thumbnails, a user's file) is left out.
 SCORE_FILES = (SUMMARY_JSON, SUMMARY_MD, PER_QUESTION_FILE, *PLOTS)
 
-# ----------------------------------------------------------------------------- archive
-
 
 def _collect_run(root: Path, run_dir: str, entries: dict[str, bytes], output: Path) -> list[str]:
     """The run's files into `entries`; the files of scores/ that are not the scorer's, left out."""
@@ -70,9 +68,8 @@ def _collect_run(root: Path, run_dir: str, entries: dict[str, bytes], output: Pa
             )
             raise ArchiveError(f"{root} has no {name}; {hint}")
         entries[f"{run_dir}/{name}"] = path.read_bytes()
-    if (
-        root / LEDGER
-    ).is_file():  # a batch run: its batch ids and rows (the summary's `batch` is made from it)
+    # a batch run: its batch ids and rows (the summary's `batch` is made from it)
+    if (root / LEDGER).is_file():
         entries[f"{run_dir}/{LEDGER}"] = (root / LEDGER).read_bytes()
     scores = root / SCORES_DIR
     if not (scores / SUMMARY_JSON).is_file():
@@ -87,9 +84,7 @@ def _collect_run(root: Path, run_dir: str, entries: dict[str, bytes], output: Pa
         if path == scores / REPORT_FILE:  # it shows the data's images: the archive gets its own rendering
             continue
         rel = path.relative_to(root).as_posix()
-        if (
-            path.parent != scores or path.name not in SCORE_FILES
-        ):  # a page copy, a user's file: may hold images
+        if path.parent != scores or path.name not in SCORE_FILES:  # a page copy, a user's file: images?
             left_out.append(rel)
             continue
         entries[f"{run_dir}/{rel}"] = path.read_bytes()
@@ -184,9 +179,8 @@ def _manifest_samples(data: bytes) -> list[dict[str, Any]]:
                 d = json.loads(line)
             except (ValueError, RecursionError):  # not JSON, or nested too deep to read
                 d = None
-            d = (
-                d if isinstance(d, dict) else {}
-            )  # a damaged line: no id, so a crafted archive does not verify
+            # a damaged line: no id, so a crafted archive does not verify
+            d = d if isinstance(d, dict) else {}
             samples.append({"sample_id": d.get("sample_id"), "image_sha256": d.get("image_sha256")})
     return samples
 
@@ -281,7 +275,7 @@ def _index(
         ENVIRONMENT: "environment: versions, image ids, server",
         REPRODUCE: "how to verify and re-run",
     }
-    index = {
+    return {
         "format": FORMAT,
         "format_version": FORMAT_VERSION,
         "run_name": run_name,
@@ -306,7 +300,6 @@ def _index(
         "missing": missing,
         "checksums": f"{SUMS} covers every entry except itself",
     }
-    return index
 
 
 def create_archive(
@@ -334,8 +327,7 @@ def create_archive(
     entries[DATASET] = json_bytes(dataset_record(config, entries[f"{run_dir}/{MANIFEST}"]))
     entries[ENVIRONMENT] = json_bytes(environment_record(config))
     entries[REPRODUCE] = utf8_text(reproduce_md(raw, run_name, summary, missing, config))
-    index = _index(run_name, run_dir, config, entries, recorded, missing)
-    entries[INDEX] = json_bytes(index)
+    entries[INDEX] = json_bytes(_index(run_name, run_dir, config, entries, recorded, missing))
     images = image_problems(entries)
     if images:
         raise ArchiveError(
@@ -348,12 +340,16 @@ def create_archive(
             f"refusing to archive: the value of MODEL_API_KEY occurs in {', '.join(hits)}; remove it from the run "
             "folder first (if MODEL_API_KEY is only a placeholder such as EMPTY, unset it for this command)"
         )
+    blob = write_archive(output, f"{run_name}{TOP_SUFFIX}", entries)
+    return ArchiveInfo(output, sorted(entries), missing, sha256_hex(blob), len(blob), left_out)
+
+
+def write_archive(output: Path, top: str, entries: dict[str, bytes]) -> bytes:
+    """SHA256SUMS over the entries, then the archive written to `output` atomically; its bytes."""
     entries[SUMS] = "".join(f"{sha256_hex(entries[n])}  {n}\n" for n in sorted(entries)).encode("utf-8")
-    top = f"{run_name}{TOP_SUFFIX}"
     try:
         with atomic_file(output) as sink:
             write_tar_gz(sink, top, entries)
     except OSError as exc:
         raise ArchiveError(f"cannot write {output} ({exc.strerror})") from None
-    blob = output.read_bytes()
-    return ArchiveInfo(output, sorted(entries), missing, sha256_hex(blob), len(blob), left_out)
+    return output.read_bytes()

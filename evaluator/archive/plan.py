@@ -143,8 +143,7 @@ def reproduce_md(
     missing: dict[str, str],
     typed: RunConfig | None = None,
 ) -> str:
-    """REPRODUCE.md: the exact commands to verify the archive and re-run its evaluation (`typed`: `config`
-    as the RunConfig the caller already decoded)."""
+    """REPRODUCE.md: the exact commands to verify the archive and re-run its evaluation."""
     primary = summary.get("primary") or {}
     lines = [
         f"# Reproducing run `{run_name}`",

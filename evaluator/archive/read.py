@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import io
 import tarfile
 import zlib
 from dataclasses import dataclass
@@ -117,33 +118,18 @@ def _copy_member(
     """Stream one member into `members`: hashed in chunks, in memory when small, else on disk."""
     fobj = tar.extractfile(member)
     digest = hashlib.sha256()
-    small = member.size <= limits.in_memory
-    parts: list[bytes] = []
     seen = 0
-    with members.spill(rel) if not small else _Null() as out:
+    with io.BytesIO() if member.size <= limits.in_memory else members.spill(rel) as out:
         while fobj is not None and (chunk := fobj.read(CHUNK)):
             seen += len(chunk)
             if seen > member.size:  # tarfile stops at the header's size; never trust that alone
                 raise ArchiveLimitError(f"{path}: member {member.name!r} is longer than its header says")
             digest.update(chunk)
-            if small:
-                parts.append(chunk)
-            else:
-                out.write(chunk)
+            out.write(chunk)
+        data = out.getvalue() if isinstance(out, io.BytesIO) else None
     if seen != member.size:
         raise ArchiveError(f"{path} is truncated or damaged (entry {member.name} is cut short)")
-    members.add(rel, b"".join(parts) if small else None, digest.hexdigest(), seen)
-
-
-class _Null:
-    def __enter__(self) -> _Null:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        return None
-
-    def write(self, data: bytes) -> None:  # pragma: no cover - never called
-        raise AssertionError
+    members.add(rel, data, digest.hexdigest(), seen)
 
 
 def _read_members(
@@ -179,11 +165,9 @@ def _check_kinds(path: Path, parts: list[str], is_dir: bool, kinds: dict[str, bo
 
 
 def read_archive(path: Path, limits: Limits = LIMITS, budget: Budget | None = None) -> OpenedArchive:
-    """Read a doccount archive whole, within `limits` (so truncation is always noticed), and parse it once
-    (archive.opened); ArchiveError (ArchiveLimitError past a limit) on bad input. `budget`: the one of the
-    archive this one is nested in (default: a new one of `limits.total_bytes`). Use it in a `with` block:
-    its large members are in a temporary folder, removed when the block ends (and at once when reading
-    fails, whatever the way out)."""
+    """Read a doccount archive whole, within `limits` (so truncation is always noticed), and parse it once;
+    ArchiveError on bad input. `budget`: the one of the archive this one is nested in. Use it in a `with`
+    block: its large members are in a temporary folder, removed when the block ends (or reading fails)."""
     path = Path(path)
     budget = budget if budget is not None else Budget(path, limits.total_bytes)
     members = Members(budget)

@@ -1,12 +1,9 @@
 """Plan and compare the re-run of an archived evaluation (doccount reproduce).
 
-Where a reproduction may send a key: only to an endpoint the user named on the command line
-(`--base-url URL`, or `--base-url RUN=URL` for a run of a sweep archive) or confirmed at a prompt. An
-archive records the endpoints its run used, and a crafted archive can record any URL (and, for a sweep,
-any key variable). So an endpoint that comes from the archive (or from MODEL_API_BASE_URL, which the
-command line did not name) is used as it is only when no key would go with it; with a key it needs the
-user's yes at an interactive prompt that shows the run, the key's variable and the hosts, and without a
-terminal it is refused before anything is sent (one line saying how to name the endpoint).
+A key goes only to an endpoint the user named (`--base-url URL`, or `--base-url RUN=URL` for a run of a
+sweep archive) or confirmed at a prompt: a crafted archive can record any URL (and key variable), so an
+endpoint from the archive (or MODEL_API_BASE_URL) is used as it is only when no key would go with it;
+without a terminal to ask on, it is refused before anything is sent.
 """
 
 from __future__ import annotations
@@ -19,21 +16,10 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from evaluator.archive.base import (
-    Archive,
-    ArchiveError,
-    ArchiveInfo,
-    Problem,
-    VerifyResult,
-)
-from evaluator.archive.opened import ArchivedData, OpenedArchive, archived_data, config_of, local_pattern
-from evaluator.archive.pack import create_archive
+from evaluator.archive.base import ArchiveError
+from evaluator.archive.opened import ArchivedData, OpenedArchive, archived_data, local_pattern
 from evaluator.archive.plan import evaluate_args, format_command, serve_commands
-from evaluator.archive.verify import (
-    extract_prompts,
-    read_archive,
-    verify_archive,
-)
+from evaluator.archive.verify import extract_prompts, verify_archive
 from evaluator.core.boundary import clip
 from evaluator.core.errors import ExitCode, NotFinished, UserError
 from evaluator.core.jsonl import printable
@@ -60,8 +46,6 @@ from evaluator.scoring.compare import compare_runs, paired_table
 from evaluator.scoring.identity import render_identity, response_identity
 from evaluator.scoring.row import ScoredRow, read_scored_rows
 from evaluator.scoring.stats import mcnemar_exact
-
-# ----------------------------------------------------------------------------- reproduce
 
 
 def _data_source(
@@ -193,26 +177,6 @@ def render_comparison(c: dict[str, Any], original: str, reproduction: str, table
     return "\n".join(out)
 
 
-__all__ = [
-    "Archive",
-    "ArchiveError",
-    "ArchiveInfo",
-    "OpenedArchive",
-    "Problem",
-    "VerifyResult",
-    "check_reproduction_data",
-    "config_of",
-    "create_archive",
-    "evaluate_args",
-    "extract_prompts",
-    "format_command",
-    "reproduction_check",
-    "read_archive",
-    "render_comparison",
-    "verify_archive",
-]
-
-
 def reproduce(
     archive: OpenedArchive,
     base_url: list[str],
@@ -222,10 +186,8 @@ def reproduce(
     quiet: bool,
     confirm: Confirm | None = None,
 ) -> int:
-    """`doccount reproduce`: verify the archive (read once, read.read_archive), re-run it with the recorded
-    settings into a new folder, score it and print the comparison; the exit code (1: the archive does not
-    verify). MODEL_API_KEY goes only to the `base_url` endpoints or to recorded ones the user confirmed
-    (see the module's docstring)."""
+    """`doccount reproduce`: verify the archive, re-run it with the recorded settings into a new folder,
+    score it and print the comparison; the exit code (1: the archive does not verify)."""
     archive_file = archive.source
     with tempfile.TemporaryDirectory(prefix="doccount-reproduce-") as work:
         result = verify_archive(archive, Path(work))
@@ -255,8 +217,7 @@ def reproduce(
 
 
 def _endpoints(config: RunConfig, run: str, named: list[str], confirm: Confirm | None) -> list[str]:
-    """The endpoints to re-run against: the named ones; else MODEL_API_BASE_URL's or the recorded ones,
-    which a key may go to only once the user has confirmed them (see the module's docstring)."""
+    """The endpoints to re-run against: the named ones, else the recorded ones (a key only once confirmed)."""
     listed: list[str | None] = [*config.endpoints] or [config.endpoint]
     recorded = [str(u) for u in listed if u]
     fallback = [u for u in os.environ.get("MODEL_API_BASE_URL", "").split(",") if u] or recorded
@@ -267,16 +228,13 @@ def _endpoints(config: RunConfig, run: str, named: list[str], confirm: Confirm |
 
 
 def _evaluate_with_prompts(args: list[str], prompts: Path) -> int:
-    """Run the evaluation `doccount evaluate ARGS` describes, in-process, with the archived prompt files;
-    its exit code. The words go through the evaluate options' own parser (evaluation.options)."""
+    """`doccount evaluate ARGS`, run in this process with the archived prompt files; its exit code."""
     options = options_from_args(args)
     old_prompts = os.environ.get(PROMPTS_ENV)
     os.environ[PROMPTS_ENV] = str(prompts)
     try:
         return evaluate(options)
-    except (
-        NotFinished
-    ) as exc:  # not finished (nothing listening, the endpoint down): what is done is compared
+    except NotFinished as exc:  # nothing listening, the endpoint down: what is done is compared
         say(f"error: {redactor_from_env()(str(exc))}")
         return exc.exit_code
     finally:
@@ -287,8 +245,8 @@ def _evaluate_with_prompts(args: list[str], prompts: Path) -> int:
 
 
 def _print_comparison(original_dir: Path, new_root: Path, name: str | None) -> None:
-
-    paired = reproduction_check(read_scored_rows(original_dir / MERGED), read_scored_rows(new_root / MERGED))
+    original, new = read_scored_rows(original_dir / MERGED), read_scored_rows(new_root / MERGED)
+    paired = reproduction_check(original, new)
     full = True
     try:
         answer(printable(compare_runs([original_dir, new_root]).markdown))
@@ -296,11 +254,7 @@ def _print_comparison(original_dir: Path, new_root: Path, name: str | None) -> N
         say(f"warning: the full comparison failed ({exc})")
         full = False
     answer(render_comparison(paired, name or "original", new_root.name, table=not full))
-    answer(
-        render_identity(
-            response_identity(read_scored_rows(original_dir / MERGED), read_scored_rows(new_root / MERGED))
-        )
-    )
+    answer(render_identity(response_identity(original, new)))
 
 
 # (run, the key's variable, the endpoints) -> the user's yes; None where there is no terminal to ask on

@@ -1,20 +1,11 @@
 """The archive of a whole sweep: the sweep file, every run as its own archive, and the leaderboard.
 
-Layout (under one top folder ``<sweep>.sweep-archive/``)::
-
-    ARCHIVE.json         index: format doccount-sweep-archive, the sweep, each run's archive and its SHA-256
-    SHA256SUMS           over every other entry
-    sweep.toml           the sweep file as the last invocation read it (it never holds a key)
-    sweep.json           each run's state and arguments digest (never a key)
-    leaderboard/         index.html, leaderboard.md, leaderboard.json as written
-    runs/<run>.tar.gz    each run's archive exactly as `doccount archive --run-root <run>` writes it
-
-Deterministic like a run's archive (sorted entries, fixed metadata). `verify_sweep` checks the outer
-checksums, verifies every run archive as `doccount verify` does, and recomputes the leaderboard's numbers
-from the re-scored records. `reproduce_sweep` re-runs the runs (all, or the ones named) each with its
-own key variable, through `doccount reproduce` in a child process. Its key variables are sweep.json's,
-checked against the archived sweep file, so that a crafted sweep.json cannot name another variable (its
-checksum recomputed).
+Under one top folder ``<sweep>.sweep-archive/``: ARCHIVE.json (the index), SHA256SUMS, sweep.toml and
+sweep.json (neither ever holds a key), leaderboard/ and runs/<run>.tar.gz, each run's archive exactly as
+`doccount archive` writes it (docs/sweeps.md); deterministic like a run's archive. `verify_sweep` verifies
+every run archive and recomputes the leaderboard from the re-scored records; `reproduce_sweep` re-runs
+runs in child processes, each with its own key variable (sweep.json's, checked against the archived sweep
+file, so a crafted one names no other).
 """
 
 from __future__ import annotations
@@ -32,7 +23,6 @@ from typing import TYPE_CHECKING, Any
 
 from evaluator.archive.base import (
     INDEX,
-    SUMS,
     Archive,
     ArchiveError,
     ArchiveInfo,
@@ -46,11 +36,10 @@ from evaluator.archive.base import (
 )
 from evaluator.archive.images import check_images
 from evaluator.archive.opened import SWEEP_FORMAT, OpenedArchive, config_of
-from evaluator.archive.pack import create_archive, write_tar_gz
+from evaluator.archive.pack import create_archive, write_archive
 from evaluator.archive.read import read_archive
 from evaluator.archive.reproduce import Confirm, key_endpoints
 from evaluator.archive.verify import check_sums, verify_archive
-from evaluator.core.atomic import atomic_file
 from evaluator.core.boundary import clip
 from evaluator.runfolder.files import CONFIG
 from evaluator.runfolder.handoff import SWEEP_COPY, SWEEP_STATE, SweepState, read_sweep_state
@@ -112,13 +101,7 @@ def create_sweep_archive(
     entries[INDEX] = json_bytes(
         {"format": SWEEP_FORMAT, "format_version": SWEEP_FORMAT_VERSION, "sweep": name, "runs": index_runs}
     )
-    entries[SUMS] = "".join(f"{sha256_hex(entries[n])}  {n}\n" for n in sorted(entries)).encode("utf-8")
-    try:
-        with atomic_file(output) as raw:
-            write_tar_gz(raw, f"{name}{SWEEP_TOP_SUFFIX}", entries)
-    except OSError as exc:
-        raise ArchiveError(f"cannot write {output} ({exc.strerror})") from None
-    blob = output.read_bytes()
+    blob = write_archive(output, f"{name}{SWEEP_TOP_SUFFIX}", entries)
     return ArchiveInfo(output, sorted(entries), {}, sha256_hex(blob), len(blob))
 
 
@@ -170,9 +153,7 @@ def verify_sweep(archive: OpenedArchive, workdir: Path) -> VerifyResult:
     runs = run_archives(archive)  # names checked before anything is written
     sweep_name(archive)
     check_sums(archive, problems, checks)
-    check_images(
-        archive, problems, checks, skip=runs.values()
-    )  # each run archive is checked as it is verified
+    check_images(archive, problems, checks, skip=runs.values())  # each run archive: as it is verified
     rescored: dict[str, MergedRun] = {}
     for name, entry in runs.items():
         merged = _verify_run(archive, name, entry, workdir, problems, checks)
@@ -205,7 +186,7 @@ def _verify_run(
         return None
     finally:
         if inner is not None:
-            inner.release()
+            inner.close()
         path.unlink(missing_ok=True)
         shutil.rmtree(folder, ignore_errors=True)
 
@@ -342,13 +323,12 @@ def reproduce_sweep(
 
 
 def _recorded(path: Path, budget: Budget | None) -> list[str]:
-    """The endpoints a run's archive recorded (what its reproduction would use when none is named); read
-    under the sweep archive's budget, its temporary copies removed at once."""
+    """The endpoints a run's archive recorded, read under the sweep archive's budget."""
     inner = read_archive(path, budget=budget)
     try:
         config = config_of(inner)
     finally:
-        inner.release()
+        inner.close()
     return [str(u) for u in (config.get("endpoints") or [config.get("endpoint")]) if u]
 
 
@@ -356,8 +336,6 @@ try:
     import tomllib
 except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib  # type: ignore[no-redef]
-
-STATE, COPY = SWEEP_STATE, SWEEP_COPY
 
 
 def _declared(toml: Any) -> tuple[dict[str, Any], Any]:
@@ -370,13 +348,11 @@ def _declared(toml: Any) -> tuple[dict[str, Any], Any]:
 
 
 def key_variables(archive: OpenedArchive, runs: Mapping[str, str]) -> dict[str, str | None]:
-    """Each run's key variable, from sweep.json checked against the archived sweep file (sweep.toml): the
-    variable the run names itself, or, when it names none, the one of [defaults] (which a run inherits; a
-    run that does not, e.g. a served one, records none). ArchiveError in one line when they differ (a crafted
-    sweep.json naming another variable, with its checksum recomputed) or when a run names a variable the
-    archive has no sweep file to check against."""
+    """Each run's key variable, from sweep.json checked against the archived sweep file (the run's own, or
+    the one of [defaults]). ArchiveError when they differ (a crafted sweep.json naming another variable) or
+    when there is no sweep file to check against."""
     try:
-        state = archive.sweep_state.get() if archive.sweep_state is not None else None
+        state = _archived_state(archive)
         toml = tomllib.loads(archive.whole(COPY).decode("utf-8")) if COPY in archive.files else None
     except (ValueError, UnicodeDecodeError) as exc:  # tomllib.TOMLDecodeError is a ValueError
         raise ArchiveError(

@@ -27,11 +27,9 @@ from evaluator.archive.base import (
     mismatched_keys,
 )
 from evaluator.archive.images import check_images
-from evaluator.archive.opened import OpenedArchive, parse_sums  # noqa: F401  (parse_sums: the face)
-from evaluator.archive.pack import (
-    dataset_record,
-)
-from evaluator.archive.read import read_archive  # noqa: F401  (the package's face reads it from here)
+from evaluator.archive.opened import OpenedArchive
+from evaluator.archive.pack import dataset_record
+from evaluator.archive.read import read_archive  # noqa: F401  (tests read it from here)
 from evaluator.data.parquet import file_sha256
 from evaluator.report import REPORT_FILE, ReportError
 from evaluator.report.run_page import archived_report, page_stamp
@@ -39,8 +37,6 @@ from evaluator.runfolder.batches import LEDGER, LedgerError, load_ledger
 from evaluator.runfolder.files import CONFIG, MANIFEST, MERGED, PARTIAL
 from evaluator.runfolder.runconfig import RunConfig
 from evaluator.scoring import SCORES_DIR, SUMMARY_JSON, SUMMARY_MD, ScoreError, score_run
-
-# ----------------------------------------------------------------------------- read and verify
 
 
 def folder_bytes(folder: Path) -> int:
@@ -71,11 +67,9 @@ def check_sums(archive: OpenedArchive, problems: list[Problem], checks: list[str
 def _check_recorded_hashes(
     archive: Archive, config: RunConfig, problems: list[Problem], checks: list[str]
 ) -> None:
-    n = 0
-    prompts = config.prompts
-    for name, expected in sorted(prompts.items()):
+    n = len(config.prompts)
+    for name, expected in sorted(config.prompts.items()):
         entry = f"{PROMPTS}/{name}"
-        n += 1
         if entry not in archive.files:
             problems.append(Problem(entry, f"hashed in {CONFIG} prompts but missing from the archive"))
         elif archive.sha256(entry) != expected:
@@ -122,12 +116,7 @@ def _rescore(
     archive: Archive, run_dir: str, run_name: str, workdir: Path, problems: list[Problem], checks: list[str]
 ) -> Path | None:
     dest = workdir / run_name
-    prefix = f"{run_dir}/"
-    for name in archive.files:
-        if name.startswith(prefix):
-            target = dest / name[len(prefix) :]
-            target.parent.mkdir(parents=True, exist_ok=True)
-            archive.copy_to(name, target)
+    archive.extract(f"{run_dir}/", dest)
     summary_name = f"{run_dir}/{SCORES_DIR}/{SUMMARY_JSON}"
     copied = folder_bytes(dest)
     try:  # the ledger may name only batch/NAME.jsonl of its own folder (runfolder.batches.check_input_name)
@@ -211,11 +200,7 @@ def verify_archive(archive: OpenedArchive, workdir: Path) -> VerifyResult:
 def extract_prompts(archive: Archive, dest: Path) -> Path:
     folder = dest / PROMPTS
     folder.mkdir(parents=True, exist_ok=True)
-    for name in archive.files:
-        if name.startswith(f"{PROMPTS}/"):
-            target = folder / name[len(PROMPTS) + 1 :]
-            target.parent.mkdir(parents=True, exist_ok=True)
-            archive.copy_to(name, target)
+    archive.extract(f"{PROMPTS}/", folder)
     return folder
 
 
@@ -228,13 +213,9 @@ def check_report(
     page = archive.whole(entry)
     stamp = page_stamp(page.decode("utf-8", "replace"))
     folder = workdir / "report-check" / run_name  # the run folder's name is part of the page
-    prefix = f"{run_dir}/"
     try:
-        for name in archive.files if stamp else ():
-            if name.startswith(prefix):
-                target = folder / name[len(prefix) :]
-                target.parent.mkdir(parents=True, exist_ok=True)
-                archive.copy_to(name, target)  # a large member is copied, never read whole
+        if stamp:
+            archive.extract(f"{run_dir}/", folder)  # a large member is copied, never read whole
         fresh = archived_report(folder, stamp) if stamp else None
     except (ScoreError, ReportError, OSError, ValueError):
         fresh = None

@@ -1,11 +1,9 @@
 """`doccount-evaluate --batch`: the rows go through the provider's OpenAI-format Batch API (files + batches).
 
-One round: write input files for the rows to send (evaluation.batch_files), upload and create a batch for
-each while fewer than --concurrency batches are in flight and --max-total-tokens is not passed, poll every
---batch-poll-s, and collect each batch that ends. Rows to send again (failed lines, expired or cancelled
-batches, parse re-samples) go in a new round's files. Every step is in the run folder's ledger
-(runfolder.batches) before the next one, so a re-run after a crash polls and collects the batches already
-created, and never uploads, creates or sends again what a live batch holds.
+One round: write input files, upload and create a batch for each while fewer than --concurrency are in
+flight, poll every --batch-poll-s, collect each batch that ends; rows to send again go in a new round.
+Every step is in the run folder's ledger before the next one, so a re-run after a crash collects the
+batches already created and never sends again what a live batch holds.
 """
 
 from __future__ import annotations
@@ -33,6 +31,7 @@ from evaluator.evaluation.batch_files import (
     validation_records,
     write_inputs,
 )
+from evaluator.evaluation.loop import still_to_do
 from evaluator.evaluation.runner import RunPlan
 from evaluator.request.batch_api import BatchAPI, BatchAPIError, BatchInfo, BatchUnsupported, output_cap
 from evaluator.request.batch_lines import LineResult
@@ -95,22 +94,13 @@ class BatchRun:
     waited_out: list[str] = field(default_factory=list)  # the batches still running when it was reached
     resumed: set[int] = field(default_factory=set)  # ids of entries an earlier invocation left uploaded
 
-    @property
-    def concurrency(self) -> int:
-        return max(1, self.ctx.settings.concurrency)
-
     def over_budget(self) -> bool:
         limit = self.ctx.settings.max_total_tokens
         return limit is not None and self.ctx.spent > limit
 
     def wanted(self) -> dict[str, list[int]]:
         """Rows to put in new files: not done, not in a live batch, not finished by this invocation."""
-        skip = self.done | keys_in_flight(self.ctx.ledger) | self.ctx.finished
-        out: dict[str, list[int]] = {}
-        for sid, r in self.units:
-            if (sid, r) not in skip:
-                out.setdefault(sid, []).append(r)
-        return out
+        return still_to_do(self.units, self.done | keys_in_flight(self.ctx.ledger) | self.ctx.finished)
 
     async def run(self) -> None:
         if heal_unusable_ids(self.ctx.ledger):
@@ -141,9 +131,10 @@ class BatchRun:
 
     async def submit(self) -> None:
         """Upload and create batches for written entries while a slot is free and the budget allows."""
+        slots = max(1, self.ctx.settings.concurrency)
         for entry in live_entries(self.ctx.ledger):
             created = sum(1 for e in self.ctx.ledger.batches if e.state == "created")
-            if entry.state == "created" or created >= self.concurrency or self.over_budget():
+            if entry.state == "created" or created >= slots or self.over_budget():
                 continue
             if entry.state == "written":
                 entry.input_file_id = await self.api.upload(self.ctx.root / entry.input)
@@ -183,8 +174,7 @@ class BatchRun:
         return live
 
     async def _retrieve(self, batch_id: str) -> BatchInfo | None:
-        """The batch's state; None when its poll has not ended by --batch-max-wait (a server that drips
-        its answer holds each attempt up to --timeout, and retries)."""
+        """The batch's state; None when its poll has not ended by --batch-max-wait."""
         left = None if self.max_wait_s is None else max(0.0, self.max_wait_s - self.progress.waited())
         try:
             async with asyncio.timeout(left):
@@ -299,8 +289,7 @@ def send_batches(plan: RunPlan, max_mb: float, poll_s: float, max_wait_s: float 
 
 
 def forget_unsent(ctx: BatchContext) -> None:
-    """Drop the input files no provider has seen (the endpoint has no batch API): their rows are free for
-    an online run or `batch prepare`."""
+    """Drop the input files no provider has seen: their rows are free for online or `batch prepare`."""
     unsent = [e for e in ctx.ledger.batches if e.state == "written"]
     if unsent:
         ctx.ledger.batches = [e for e in ctx.ledger.batches if e.state != "written"]

@@ -1,18 +1,11 @@
-"""Batch input files from the rows to send, and records from the lines that come back.
+"""Batch input files from the rows to send, and records from the lines that come back (for `--batch` and
+`doccount batch prepare|collect`). Each line's body is the exact request the online path sends, and a
+record built here is the online record plus `batch_id`, with the same request_sha256.
 
-Shared by `doccount-evaluate --batch` (evaluation.batch) and the offline commands `doccount batch prepare` /
-`collect` (input files for `vllm run-batch`, its output read back). Each input line's body is the exact
-request the online path sends for that row (request.body.request_bytes), and a record built here is the
-online record plus `batch_id`, with the same request_sha256.
-
-How a returned line settles its row (`settle_row`):
-- an answer: recorded `ok` (with --retry-parse-failures, a parse failure is kept in earlier_attempts and
-  the row goes in a later batch, as online re-samples it);
-- a failed line (error file, non-200 status, no line at all): one of the row's --max-retries is spent and
-  the row goes in a later batch; a 4xx other than 408/409/425/429 is not sent again, as online;
-- a line that never ran (the batch expired or was cancelled): sent again without spending a retry, at most
-  --max-retries times;
-- a row given up on is recorded `request_error` with every failed attempt in `retry_errors`.
+How a returned line settles its row (`settle_row`): an answer is recorded `ok` (a parse failure re-sampled
+in a later batch, as online); a failed line spends one of the row's --max-retries and goes in a later
+batch; a line that never ran (expired or cancelled batch) is sent again without spending one; a row given
+up on is recorded `request_error` with every failed attempt in `retry_errors`.
 """
 
 from __future__ import annotations
@@ -137,8 +130,7 @@ def _base(ctx: BatchContext, question: Sample | ManifestEntry, repeat: int, at: 
 
 
 class InputWriter:
-    """Writes rows as input lines into files of at most ctx.max_bytes and 50,000 lines; each finished
-    file is fsynced and its ledger entry saved before the next file starts."""
+    """Rows as input lines in files under the limits; each file fsynced and in the ledger before the next."""
 
     def __init__(self, ctx: BatchContext, prefix: str, state: str) -> None:
         self.ctx, self.prefix, self.state = ctx, prefix, state
@@ -201,8 +193,7 @@ class InputWriter:
 async def write_inputs(
     ctx: BatchContext, source: DataSource, wanted: dict[str, list[int]], prefix: str, state: str
 ) -> list[BatchEntry]:
-    """Input files for the wanted rows (sample id -> repeats), in data order; rows that cannot be sent
-    (data errors, a request above the size limit) are recorded at once, as online."""
+    """Input files for the wanted rows, in data order; rows that cannot be sent are recorded at once."""
     writer = InputWriter(ctx, prefix, state)
     left = set(wanted)
     for sample in iter_samples(ctx.settings.benchmark, source, with_images=True):
@@ -224,10 +215,8 @@ def results_of(
     into: dict[str, LineResult] | None = None,
     duplicates: list[str] | None = None,
 ) -> dict[str, LineResult]:
-    """The lines of an output or error file by custom_id, every server string redacted first, added to
-    `into` (the lines of the batch's other file). A custom_id seen twice is listed in `duplicates` and
-    keeps its better line (`keep_line`): a valid answer is never replaced by an error line or a later one.
-    `data`: the file's bytes, or its lines (core.jsonl.file_lines: a downloaded file read from disk)."""
+    """The lines of an output or error file (its bytes, or its lines) by custom_id, redacted first, added
+    to `into`. A custom_id seen twice is listed in `duplicates` and keeps its better line (`keep_line`)."""
     out: dict[str, LineResult] = {} if into is None else into
     for view in split_lines(data) if isinstance(data, bytes) else data:
         raw = bytes(view)
@@ -367,8 +356,7 @@ def _earlier(retry: RowRetry) -> list[ResponseAttempt]:
 def validation_records(
     ctx: BatchContext, entry: BatchEntry, batch_id: str, errors: list[str]
 ) -> list[ResponseRecord]:
-    """A batch the provider refused as a whole: each row a request_error with its message, not sent again
-    (as a 400 online)."""
+    """A batch refused as a whole: each row a request_error with its message, not sent again."""
     message = f"batch {batch_id} failed validation: " + ("; ".join(errors) or "no reason given")
     records = []
     for row in entry.rows:

@@ -25,6 +25,7 @@ from evaluator.evaluation.batch_files import (
     settle_entry,
     write_inputs,
 )
+from evaluator.evaluation.loop import still_to_do
 from evaluator.evaluation.runner import EvalSettings, RunPlan, settings_from_config
 from evaluator.request.batch_api import BatchAPI
 from evaluator.request.batch_lines import LineResult
@@ -32,14 +33,9 @@ from evaluator.request.bounds import LINE_SLACK, MAX_RESPONSE_BYTES
 from evaluator.request.client import make_client
 from evaluator.request.ratelimit import RetryPolicy
 from evaluator.runfolder.batches import keys_in_flight, load_ledger, offline_batch_id
-from evaluator.runfolder.files import (
-    CONFIG,
-    RunFolderError,
-    RunLock,
-    done_keys,
-)
+from evaluator.runfolder.files import CONFIG, RunFolderError, RunLock, done_keys
 from evaluator.runfolder.manifest import load_manifest
-from evaluator.runfolder.runconfig import RunConfig, load_run_config
+from evaluator.runfolder.runconfig import load_run_config
 
 OFFLINE_PREFIX = "prepared"
 
@@ -49,11 +45,8 @@ def prepare_files(plan: RunPlan, max_mb: float) -> int:
     settings, source, root = plan.settings, plan.source, plan.root
     ctx = batch_context(settings, root, plan.folder, max_mb)
     done, _ = done_keys(root)
-    skip = done | keys_in_flight(ctx.ledger)
-    wanted: dict[str, list[int]] = {}
-    for sid, r in unit_keys((e.sample_id for e in plan.selection), settings.repeats):
-        if (sid, r) not in skip:
-            wanted.setdefault(sid, []).append(r)
+    units = unit_keys((e.sample_id for e in plan.selection), settings.repeats)
+    wanted = still_to_do(units, done | keys_in_flight(ctx.ledger))
 
     async def main() -> list:
         ctx.writer.start()
@@ -82,18 +75,17 @@ def prepare_files(plan: RunPlan, max_mb: float) -> int:
     )
 
 
-def _folder(root: Path) -> tuple[RunConfig, EvalSettings, list[ManifestEntry]]:
+def _folder(root: Path) -> tuple[EvalSettings, list[ManifestEntry]]:
     if not (root / CONFIG).exists():
         raise RunFolderError(f"{root} is not a run folder (no {CONFIG}); pass the --run-root of a batch run")
-    config = load_run_config(root / CONFIG)
-    return config, settings_from_config(config, api_key_from_env()), load_manifest(root)
+    return settings_from_config(load_run_config(root / CONFIG), api_key_from_env()), load_manifest(root)
 
 
 def collect_outputs(root: Path, outputs: list[Path]) -> int:
     """Record the lines of output files (`vllm run-batch`'s for prepared files, or a provider's output file
     downloaded by hand for a batch a --batch run created) that answer rows of the ledger."""
     with RunLock(root):
-        _, settings, questions = _folder(root)
+        settings, questions = _folder(root)
         ctx = batch_context(settings, root, questions, 190)
         results: dict[str, LineResult] = {}
         duplicates: list[str] = []
@@ -117,18 +109,10 @@ def collect_outputs(root: Path, outputs: list[Path]) -> int:
             ctx.writer.start()
             try:
                 for entry in touched:
-                    present = msgspec.structs.replace(
-                        entry, rows=[r for r in entry.rows if r.custom_id in results]
-                    )
-                    await ctx.write(
-                        settle_entry(
-                            ctx,
-                            present,
-                            entry.batch_id or offline_batch_id(entry.input),
-                            results,
-                            "completed",
-                        )
-                    )
+                    present = [r for r in entry.rows if r.custom_id in results]
+                    batch_id = entry.batch_id or offline_batch_id(entry.input)
+                    rows = msgspec.structs.replace(entry, rows=present)
+                    await ctx.write(settle_entry(ctx, rows, batch_id, results, "completed"))
                     entry.state, entry.ended_at = "collected", utc_now()
                     ctx.save()
             finally:
@@ -150,7 +134,7 @@ def collect_outputs(root: Path, outputs: list[Path]) -> int:
 def cancel_batches(root: Path) -> int:
     """Cancel the batches of a run folder that are still running; a re-run collects what they finished."""
     with RunLock(root):
-        _, settings, _ = _folder(root)
+        settings, _ = _folder(root)
         live = [e.batch_id for e in load_ledger(root).batches if e.state == "created" and e.batch_id]
         if not live:
             say(f"[batch] no batch of {root} is running")

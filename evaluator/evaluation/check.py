@@ -35,18 +35,8 @@ from evaluator.request.replies import ResponseShapeError, completion_from_json, 
 REASONING_FIELDS = ("reasoning", "reasoning_content")  # the order completion_from_json reads them in
 
 
-def first_sample(settings: EvalSettings, source: DataSource, selection: list[ManifestEntry]) -> Sample | None:
-    """The first selected question whose data is valid."""
-    wanted = {e.sample_id for e in selection if not e.data_error}
-    for sample in iter_samples(settings.benchmark, source, with_images=True):
-        if sample.sample_id in wanted and not sample.data_error:
-            return sample
-    return None
-
-
 async def _exchange(settings: EvalSettings, body: bytes, keys: KeyFilter) -> tuple[int, Any, float]:
-    """(HTTP status, parsed JSON body or error text, latency) of one attempt, through the boundary: the
-    key is removed from what came back before anything reads it."""
+    """(HTTP status, parsed JSON body or error text, latency) of one attempt, through the boundary."""
     client = make_client(settings.base_url, settings.api_key, settings.timeout_s, 1)
     t0 = time.perf_counter()
     try:
@@ -58,11 +48,8 @@ async def _exchange(settings: EvalSettings, body: bytes, keys: KeyFilter) -> tup
                 options={"headers": {"Content-Type": "application/json"}},
             )
     except TimeoutError:
-        return (
-            0,
-            f"request timed out (no whole reply in --timeout {settings.timeout_s:g} s)",
-            time.perf_counter() - t0,
-        )
+        late = f"request timed out (no whole reply in --timeout {settings.timeout_s:g} s)"
+        return 0, late, time.perf_counter() - t0
     except ReplyTooLarge as exc:
         return 0, str(exc), time.perf_counter() - t0
     except openai.APIStatusError as exc:
@@ -146,7 +133,9 @@ def report_lines(
 
 def check_endpoint(settings: EvalSettings, source: DataSource, selection: list[ManifestEntry]) -> int:
     """Send the first valid selected row once; print the exchange. 0: a parsed answer came back; 3: not."""
-    sample = first_sample(settings, source, selection)
+    wanted = {e.sample_id for e in selection if not e.data_error}
+    samples = iter_samples(settings.benchmark, source, with_images=True)
+    sample = next((s for s in samples if s.sample_id in wanted and not s.data_error), None)
     if sample is None:
         say("error: no selected row has valid data to send; run --dry-run for the details")
         return ExitCode.USAGE

@@ -81,20 +81,6 @@ def validate_data(
         if sample.data_error:
             failures.append((sample.sample_id, sample.data_error))
     dups = duplicate_ids(manifest)
-    _print_validation(benchmark, source, manifest, selection, checked, groups, dups)
-    if failures or dups:
-        if dups:
-            answer(f"FAILED: {duplicates_message(dups)}")
-        if failures:
-            answer(f"FAILED: {len(failures)} row(s) failed validation:")
-        for sid, err in failures:
-            answer(f"  {sid}: {err}")
-        return ExitCode.NOT_VERIFIED
-    answer("OK: schema, ids, answers and every image SHA-256 are valid")
-    return ExitCode.OK
-
-
-def _print_validation(benchmark, source, manifest, selection, checked, groups, dups) -> None:
     answer(f"benchmark: {benchmark.name}")
     answer(f"data: {origin_line(source.origin)}")
     answer(f"files: {', '.join(p.name for p in source.files)}")
@@ -107,3 +93,13 @@ def _print_validation(benchmark, source, manifest, selection, checked, groups, d
         odd = sorted({k.split("=", 1)[1] for k in groups if k.startswith(f"{name}=")} - set(allowed))
         if odd:
             answer(f"warning: unexpected {name} value(s): {', '.join(odd)}")
+    if failures or dups:
+        if dups:
+            answer(f"FAILED: {duplicates_message(dups)}")
+        if failures:
+            answer(f"FAILED: {len(failures)} row(s) failed validation:")
+        for sid, err in failures:
+            answer(f"  {sid}: {err}")
+        return ExitCode.NOT_VERIFIED
+    answer("OK: schema, ids, answers and every image SHA-256 are valid")
+    return ExitCode.OK

@@ -1,17 +1,11 @@
 """How an evaluate invocation ended, written for a sweep's unit as its Outcome file (runfolder.handoff).
 
-`recording(env)` wraps a whole `doccount evaluate`: when a launch contract is handed over (HANDOFF_ENV),
-the Outcome is written atomically as the block ends, on every path (an exit code returned, a user error,
-Ctrl-C or SIGTERM as 130, a crash as 1). Its cause is the exception's: a UserError (core.errors) gives its
-exit code and its `error:` line, a smoke stop (data.reasoning.SmokeStop: reasoning or format) is one; the
-recorded rows are noted where they are known (`note_rows`). Outside `recording` the notes do nothing, so a
-library call of evaluate() is unchanged.
+`recording(env)` wraps a whole `doccount evaluate`: when a launch contract is handed over, the Outcome is
+written atomically as the block ends, on every path; its cause is the exception's (a UserError's exit
+code and `error:` line, a smoke stop). Outside `recording` the notes do nothing.
 
-A sweep's evaluate child also ends when its sweep dies, even by `kill -9`: the sweep names its own pid in
-the child's environment (PARENT_PID_ENV) and the child watches it (`stop_when_orphaned`); once its parent
-is gone (the child is re-parented), it sends itself SIGTERM, which an evaluation answers as it answers
-Ctrl-C (finished rows are already on disk, the run folder is unlocked, a re-run continues). Without the
-watch such a child would run on unseen and hold its run folder's lock against the resume.
+A sweep's child also ends when its sweep dies, even by `kill -9` (`stop_when_orphaned`: re-parented, it
+sends itself SIGTERM), so it never runs on unseen holding its run folder's lock against the resume.
 """
 
 from __future__ import annotations
@@ -22,6 +16,7 @@ import signal
 import threading
 import time
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 from evaluator.core.atomic import write_atomic
@@ -31,14 +26,14 @@ from evaluator.data.reasoning import SmokeStop
 from evaluator.runfolder.handoff import Outcome, Rows, encode_outcome, outcome_state, read_contract
 
 
+@dataclass
 class Ending:
     """What is known so far of how this invocation ends."""
 
-    def __init__(self) -> None:
-        self.code: int = ExitCode.OK
-        self.cause: str | None = None
-        self.smoke_stop = False
-        self.rows: Rows | None = None
+    code: int = ExitCode.OK
+    cause: str | None = None
+    smoke_stop: bool = False
+    rows: Rows | None = None
 
     def outcome(self) -> Outcome:
         code = ExitCode(self.code) if self.code in set(ExitCode) else ExitCode.NOT_VERIFIED

@@ -1,11 +1,6 @@
-"""evaluate as a library call: settings in, a run folder written, an exit code out.
-
-`evaluate(options)` takes the `doccount-evaluate` options as one EvaluateOptions (the CLI is a thin
-adapter over it). The steps, each a function: load and check the data, resolve endpoints and sampling,
-build the run's RunConfig (runfolder.runconfig), check it against the folder's, grow the folder's
-question set (runfolder.manifest), find what is done (runfolder.selection), send the rest
-(evaluation.runner).
-"""
+"""evaluate as a library call: the `doccount-evaluate` options in (one EvaluateOptions), a run folder
+written, an exit code out. The steps, each a function: load and check the data, resolve endpoints and
+sampling, build the RunConfig and check it against the folder's, grow the question set, send the rest."""
 
 from __future__ import annotations
 
@@ -40,11 +35,7 @@ from evaluator.evaluation.reachability import nothing_listening, refusal_line, u
 from evaluator.evaluation.recorded import recorded_settings
 from evaluator.evaluation.runner import RunPlan, RunStats, settings_from_config
 from evaluator.request.body import RequestBuildError, validate_extra_body
-from evaluator.request.endpoint import (
-    VLLM_DEFAULT_BASE_URL,
-    EndpointError,
-    normalize_base_url,
-)
+from evaluator.request.endpoint import VLLM_DEFAULT_BASE_URL, EndpointError, normalize_base_url
 from evaluator.request.ratelimit import RetryPolicy
 from evaluator.request.shape import Preset, load_preset, resolve_sampling
 from evaluator.runfolder.batches import held_by_batches
@@ -101,8 +92,7 @@ def _not_json(constant: str) -> Any:
 def resolve_urls(
     backend: str, base_urls: tuple[str, ...], env_value: str, api_key: str | None = None
 ) -> list[str]:
-    """The endpoints: --base-url (repeatable), else env MODEL_API_BASE_URL (comma-separated), else vLLM's.
-    A URL that carries a credential is refused (request.endpoint.normalize_base_url)."""
+    """The endpoints: --base-url, else MODEL_API_BASE_URL (comma-separated), else vLLM's; normalized."""
     urls = list(base_urls) or [u for u in env_value.split(",") if u.strip()]
     if not urls:
         if backend != "vllm":
@@ -145,12 +135,9 @@ def prepare_folder(
 
 
 def evaluate(opts: EvaluateOptions, check_only: bool = False, batch_prepare: bool = False) -> int:
-    """Run `doccount-evaluate` (with check_only: `doccount check-endpoint`, one row, nothing written; with
-    batch_prepare: `doccount batch prepare`, the input files of the rows to do, nothing sent); the exit
-    code: 0 done, 1 dry-run failure, 2 a base URL the server has no chat completions at, a reasoning mode
-    the first answers contradict (data.reasoning) or first answers that all fail the strict parser
-    (data.reasoning), 3 request errors,
-    an early stop or nothing listening at the base URL (a re-run continues), 130 interrupted."""
+    """Run `doccount-evaluate` (check_only: `doccount check-endpoint`; batch_prepare: `doccount batch
+    prepare`); the exit code: 0 done, 1 dry-run failure, 2 a configuration the first answers refuse or
+    contradict, 3 request errors, an early stop or nothing listening (a re-run continues), 130 interrupted."""
     stop_when_orphaned()  # a sweep's child: stop with the sweep
     extra = parse_extra_body(opts.extra_body_json)
     if opts.seed is not None and "seed" in extra:
@@ -285,13 +272,7 @@ def fresh_run_config(
 
 def send_pending(plan: RunPlan) -> int:
     """Send this run's selected questions that are not done yet; report and return the exit code."""
-    settings, source, root, folder, selection = (
-        plan.settings,
-        plan.source,
-        plan.root,
-        plan.folder,
-        plan.selection,
-    )
+    settings, root, selection = plan.settings, plan.root, plan.selection
     from evaluator.evaluation.runner import Evaluator, Progress, RunStopped, run_with_signals
     from evaluator.request.breaker import BudgetReached, EndpointDown, EndpointRefused
 
@@ -300,7 +281,7 @@ def send_pending(plan: RunPlan) -> int:
     units = len(selection) * repeats
     pending = sum(1 for e in selection for r in range(repeats) if (e.sample_id, r) not in skip)
     what = f"{len(selection)} questions" + (f" x {repeats} repeats" if repeats > 1 else "")
-    more = f" (of the folder's {len(folder)})" if len(folder) > len(selection) else ""
+    more = f" (of the folder's {len(plan.folder)})" if len(plan.folder) > len(selection) else ""
     say(
         f"[evaluate] {settings.benchmark.name} | model {settings.model} | {', '.join(settings.base_urls)} | "
         f"{what}{more}, {units - pending} already done, {pending} to evaluate | run folder {root}"
@@ -308,7 +289,7 @@ def send_pending(plan: RunPlan) -> int:
     ev = Evaluator(settings, RecordWriter(root))
     progress = Progress(pending, enabled=not plan.quiet)
     try:
-        stats = asyncio.run(run_with_signals(ev, source, selection, skip, progress))
+        stats = asyncio.run(run_with_signals(ev, plan.source, selection, skip, progress))
     except EndpointRefused as exc:
         progress.close()
         code, line = refusal_line(exc, settings.base_urls[0], settings.model, settings.api_key)
@@ -337,8 +318,7 @@ def send_pending(plan: RunPlan) -> int:
 def _rows_to_skip(
     root: Path, overwrite: bool
 ) -> tuple[set[tuple[str, int]], set[tuple[str, int]], list[str]]:
-    """The rows not to send (done ones unless `overwrite`, and those a live batch holds), the held rows,
-    and the batches that hold them."""
+    """The rows not to send (done unless `overwrite`, held by a live batch), the held ones, their batches."""
     done, report = done_keys(root)
     if report.torn_tail:
         say("note: the last record line was torn by an earlier crash; that row will be re-evaluated")

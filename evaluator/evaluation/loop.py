@@ -1,20 +1,15 @@
-"""The worker loop of `evaluate`: one reader feeding a short queue, N workers, and the run's stop rules.
-
-Each worker takes a (sample, repeat) unit, turns it into a record (the caller's `evaluate` coroutine),
-writes it and hands it to the breaker (evaluator/request/breaker.py: a refused request shape, a dead endpoint,
-the spend guard). The run also stops when the sender has met a refusal that waiting cannot fix (quota,
-billing, one request above a per-minute budget). The rows finished so far are on disk; a re-run resumes.
-"""
+"""The worker loop of `evaluate`: one reader feeding a short queue, N workers, and the run's stop rules
+(request.breaker, and a refusal no wait fixes). The rows finished so far are on disk; a re-run resumes."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Container, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Protocol
 
 from evaluator.core.errors import EvaluatorError
-from evaluator.core.records import ResponseRecord
+from evaluator.core.records import Key, ResponseRecord
 from evaluator.data.benchmarks.base import Sample
 
 Unit = tuple[Sample, int]  # a sample and the repeat index to send it as
@@ -93,6 +88,15 @@ class RowLoop:
             if reason is not None:
                 raise RunStopped(reason)
             self.breaker.outcome(record)
+
+
+def still_to_do(units: Iterable[Key], skip: Container[Key]) -> dict[str, list[int]]:
+    """Sample id -> its repeats not in `skip`, in the units' order."""
+    wanted: dict[str, list[int]] = {}
+    for sid, r in units:
+        if (sid, r) not in skip:
+            wanted.setdefault(sid, []).append(r)
+    return wanted
 
 
 async def _next_unit(queue: asyncio.Queue[Unit | None], breaker: Gatekeeper) -> Unit:

@@ -62,24 +62,6 @@ class EvaluateOptions:
     no_smoke_check: bool = False  # --no-smoke-check: neither smoke check (reasoning, format) stops the run
 
 
-def common_data_options(f):
-    f = click.option("--revision", default=None, help="Hub dataset revision (branch, tag or commit) to pin.")(
-        f
-    )
-    f = click.option("--dataset", default=None, help="Hub dataset id (default: the benchmark's).")(f)
-    f = click.option(
-        "--data-files", default=None, help="Local parquet glob, e.g. 'data/test-*.parquet' (quote it)."
-    )(f)
-    f = click.option(
-        "--benchmark",
-        type=click.Choice(sorted(REGISTRY)),
-        default=DEFAULT_BENCHMARK,
-        show_default=True,
-        help="Which benchmark the data is: its schema, prompt, answer parser and subgroups.",
-    )(f)
-    return f
-
-
 # The `doccount evaluate` options, in --help order (top first). cli.main declares the evaluate and
 # check-endpoint commands with them; options_from_args parses the same words without the command line.
 _EVALUATE_OPTIONS = [
@@ -99,7 +81,18 @@ _EVALUATE_OPTIONS = [
         help="Endpoint (env MODEL_API_BASE_URL, comma-separated for several); vllm: http://localhost:8000/v1. "
         "Repeat to spread requests over several servers.",
     ),
-    common_data_options,
+    click.option(
+        "--benchmark",
+        type=click.Choice(sorted(REGISTRY)),
+        default=DEFAULT_BENCHMARK,
+        show_default=True,
+        help="Which benchmark the data is: its schema, prompt, answer parser and subgroups.",
+    ),
+    click.option(
+        "--data-files", default=None, help="Local parquet glob, e.g. 'data/test-*.parquet' (quote it)."
+    ),
+    click.option("--dataset", default=None, help="Hub dataset id (default: the benchmark's)."),
+    click.option("--revision", default=None, help="Hub dataset revision (branch, tag or commit) to pin."),
     click.option(
         "--run-root",
         type=click.Path(path_type=Path),
@@ -374,8 +367,7 @@ def evaluate_options(f: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def options_from_args(args: list[str], prog_name: str = "doccount evaluate") -> EvaluateOptions:
-    """The EvaluateOptions that `doccount evaluate ARGS` would run with (click's parsing, defaults and
-    checks; a bad word raises click.UsageError)."""
+    """The EvaluateOptions of `doccount evaluate ARGS`, parsed by click (click.UsageError on a bad word)."""
     command = click.Command(prog_name, callback=None)
     evaluate_options(command)  # click's option decorators add their parameters to a Command in place
     with command.make_context(prog_name, list(args)) as ctx:

@@ -1,9 +1,6 @@
-"""Before and after the first requests: is anything listening at the base URL, and which base URL near a
-wrong one does answer. The only network calls here are the checks (GET <base>/models). And the line
-and exit code for a run stopped by a refusal before any request succeeded (breaker's EndpointRefused): a
-refusal that only a different setting can fix (a URL with no chat completions, a model the server does
-not serve) is a configuration error, exit 2; any other stays exit 3.
-"""
+"""Is anything listening at the base URL, which base URL near a wrong one answers (GET <base>/models),
+and the line and exit code of a run stopped by a refusal before any request succeeded: exit 2 when only
+another setting can fix it (a URL with no chat completions, a model not served), else 3."""
 
 from __future__ import annotations
 
@@ -49,8 +46,7 @@ def nothing_listening(urls: list[str]) -> str:
 
 
 def model_ids(http: BoundedGets, base_url: str) -> list[str] | None:
-    """The model ids GET <base_url>/models lists (200 with a model list), else None (also when the answer
-    drips past the deadline or runs past the cap)."""
+    """The model ids GET <base_url>/models lists (a 200 with a list), else None (also past the bounds)."""
     base, query = split_query(base_url)
     try:
         resp = http.get(f"{base}/models", params=query)
@@ -60,11 +56,6 @@ def model_ids(http: BoundedGets, base_url: str) -> list[str] | None:
     if not (isinstance(data, dict) and isinstance(data.get("data"), list)):
         return None
     return [str(m["id"]) for m in data["data"] if isinstance(m, dict) and isinstance(m.get("id"), str)]
-
-
-def lists_models(http: BoundedGets, base_url: str) -> bool:
-    """Whether GET <base_url>/models answers 200 with a model list."""
-    return model_ids(http, base_url) is not None
 
 
 def served_models(base_url: str, api_key: str | None, timeout_s: float = 5.0) -> list[str] | None:
@@ -79,9 +70,9 @@ def answering_base_urls(base_url: str, api_key: str | None, timeout_s: float = 5
     base_url's own /models does (then a 404 on chat is not about the path)."""
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     with BoundedGets(timeout_s, MAX_MODELS_BYTES, headers) as http:
-        if lists_models(http, base_url):
+        if model_ids(http, base_url) is not None:
             return None
-        return [c for c in base_url_candidates(base_url) if lists_models(http, c)]
+        return [c for c in base_url_candidates(base_url) if model_ids(http, c) is not None]
 
 
 # Statuses of a server that answers but takes no POST there: it is not an OpenAI-compatible API (a

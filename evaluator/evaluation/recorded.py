@@ -69,8 +69,7 @@ def _checker(param: Any) -> Callable[[str], Any]:
 
 
 def option_args(spec: OptionSpec, value: Any) -> list[str]:
-    """The evaluate arguments of one option value (a sweep file's, a recorded one), checked by the
-    option's own click type (ValueError when it refuses)."""
+    """The evaluate arguments of one option value, checked by the option's click type (else ValueError)."""
     if spec.is_flag:
         if not isinstance(value, bool):
             raise ValueError("must be true or false")

@@ -30,17 +30,10 @@ from evaluator.data.benchmarks import get_benchmark
 from evaluator.data.benchmarks.base import Benchmark, ManifestEntry, Sample
 from evaluator.data.parquet import DataSource, iter_samples
 from evaluator.data.reasoning import FORMAT_SMOKE_RESPONSES, FormatCheck, SmokeCheck
-from evaluator.evaluation.loop import RowLoop, RunStopped  # noqa: F401 (cli imports RunStopped here)
+from evaluator.evaluation.loop import RowLoop, RunStopped, still_to_do  # noqa: F401 (cli imports RunStopped here)
 from evaluator.request.body import RequestBuildError, request_bytes
 from evaluator.request.breaker import Breaker, shape_hint
-from evaluator.request.client import (
-    ChatSender,
-    Endpoint,
-    EndpointPool,
-    RetryPolicy,
-    make_client,
-    utc_now,
-)
+from evaluator.request.client import ChatSender, Endpoint, EndpointPool, RetryPolicy, make_client, utc_now
 from evaluator.request.pace import UserLimits
 from evaluator.request.pacing import Gate, PacingSummary, pacing_summary
 from evaluator.runfolder.files import RecordWriter
@@ -76,9 +69,8 @@ class EvalSettings:
     max_tokens_per_minute: float | None = None
     rate_limit_patience_s: float = 600.0  # --rate-limit-patience: an endpoint refused this long is given up
     reasoning: str | None = None  # --reasoning on|off: the declared mode (smoke-checked); None: not declared
-    reasoning_observable: bool = (
-        True  # False: the preset's provider cannot show reasoning (never stopped for it)
-    )
+    # False: the preset's provider cannot show reasoning (never stopped for it)
+    reasoning_observable: bool = True
     strip_tokens: tuple[str, ...] = ()  # --strip-token: removed from the text before the strict parser
     smoke_check: bool = True  # --no-smoke-check: neither smoke check stops the run
 
@@ -133,21 +125,17 @@ class Progress:
                 self.last = now
                 say(self.line())
 
-    def _at_once(self) -> str:
-        """How many requests may be in flight now (the rate-limit window) and the --concurrency ceiling."""
-        assert self.concurrency is not None
-        now, ceiling = self.concurrency()
-        return f" | up to {now} requests at once (--concurrency {ceiling})"
-
     def line(self) -> str:
         elapsed = time.monotonic() - self.t0
         rate = self.done / elapsed if elapsed > 0 else 0.0
         eta = (self.total - self.done) / rate if rate > 0 else float("nan")
+        at_once = ""
+        if self.concurrency:  # the rate-limit window now, and the --concurrency ceiling
+            at_once = " | up to {} requests at once (--concurrency {})".format(*self.concurrency())
         return (
             f"[evaluate] {self.done}/{self.total} rows | ok {self.counts['ok']} "
             f"(parse failures {self.counts['parse_failure']}) | request errors {self.counts['request_error']} "
-            f"| data errors {self.counts['data_error']} | {rate:.2f} req/s | ETA {eta:.0f}s"
-            + (self._at_once() if self.concurrency else "")
+            f"| data errors {self.counts['data_error']} | {rate:.2f} req/s | ETA {eta:.0f}s{at_once}"
         )
 
     def close(self) -> None:
@@ -202,10 +190,7 @@ class Evaluator:
     ) -> RunStats:
         units = unit_keys((e.sample_id for e in selection), self.s.repeats)
         stats = self.stats = RunStats(selected=len(units))
-        wanted: dict[str, list[int]] = {}  # sample id -> its repeats still to do
-        for sid, r in units:
-            if (sid, r) not in skip:
-                wanted.setdefault(sid, []).append(r)
+        wanted = still_to_do(units, skip)
         if not wanted:
             return stats
         pool = self._pool()
@@ -253,8 +238,7 @@ class Evaluator:
 
 
 def smoke_checks(s: EvalSettings, rows: int) -> dict[str, Any]:
-    """The Breaker's smoke checks: the declared reasoning mode (not where the provider cannot show
-    reasoning), the format of the first answers (FORMAT_SMOKE_RESPONSES, or all `rows` when fewer)."""
+    """The Breaker's smoke checks: the declared reasoning mode (where observable) and the format."""
     if not s.smoke_check:
         return {}
     reasoning = s.reasoning if s.reasoning and s.reasoning_observable else None

@@ -1,17 +1,10 @@
-"""OpenAI's Files and Batches APIs on the run's base URL, through the openai client (`client.files`,
-`client.batches`; the client keeps a base URL's query string, see request.client.make_client).
+"""OpenAI's Files and Batches APIs on the run's base URL, through the openai client.
 
-Every answer is read as raw JSON through the trust boundary (core.boundary.parse_json: the key removed from
-every string, then each field typed here), never through the SDK's models: a field of the wrong type there
-makes pydantic's serializer warn with the field's value, a key included. Strings are one terminal-safe line.
-A batch id must be a usable id (`usable_batch_id`); a create call answered without one is refused. Faults that waiting can fix (connection errors, timeouts, 408/409/425/429,
-5xx) are retried with the run's RetryPolicy; a 404 or 405 on the first call means the endpoint has no batch
-API, said in one line.
-
-Every call has a whole-request deadline (request.bounds, as chat completions): --timeout for a batch
-object; for an upload, --timeout plus a second per MiB of the file; a download's deadline grows with the
-bytes that came in, so only a drip runs out of it. Answers are capped by the client (a batch object, as a
-reply); an output file is streamed to a file, capped at what its lines can hold (`output_cap`).
+Every answer is read as raw JSON through the trust boundary (core.boundary.parse_json), never through the
+SDK's models: a field of the wrong type there makes pydantic warn with the field's value, a key included.
+Faults that waiting can fix are retried with the run's RetryPolicy; a 404 or 405 on the upload means the
+endpoint has no batch API. Every call has a whole-request deadline (request.bounds); a download's grows
+with the bytes that came in, so only a drip runs out of it.
 """
 
 from __future__ import annotations
@@ -41,14 +34,11 @@ from evaluator.request.ratelimit import RetryPolicy, retryable_status
 from evaluator.request.replies import error_message
 
 T = TypeVar("T")
-# A batch id goes into URL paths (GET /batches/{id}) and the run folder's ledger: letters, digits and a few
-# separators (OpenAI batch_..., vLLM/litellm batch-<uuid>, Anthropic-style msgbatch_...), at most 200.
 TERMINAL = frozenset({"completed", "failed", "expired", "cancelled"})
 
 
 def output_cap(lines: int) -> int:
-    """The most bytes a batch output or error file of `lines` requests is read to: each line holds one
-    reply, which is held to the chat path's cap, and a little more for its wrapper."""
+    """The most bytes an output file of `lines` requests is read to: a capped reply and its wrapper a line."""
     return (lines + 1) * (MAX_RESPONSE_BYTES + LINE_SLACK)
 
 
@@ -92,8 +82,7 @@ def id_problem(value: Any) -> str:
 
 
 def batch_info(obj: Any, clean: Callable[[str], str]) -> BatchInfo:
-    """Pure: a batch object (parsed JSON) as a BatchInfo; every string redacted and made one line, every
-    count an int. An unusable id becomes "" (see usable_batch_id)."""
+    """A batch object (parsed JSON) as a BatchInfo: strings redacted, one line; counts ints; a bad id ""."""
 
     def text(value: Any) -> str | None:
         return clip(one_line(clean(value)), 300) if isinstance(value, str) else None
@@ -118,13 +107,6 @@ def batch_info(obj: Any, clean: Callable[[str], str]) -> BatchInfo:
         error_file_id=text(obj.get("error_file_id")),
         counts={k: v for k, v in counts.items() if isinstance(v, int) and not isinstance(v, bool) and v >= 0},
         errors=errors,
-    )
-
-
-def unsupported_message(base_url: str, status: int) -> str:
-    return (
-        f"{base_url} has no OpenAI batch API (POST {base_url.rstrip('/')}/files answered HTTP {status}); run "
-        "without --batch, or write the files with `doccount batch prepare` for `vllm run-batch`"
     )
 
 
@@ -154,7 +136,11 @@ class BatchAPI:
         try:
             created = await self._retried(f"uploading {path.name}", call, deadline)
         except _NotThere as exc:
-            raise BatchUnsupported(unsupported_message(self.base_url, exc.status)) from None
+            raise BatchUnsupported(
+                f"{self.base_url} has no OpenAI batch API (POST {self.base_url.rstrip('/')}/files answered "
+                f"HTTP {exc.status}); run without --batch, or write the files with `doccount batch prepare` "
+                "for `vllm run-batch`"
+            ) from None
         file_id = created.get("id") if isinstance(created, dict) else None
         if not usable_batch_id(file_id):
             raise BatchAPIError(
@@ -201,9 +187,8 @@ class BatchAPI:
                     return None
                 for obj in data:
                     info = batch_info(obj, self.clean)
-                    if (
-                        info.id and info.input_file_id == file_id
-                    ):  # a batch without a usable id cannot be adopted
+                    # a batch without a usable id cannot be adopted
+                    if info.id and info.input_file_id == file_id:
                         return info
                 seen += len(data)
                 after = data[-1].get("id") if isinstance(data[-1], dict) else None
@@ -223,8 +208,7 @@ class BatchAPI:
         return await self._retried(f"polling {batch_id}", call, total_timeout(self.client))
 
     async def download(self, file_id: str, into: BinaryIO, cap: int) -> int:
-        """GET /files/{id}/content, streamed into `into` (from its start, again on a retry), at most `cap`
-        bytes; the bytes written."""
+        """GET /files/{id}/content into `into` (from its start again on a retry), at most `cap` bytes."""
 
         async def call() -> int:
             into.seek(0)
@@ -278,8 +262,7 @@ class BatchAPI:
         return self.clean if isinstance(self.clean, KeyFilter) else KeyFilter(None)
 
     async def _retried(self, what: str, call: Callable[[], Awaitable[T]], deadline: float | None) -> T:
-        """call(), again after faults that waiting can fix, at most policy.max_retries times; each attempt
-        within `deadline` seconds (None: the call keeps its own)."""
+        """call(), again after faults that waiting can fix (policy.max_retries), each within `deadline` s."""
         for attempt in range(1, self.policy.max_retries + 2):
             try:
                 async with asyncio.timeout(deadline):

@@ -1,14 +1,11 @@
 """OpenAI-format batch files, line by line. Pure: no I/O, no HTTP.
 
-Input line: ``{"custom_id", "method": "POST", "url": "/v1/chat/completions", "body": <request body>}``. The
-body is spliced in as the exact bytes the online path sends (request.body.request_bytes), never re-encoded,
-so a line's body hashes to the record's request_sha256.
-
-Output and error lines (as OpenAI and `vllm run-batch` write them): ``{"id", "custom_id", "response":
-{"status_code", "request_id", "body"} | null, "error": {"code", "message"} | str | null}``.
-
-Limits (OpenAI's Batch API reference: at most 50,000 requests and 200 MB per input file): files are split
-so that neither `MAX_LINES` nor the caller's byte budget (--batch-max-mb, in 10^6 bytes) is passed.
+Input line: ``{"custom_id", "method": "POST", "url": "/v1/chat/completions", "body": <request body>}``, the
+body spliced in as the exact bytes the online path sends (request.body.request_bytes), so it hashes to the
+record's request_sha256. Output and error lines (OpenAI's, `vllm run-batch`'s): ``{"id", "custom_id",
+"response": {"status_code", "request_id", "body"} | null, "error": {"code", "message"} | str | null}``.
+Files are split so that neither `MAX_LINES` nor --batch-max-mb (10^6 bytes) is passed (OpenAI's Batch API
+allows 50,000 requests and 200 MB per input file).
 """
 
 from __future__ import annotations

@@ -84,12 +84,8 @@ _URL_SLOT_JSON = json.dumps(_URL_SLOT).encode("ascii")
 def request_bytes(
     benchmark: Benchmark, sample: Sample, model: str, sampling: Sampling, seed: int | None = None
 ) -> bytes:
-    """`canonical_json(build_body(...))`, byte for byte, without passing the image through the JSON encoder.
-
-    A data URL is ASCII that JSON never escapes (letters, digits, ``:/;,+=``), so its JSON form is the URL
-    in quotes: the body is encoded around a placeholder and the base64 bytes are spliced in. That saves
-    the encoder's pass over ~1 MB and three transient copies of it per request.
-    """
+    """`canonical_json(build_body(...))`, byte for byte: a data URL is ASCII that JSON never escapes, so the
+    body is encoded around a placeholder and the base64 bytes spliced in (no encoder pass over ~1 MB)."""
     if sample.image is None:
         raise RequestBuildError("sample has no image bytes")
     mime = sniff_image_mime(sample.image)

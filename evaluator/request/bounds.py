@@ -1,16 +1,12 @@
-"""Bounds on one exchange: a reply's size (read as a stream, abandoned past the cap) and the whole
-attempt's duration (httpx's own timeouts are per phase and per read).
-
-Every request the bundle makes goes through these: chat completions (request.client), the batch API's
-objects, uploads and downloads (request.batch_api), and the endpoint's self-description and health
-(`BoundedGets`: GET /v1/models, /version, /health), each with a cap fit for what it fetches."""
+"""Bounds on one exchange, for every request the bundle makes (chat, the batch API, `BoundedGets`): a
+reply's size (read as a stream, abandoned past the cap) and the whole attempt's duration (httpx's own
+timeouts are per phase and per read)."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextvars import ContextVar
-from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 import httpx2 as httpx
@@ -64,8 +60,7 @@ class CappedStream(httpx.AsyncByteStream):
 
 
 def capping_hook(cap: int) -> Callable[[httpx.Response], Awaitable[None]]:
-    """An httpx response hook (run after the headers, before any body byte is read, for answers and
-    errors alike): the body streams through CappedStream, capped at `cap` (or REPLY_CAP where set)."""
+    """An httpx response hook, run before any body byte is read: the body capped at `cap` (or REPLY_CAP)."""
 
     async def hook(response: httpx.Response) -> None:
         response.stream = CappedStream(response.stream, REPLY_CAP.get() or cap)
@@ -87,10 +82,8 @@ def transfer_deadline(timeout_s: float | None, size: int) -> float | None:
 
 
 class BoundedGets:
-    """GET requests made from synchronous code, each under the chat path's bounds: one deadline from
-    connect to the last byte (`timeout_s`) and the body capped at `cap` bytes (ReplyTooLarge past it),
-    so that a server dripping its answer or sending gigabytes costs at most `timeout_s` and `cap`.
-    A context manager; its requests run one after the other on a private event loop."""
+    """GET requests from synchronous code (one after the other, on a private event loop) under the chat
+    path's bounds: one deadline from connect to the last byte, the body capped at `cap` bytes."""
 
     def __init__(self, timeout_s: float, cap: int, headers: dict[str, str] | None = None) -> None:
         self.timeout_s = timeout_s
@@ -102,9 +95,7 @@ class BoundedGets:
         )
 
     def get(self, url: str, params: Any = None) -> httpx.Response:
-        """The answer, its body read whole (within the cap); TimeoutError past the deadline (ConnectTimeout
-        when no connection was made by then)."""
-
+        """The answer, read whole; TimeoutError past the deadline (ConnectTimeout if never connected)."""
         connected = False  # once a request goes out on a connection, a timeout is no longer the connect's
 
         async def trace(event: str, info: Any) -> None:
@@ -126,9 +117,7 @@ class BoundedGets:
     def __enter__(self) -> BoundedGets:
         return self
 
-    def __exit__(
-        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         try:
             self.loop.run_until_complete(self.http.aclose())
         finally:

@@ -1,20 +1,11 @@
-"""When to stop a run early: the endpoint refuses the request shape, or is plainly down.
-
-Two rules, both fed with every finished record:
-- before any request has succeeded, the same non-retryable 4xx (same status and message) coming back
-  means the endpoint refuses what every request looks like, not one row: stop. From the first such
-  refusal on, no new request is sent until the ones in flight have answered (and are recorded), so at
-  most the concurrency's worth of requests is spent on a shape the endpoint refuses; a success in
-  between lifts the stop;
-- `limit` rows in a row that failed after their retries: stop (the endpoint is down or misconfigured);
-- the spend guard (--max-total-tokens): once the tokens recorded by this invocation pass the limit, no
-  new request is sent; the ones in flight are answered and recorded, then the run stops;
-- the reasoning smoke check (--reasoning on|off, data.reasoning.SmokeCheck): once the first answered
-  responses all contradict the declared mode, no new request is sent; the ones in flight are answered
-  and recorded, then the run stops (ReasoningMismatch);
-- the format smoke check (data.reasoning.FormatCheck; both smoke checks off with --no-smoke-check):
-  once the first answered responses all failed the strict parser (or were all cut off at the output
-  limit), the same (FormatMismatch).
+"""When to stop a run early, fed with every finished record:
+- before any request has succeeded, the same non-retryable 4xx (same status and message) coming back:
+  the endpoint refuses what every request looks like. From the first such refusal on, no new request is
+  sent until the ones in flight are recorded (a success in between lifts the stop);
+- `limit` rows in a row that failed after their retries (the endpoint is down or misconfigured);
+- the spend guard (--max-total-tokens) and the smoke checks (data.reasoning: the first answers all
+  contradict --reasoning, or all fail the strict parser): no new request; the run stops once the ones
+  in flight are recorded.
 A 4xx on one row after others succeeded (one bad image) stays that row's error.
 """
 
@@ -67,8 +58,7 @@ NOT_A_REFUSAL = RETRYABLE_STATUS | {402}
 
 
 def refusal_of(record: ResponseRecord) -> tuple[int, str] | None:
-    """(status, message) when the record failed on a non-retryable 4xx (or a 501: no such method), else
-    None."""
+    """(status, message) when the record failed on a non-retryable 4xx (or a 501), else None."""
     if record.status != "request_error" or not record.retry_errors:
         return None
     last = record.retry_errors[-1]

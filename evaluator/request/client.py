@@ -1,8 +1,6 @@
-"""HTTP to an OpenAI-compatible chat-completions endpoint, with the protocol's own retry policy.
-
-The openai client's built-in retries are off: every attempt, and why it failed, must be visible in
-the record. The exact canonical bytes are sent, so request_sha256 is the hash of what went out.
-"""
+"""HTTP to an OpenAI-compatible chat-completions endpoint, with the protocol's own retry policy (the
+openai client's are off: every attempt, and why it failed, is in the record). The exact canonical bytes
+are sent, so request_sha256 is the hash of what went out."""
 
 from __future__ import annotations
 
@@ -80,16 +78,13 @@ class Endpoint:
     url: str
     client: openai.AsyncOpenAI
     gate: Gate | None = None  # rate-aware admission (pacing.Gate); EndpointPool gives every endpoint one
-    in_flight: int = 0
-    sent: int = 0
     consecutive_failures: int = 0
     ejected_until: float = 0.0
     ejections: int = 0
 
 
 class EndpointPool:
-    """Spreads attempts over endpoints: the earliest slot any endpoint's gate offers, least in-flight first;
-    a failing endpoint sits out a cooldown."""
+    """Spreads attempts over endpoints (the earliest slot of any gate); a failing one sits out a cooldown."""
 
     def __init__(
         self,
@@ -122,8 +117,7 @@ class EndpointPool:
         return endpoint is min(alive, key=lambda e: e.ejected_until)
 
     async def acquire(self) -> tuple[Endpoint, Ticket]:
-        """Wait at the gates for the next slot; the caller hands its ticket to release() once the attempt
-        is over."""
+        """Wait at the gates for the next slot; the ticket goes back to release() after the attempt."""
         i, ticket = await admit(self.gates, self._usable, self.changed)
         return self.endpoints[i], ticket
 
@@ -154,12 +148,9 @@ class EndpointPool:
 
 
 class ChatSender:
-    """Sends one body with retries, each attempt to the pool's best endpoint at that moment.
-
-    Refusals with a wait (429, OpenRouter's transient 402) hold the endpoint's gate and are sent again
-    without using the row's protocol retries; real faults (5xx, timeouts, malformed replies) use them.
-    A quota, billing or too-large refusal sets `stop_reason`: no attempt is sent after it.
-    """
+    """Sends one body with retries, each attempt to the pool's best endpoint at that moment. Refusals with
+    a wait (429, a transient 402) are sent again without using the row's retries; real faults use them. A
+    quota, billing or too-large refusal sets `stop_reason`: no attempt is sent after it."""
 
     def __init__(
         self,
@@ -178,20 +169,15 @@ class ChatSender:
         self, endpoint: Endpoint, body: bytes, outcome: SendOutcome
     ) -> tuple[Completion, Limits]:
         t0 = time.perf_counter()
-        endpoint.in_flight += 1
-        endpoint.sent += 1
-        try:
-            # one deadline from connect to the last byte: httpx's own timeouts are per read, so a
-            # server dripping a byte at a time would hold the attempt for good
-            async with asyncio.timeout(total_timeout(endpoint.client)):
-                resp = await endpoint.client.post(
-                    "/chat/completions",
-                    cast_to=httpx.Response,
-                    content=body,
-                    options={"headers": {"Content-Type": "application/json"}},
-                )
-        finally:
-            endpoint.in_flight -= 1
+        # one deadline from connect to the last byte: httpx's own timeouts are per read, so a server
+        # dripping a byte at a time would hold the attempt for good
+        async with asyncio.timeout(total_timeout(endpoint.client)):
+            resp = await endpoint.client.post(
+                "/chat/completions",
+                cast_to=httpx.Response,
+                content=body,
+                options={"headers": {"Content-Type": "application/json"}},
+            )
         outcome.last_status = resp.status_code  # known before anything reads the body
         latency = time.perf_counter() - t0
         return completion_from_bytes(resp.content, latency, self.redact), limits_of(resp.headers, self.redact)
@@ -210,9 +196,9 @@ class ChatSender:
         except openai.APITimeoutError:
             failure = Failure("timeout", "request timed out", True)
         except TimeoutError:
-            failure = Failure(
-                "timeout", f"request timed out (no whole reply in {self._limit(endpoint)})", True
-            )
+            limit = total_timeout(endpoint.client)
+            within = f"{limit:g} s" if limit is not None else "the time allowed"
+            failure = Failure("timeout", f"request timed out (no whole reply in {within})", True)
         except ReplyTooLarge as exc:  # a server that sends that much once would again: not retried
             failure = Failure("response_too_large", str(exc), False)
         except openai.APIConnectionError as exc:
@@ -276,11 +262,6 @@ class ChatSender:
         outcome.finished_at = utc_now()
         return outcome
 
-    @staticmethod
-    def _limit(endpoint: Endpoint) -> str:
-        limit = total_timeout(endpoint.client)
-        return f"{limit:g} s" if limit is not None else "the time allowed"
-
     def _check_stop(self, endpoint: Endpoint, failure: Failure) -> None:
         """A refusal no wait fixes stops the run; so does an endpoint refused past the patience, once
         every endpoint is (the others go on without it until then)."""
@@ -315,12 +296,10 @@ class ChatSender:
     def _hold_or_eject_endpoint(
         self, endpoint: Endpoint, failure: Failure, charged: int, paced: bool
     ) -> tuple[float, bool]:
-        """Tell the pool and the gate about a failed attempt; return the pause before the next one and
-        whether this worker waits it alone.
+        """The pause before the next attempt, and whether this worker waits it alone. A server error or
+        no answer ejects the endpoint for its cooldown; a rate-limit refusal our pace caused holds the
+        endpoint's gate (every worker of it); one it did not cause, only its request (pacing.Gate)."""
 
-        A server error or no answer ejects the endpoint from the pool for its cooldown; a rate-limit
-        refusal (429, transient 402) our pace caused holds the endpoint's gate, and so every worker of
-        that endpoint; one it did not cause is waited out by its own request (request.pacing.Gate)."""
         verdict = failure.verdict
         asked = verdict.wait_s if verdict is not None else None
         if verdict is None or verdict.kind not in ("rate_limit", "payment"):

@@ -45,8 +45,7 @@ def secret_params(query: str, api_key: str | None = None) -> list[str]:
 
 
 def path_carries_key(path: str, api_key: str | None) -> bool:
-    """Whether a URL path holds the API key (in any encoding the boundary decodes) or a segment in a
-    provider's key format. Pure."""
+    """Whether a URL path holds the API key (in any encoding) or a segment in a provider's key format."""
     if KeyFilter(api_key).found_in(path, pieces=False):
         return True
     return any(KEY_SEGMENT.match(unquote(seg)) for seg in unquote(path).split("/"))
@@ -97,11 +96,8 @@ def normalize_base_url(url: str, api_key: str | None = None) -> str:
 
 
 def split_query(base_url: str) -> tuple[str, dict[str, str]]:
-    """The base URL without its query string, and the query's parameters (sent with every request).
-
-    The openai client appends `/chat/completions` to the whole base URL string, query included, so
-    the query has to travel separately (its `default_query`).
-    """
+    """The base URL without its query string, and the query's parameters: the openai client appends
+    `/chat/completions` to the whole base URL, so the query travels separately (its `default_query`)."""
     parts = urlsplit(base_url)
     base = urlunsplit((parts.scheme, parts.netloc, parts.path, "", ""))
     return base, dict(parse_qsl(parts.query, keep_blank_values=True))

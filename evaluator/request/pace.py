@@ -1,12 +1,6 @@
-"""The parts a gate (request.pacing.Gate) is made of, each with its own state: its pace, the ticket a
-reservation hands out, the concurrency window, the spacing a Retry-After imposes, and the patience. Each
-part is pure bookkeeping on the times it is given; the gate holds the clock.
-
-The pace (`Pace`): requests and tokens per second as token buckets, the smallest of
---max-requests-per-minute / --max-tokens-per-minute, the announced limits and, when none is announced,
-the rate let through between refusals (never below a floor of what succeeded). The token buckets (GCRA)
-themselves are pure: the endpoint's own and the user's --max-*-per-minute.
-"""
+"""The parts a gate (request.pacing.Gate) is made of, each pure bookkeeping on the times it is given: the
+pace (token buckets), the ticket a reservation hands out, the concurrency window, the spacing a
+Retry-After imposes, and the patience (docs/ratelimits.md)."""
 
 from __future__ import annotations
 
@@ -144,23 +138,16 @@ class Pace:
         return FLOOR_SHARE * self.best_ok_rps
 
     def forget(self) -> None:
-        """Refusals that come whatever our pace taught no pace (announced limits, --max-requests-per-minute
-        and the floor still pace)."""
+        """Refusals that come whatever our pace taught no pace (announced limits and the floor still pace)."""
         if self.header_rpm is None:
             self.requests, self.feedback_rps = None, None
             self.refusal_marks.clear()
 
     def learn_from_refusal(self, sent_at: float, hold: float, now: float, new_burst: bool) -> None:
-        """No announced limit: the pace is what the endpoint let through.
-
-        The limiter had less than one request left at each refusal, so what got through since an earlier
-        refusal, over the time since, is its rate to within a request: the pace is the best such measure
-        over the last refusals (a span held back by the window or a low pace measures low; the best of
-        several is the closest). Before a second refusal there is only a guess: what got through since the
-        first request, over that time plus the wait the endpoint asked for. Each refusal of a burst refines
-        the burst's measure (one fewer got through). The pace grows per success by a share of the
-        measure's uncertainty, one over its count, between 0.2% and 0.5% (5% while it is only a guess),
-        probing for more."""
+        """No announced limit: the pace is what the endpoint let through. A limiter has less than one
+        request left at each refusal, so what got through since an earlier refusal, over the time since,
+        is its rate; the best such measure over the last refusals is the pace. Before a second refusal it
+        is a guess: what got through since the first request, over that time plus the asked wait."""
         if self.first_sent is None:
             return
         if new_burst:
@@ -189,9 +176,8 @@ class Pace:
         self.requests.rate = rps
 
     def through(self, start: float, end: float, *, after: bool = True) -> int:
-        """Requests sent after `start` (or from it) up to `end` that were not refused; those still on their
-        way count. After a refusal, not from it: what was sent in the same instant before it emptied the
-        limiter, and is no measure of its rate."""
+        """Requests sent after `start` (or from it) up to `end` that were not refused. After a refusal,
+        not from it: what went in the same instant emptied the limiter, and is no measure of its rate."""
 
         def within(t: float) -> bool:
             return (start < t if after else start <= t) and t <= end
@@ -226,8 +212,7 @@ ALONE_SHARE = 0.25  # after a hold, the first request goes alone when a round tr
 
 @dataclass(frozen=True, slots=True)
 class Ticket:
-    """One reservation: the caller hands it back with the outcome. Requests are known by `id`, never by
-    their send time (two can go at the same instant)."""
+    """One reservation, known by `id`, never by its send time (two can go at the same instant)."""
 
     id: int
     sent_at: float  # on the gate's clock
@@ -277,10 +262,8 @@ class Window:
             self.size = min(float(self.ceiling), self.size + 1.0 / self.size)
 
     def _open(self, sent_at: float, now: float, paced: bool) -> None:
-        """The probe is back: open the window to the ceiling. If no pace is known, spread the opening
-        over the probe's round trip, but at least RAMP_MIN_S and at most RAMP_S (time: on a fast endpoint a
-        round trip is a few ms): a refusal then stops the ramp after about burst + rate x RAMP_MIN_S
-        requests instead of after a whole window, and an endpoint with no limit loses about half of it."""
+        """The probe is back: open the window to the ceiling, spread over the probe's round trip (between
+        RAMP_MIN_S and RAMP_S) when no pace is known, so a limiter's first refusal stops it early."""
         self.size = float(self.ceiling)
         if paced or self.ceiling <= 2:
             return
@@ -327,8 +310,7 @@ class Spacing:
             self.first_after_hold = ticket
 
     def alone_until(self, latency_s: float | None) -> float:
-        """An answer that never comes must not stall the gate: the first request after a hold goes alone
-        for at most a few round trips."""
+        """The first request after a hold goes alone for a few round trips at most."""
         assert self.first_after_hold is not None
         return self.first_after_hold.sent_at + 4 * (latency_s or 1.0) + 1.0
 

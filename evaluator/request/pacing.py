@@ -1,30 +1,11 @@
 """Rate-aware admission: every attempt to an endpoint passes its gate before it is sent.
 
-A gate holds, for one endpoint, four parts (request.pace):
-- the spacing: a wait shared by every worker: a refusal our pace caused (its Retry-After, reset header or
-  body delay) holds back all of them, not only the row that got it; the summary counts the union of these
-  holds;
-- refusals our pace did not cause (a shared key, an upstream behind a router): after a hold the endpoint
-  asked for, the first request goes alone; if even it is refused, the limiter had a token for it, so the
-  refusals come whatever our rate: each is then waited out by its own request, the learned pace is
-  dropped, and nothing is halved, until their share grows well past what it was;
-- the window: an AIMD concurrency window with --concurrency as the ceiling: the first request goes alone
-  (its answer's headers tell the limits); the window opens then, halves on a burst of refusals (not below
-  what the pace needs in flight) and grows by about one per window of successes. When no pace is known,
-  the opening is spread over the first round trip measured in time, at least RAMP_MIN_S and at most RAMP_S,
-  then the window doubles per round trip from what is in flight: on a fast endpoint a limiter's first
-  refusal stops it after about burst + rate x RAMP_MIN_S requests;
-- the pace in requests and tokens per second (request.pace: burst, then one slot per 1/rate), the
-  smallest of --max-requests-per-minute / --max-tokens-per-minute, the announced limits and, when none is
-  announced, the rate let through between refusals (never below a floor of what succeeded);
-- the patience: no success for --rate-limit-patience seconds while refusals come: `gave_up` says why, and
-  the pool sets the endpoint aside (the run stops when all are).
-
-reserve() hands out a Ticket; the caller hands it back to release() once the attempt is over and to one of
-succeeded() / failed() / refused() with its outcome. A ticket is taken back once: again, it is ignored.
-Pure bookkeeping on a caller-supplied clock; `admit` sleeps until the slot it reserved, over several
-endpoints' gates, and `pacing_summary` is what the gates did over a run.
-tests/support/pacing_sim.py runs a gate against a simulated token bucket on a virtual clock.
+A gate holds, for one endpoint, the parts of request.pace: the spacing (a refusal our pace caused holds
+every worker), the AIMD window under --concurrency, the pace (requests and tokens per second) and the
+patience; docs/ratelimits.md describes how they play together. reserve() hands out a Ticket; the caller
+hands it back to release() once the attempt is over and to one of succeeded() / failed() / refused() with
+its outcome (once: again, it is ignored). Pure bookkeeping on a caller-supplied clock; `admit` sleeps until
+the slot it reserved. tests/support/pacing_sim.py runs a gate against a simulated limiter.
 """
 
 from __future__ import annotations
@@ -74,21 +55,7 @@ class Hold(NamedTuple):
     shared: bool
 
 
-@dataclass(init=False)
 class Gate:
-    window: Window
-    pace: Pace
-    spacing: Spacing
-    patience: Patience
-    clock: Callable[[], float]
-    stats: GateStats
-    latency_s: float | None  # a moving mean of the answers' round trips
-    answers: deque[bool]  # whether each of the last answers was a refusal
-    foreign_share: float | None  # the share of refusals that come whatever our pace
-    ids: itertools.count[int]
-    in_flight_ids: set[int]  # tickets not yet released
-    unanswered: set[int]  # tickets whose outcome has not come yet
-
     def __init__(
         self,
         ceiling: int,
@@ -102,11 +69,12 @@ class Gate:
         self.patience = Patience(patience_s)
         self.clock = clock
         self.stats = GateStats(lowest_window=ceiling)
-        self.latency_s = None
-        self.answers = deque(maxlen=256)
-        self.foreign_share = None
+        self.latency_s: float | None = None  # a moving mean of the answers' round trips
+        self.answers: deque[bool] = deque(maxlen=256)  # whether each of the last answers was a refusal
+        self.foreign_share: float | None = None  # the share of refusals that come whatever our pace
         self.ids = itertools.count()
-        self.in_flight_ids, self.unanswered = set(), set()
+        self.in_flight_ids: set[int] = set()  # tickets not yet released
+        self.unanswered: set[int] = set()  # tickets whose outcome has not come yet
 
     # ------------------------------------------------------------------ what the pool reads
 
@@ -155,8 +123,7 @@ class Gate:
         return ticket
 
     def release(self, ticket: Ticket) -> bool:
-        """The attempt is over: its window slot is free. False (and nothing done) for a ticket already
-        released or not this gate's."""
+        """The attempt is over: its window slot is free (False for a ticket released already or not ours)."""
         if ticket.id not in self.in_flight_ids:
             return False
         self.in_flight_ids.remove(ticket.id)
@@ -225,11 +192,9 @@ class Gate:
         return sum(picked) / len(picked) if picked else 0.0
 
     def _ours(self, ticket: Ticket, now: float) -> bool:
-        """Did our own rate cause this refusal? Not when it refused the first request sent after every
-        worker waited out the wait the endpoint asked for: a limiter has a token then, unless someone else
-        took it (a shared key) or the refusals have nothing to do with the rate (an upstream behind a
-        router). From then on refusals are waited out by their request alone while their share stays
-        about what it was; a clearly larger share means our rate is too high on top of them."""
+        """Did our own rate cause this refusal? Not when it refused the first request sent after the wait
+        the endpoint asked for (a limiter has a token then); from then on, not while the refused share
+        stays about what it was."""
         if self.foreign_share is not None:
             if self._share() <= 1.5 * self.foreign_share + 0.1:
                 return False
@@ -244,8 +209,7 @@ class Gate:
         return False
 
     def _forget_pace(self, now: float) -> None:
-        """Refusals that come whatever our pace taught no pace: the window opens again (announced limits,
-        --max-requests-per-minute and the floor still pace)."""
+        """Refusals that come whatever our pace taught no pace: the window opens again."""
         self.pace.forget()
         self.window.size = float(self.window.ceiling)
         self.spacing.lift(now)
@@ -265,13 +229,10 @@ class Gate:
 async def admit(
     gates: Sequence[Gate], usable: Callable[[int], bool], changed: asyncio.Event
 ) -> tuple[int, Ticket]:
-    """Wait for the earliest slot over the usable gates and take it; returns the gate's index and ticket.
+    """Wait for the earliest slot over the usable gates and take it; the gate's index and ticket. Ties go
+    to fewer in flight, then fewer sent. A waiting worker looks again whenever any gate changes, so it is
+    never committed to a slow endpoint while a fast one opens up."""
 
-    Ties go to the gate with fewer requests in flight, then fewer sent. A slot is taken only when it has
-    come: a worker waiting for one gate's next slot looks again whenever any gate changes (`changed` is set
-    on every release, refusal or success), so it is never committed to a slow endpoint while a fast one
-    opens up.
-    """
     while True:
         now = gates[0].clock()
         best, key = -1, (math.inf, 0, 0)

@@ -1,33 +1,25 @@
 """What a refusal means: rate limit (wait, then send again), quota or billing (stop), or a request that
-can never fit the limit (stop). Also the limits a response's headers announce. Pure: no I/O, no HTTP
-library; headers are any str -> str mapping, bodies the decoded JSON (or None). The retry policy and
-the one list of retryable HTTP statuses are here too.
+can never fit the limit (stop); the limits a response's headers announce; the retry policy and the one
+list of retryable HTTP statuses. Pure: headers are any str -> str mapping, bodies the decoded JSON.
 
-Provider facts this module relies on (see also docs/providers.md):
-- OpenAI sends `x-ratelimit-limit-requests` (per minute), `x-ratelimit-remaining-requests`,
-  `x-ratelimit-reset-requests` (time until the bucket is full again, Go-style durations such as "6m0s",
-  "0.25s", "12ms"), and the same three for tokens (OpenAI rate-limit guide; example headers in
-  community.openai.com/t/1268905). Its SDK honours `retry-after-ms` and `retry-after` (seconds or HTTP date).
-- OpenAI's exhausted quota is a 429 with type and code `insufficient_quota` ("You exceeded your current
-  quota, ..."): waiting does not fix it (chatanywhere/GPT_API_free#229; inspect_ai's OpenAI provider does not
-  retry it).
-- OpenAI's tokens-per-minute limiter refuses one request larger than the whole budget:
-  "Request too large for gpt-4o ... on tokens per min (TPM): Limit 30000, Requested 30601. The input or output
-  tokens must be reduced ..." with type `tokens`, code `rate_limit_exceeded` (DrShushen/climb#13,
-  Aider-AI/aider#1880: "That is a hard error from the API"). Rate-limit messages say
-  "Please try again in 9.816s" (FoundationAgents/MetaGPT#523, crewAIInc/crewAI#494).
-- Anthropic sends `anthropic-ratelimit-requests-limit` / `-remaining` / `-reset` (an RFC 3339 time) and the
-  same for tokens, plus `retry-after` on a 429 (anthropics/anthropic-sdk-typescript#357).
-- Gemini puts its wait in the body, `error.details[]` entry `@type` ...google.rpc.RetryInfo with
-  `retryDelay` "36s", and names the quota in a google.rpc.QuotaFailure entry; a `quotaId` such as
-  "GenerateRequestsPerDayPerProjectPerModel-FreeTier" is a per-day quota that does not clear by waiting
-  (diegosouzapw/OmniRoute#9504, gke-labs/gemini-for-kubernetes-development#1215). Its OpenAI-compatible
-  layer may wrap the error object in a one-element list (google-gemini/gemini-cli#10925).
-- OpenRouter's 402 is payment required; with `Retry-After` it is the transient in-flight budget
-  (`metadata.limit_source` "openrouter_in_flight_budget") and worth retrying, without it credits are
-  missing and waiting does not help (OpenRouter errors and limits docs).
-- Azure OpenAI asks for "retry after 86400 seconds" when a tier's quota is spent (DrShushen/climb#13):
-  a wait that long is a quota, not a pace.
+Provider facts this module relies on (see also docs/providers.md, docs/ratelimits.md):
+- OpenAI sends `x-ratelimit-{limit,remaining,reset}-{requests,tokens}`, resets as Go-style durations
+  ("6m0s", "0.25s", "12ms"; community.openai.com/t/1268905); its SDK honours `retry-after-ms` and
+  `retry-after` (seconds or HTTP date). Messages say "Please try again in 9.816s" (MetaGPT#523, crewAI#494).
+- OpenAI's exhausted quota is a 429 with type and code `insufficient_quota`: waiting does not fix it
+  (chatanywhere/GPT_API_free#229). Its TPM limiter refuses one request larger than the whole budget ("Request
+  too large ... Limit 30000, Requested 30601", code `rate_limit_exceeded`): a hard error (DrShushen/climb#13,
+  Aider-AI/aider#1880).
+- Anthropic sends `anthropic-ratelimit-{requests,tokens}-{limit,remaining,reset}` (an RFC 3339 time) and
+  `retry-after` on a 429 (anthropics/anthropic-sdk-typescript#357).
+- Gemini puts its wait in the body (`error.details[]` google.rpc.RetryInfo `retryDelay` "36s") and names
+  the quota in a google.rpc.QuotaFailure; a per-day `quotaId` such as
+  "GenerateRequestsPerDayPerProjectPerModel-FreeTier" does not clear by waiting (diegosouzapw/OmniRoute#9504,
+  gke-labs/gemini-for-kubernetes-development#1215). Its OpenAI-compatible layer may wrap the error in a
+  one-element list (google-gemini/gemini-cli#10925).
+- OpenRouter's 402 with `Retry-After` is the transient in-flight budget (`metadata.limit_source`
+  "openrouter_in_flight_budget"), worth retrying; without it credits are missing (OpenRouter's docs).
+- Azure OpenAI asks for "retry after 86400 seconds" when a tier's quota is spent (DrShushen/climb#13).
 """
 
 from __future__ import annotations
@@ -88,9 +80,7 @@ class RetryPolicy:
 
 def parse_duration(value: str | None) -> float | None:
     """Seconds in "6m0s", "0.25s", "12ms", "1h2m3s" or a bare number of seconds; None if unreadable."""
-    if value is None:
-        return None
-    text = value.strip()
+    text = (value or "").strip()
     if not text:
         return None
     try:
@@ -112,7 +102,6 @@ def parse_when(value: str | None, now: datetime) -> float | None:
     if seconds is not None or not value:
         return seconds
     text = value.strip()
-    when: datetime | None = None
     try:
         when = datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:

@@ -1,10 +1,6 @@
-"""What came back from one chat-completions exchange, read through the trust boundary (core.boundary).
-
-A 200's body becomes a `Completion` (the key removed from the raw text, then parsed, typed, redacted); an
-HTTP error becomes a `Failure` whose message is the redacted, then clipped, error text and whose verdict
-(request.ratelimit) is made from the redacted body and headers. Pure apart from reading the openai error's
-response object.
-"""
+"""What came back from one chat-completions exchange, read through the trust boundary (core.boundary): a
+200's body becomes a `Completion`, an HTTP error a `Failure` whose message and verdict (request.ratelimit)
+are made from the redacted body and headers."""
 
 from __future__ import annotations
 
@@ -15,7 +11,6 @@ import openai
 
 from evaluator.core.boundary import (
     KeyFilter,
-    SafeCompletion,
     ShapeError,
     body_text,
     clip,
@@ -52,13 +47,9 @@ class ResponseShapeError(EvaluatorError):
 def completion_from_json(payload: Any, latency_s: float, keys: KeyFilter) -> Completion:
     """Pure: the fields we keep from a parsed chat.completion, typed and redacted (core.boundary)."""
     try:
-        safe, anomalies = sanitize_completion(payload, keys)
+        safe, _ = sanitize_completion(payload, keys)
     except ShapeError as exc:
         raise ResponseShapeError(str(exc)) from None
-    return completion_of(safe, latency_s)
-
-
-def completion_of(safe: SafeCompletion, latency_s: float) -> Completion:
     return Completion(
         response_text=safe.response_text,
         reasoning_text=safe.reasoning_text,
