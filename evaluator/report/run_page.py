@@ -18,6 +18,7 @@ from __future__ import annotations
 import csv
 import io
 import re
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -120,24 +121,14 @@ def _meta(merged: MergedRun, title: str, model: Any, written: str) -> list[tuple
 
 
 def _run_controls(bench: Benchmark, summary: Summary, rows: list[ScoredRow]) -> pieces.Controls:
-    results = pieces.counts_of(rows, lambda r: "correct" if r.correct else "wrong")
-    dirs = pieces.counts_of(rows, direction_of)
+    results = Counter("correct" if r.correct else "wrong" for r in rows)
+    dirs = Counter(direction_of(r) for r in rows)
+    result_options = [(k, f"{k} ({results[k]})") for k in ("correct", "wrong") if results[k]]
+    dir_options = [(k, f"{v} ({dirs[k]})") for k, v in DIRECTION_LABELS.items() if dirs[k]]
     selects = pieces.group_filters(bench, summary, [r.groups for r in rows])
     selects.append(pieces.status_select("status", "status", rows))
-    selects.append(
-        Select(
-            "result",
-            "result",
-            [("", "all")] + [(k, f"{k} ({results[k]})") for k in ("correct", "wrong") if results[k]],
-        )
-    )
-    selects.append(
-        Select(
-            "dir",
-            "error",
-            [("", "all")] + [(k, f"{v} ({dirs[k]})") for k, v in DIRECTION_LABELS.items() if dirs[k]],
-        )
-    )
+    selects.append(Select("result", "result", [("", "all")] + result_options))
+    selects.append(Select("dir", "error", [("", "all")] + dir_options))
     sort_options = [
         ("order:asc", "question order"),
         ("err:desc", "error size, largest first"),

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from evaluator.data.benchmarks.base import Benchmark
-from evaluator.scoring.base import group_keys
+from evaluator.scoring.base import ci_text, group_keys, pct_text
 from evaluator.scoring.board import AccuracyBlock
 from evaluator.scoring.row import ScoredQuestion, ScoredRow, responses_of
 from evaluator.scoring.stats import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, bootstrap_mean_interval
@@ -128,21 +128,13 @@ def apply_repeats(
         )
 
 
-def _pct(x: float | None) -> str:
-    return "n/a" if x is None else f"{100 * x:.2f}%"
-
-
-def _ci(ci: Sequence[float] | None) -> str:
-    return "n/a" if not ci else f"{100 * ci[0]:.1f}-{100 * ci[1]:.1f}%"
-
-
 def headline_markdown(summary: Summary) -> list[str]:
     p, r = summary["primary"], summary["repeats"]
     std = r["std_accuracy"]
     return [
-        f"**Exact-count accuracy: {_pct(p['accuracy'])}**, the mean of {r['k']} repeats over {p['questions']} "
+        f"**Exact-count accuracy: {pct_text(p['accuracy'])}**, the mean of {r['k']} repeats over {p['questions']} "
         f"questions ({p['correct']} / {p['responses']} responses right; 95% question-cluster bootstrap interval "
-        f"{_ci(p['ci95'])}; standard deviation across repeats "
+        f"{ci_text(p['ci95'])}; standard deviation across repeats "
         f"{'n/a' if std is None else f'{100 * std:.2f} points'}). Every question of the run's manifest is "
         "in the denominator of every repeat; parse failures, request errors, data errors and missing rows "
         "count as wrong.",
@@ -161,13 +153,13 @@ def repeats_markdown(summary: Summary) -> list[str]:
         "| ---: | ---: | ---: |",
     ]
     out += [
-        f"| {p['repeat']} | {p['correct']} / {r['questions']} | {_pct(p['accuracy'])} |"
+        f"| {p['repeat']} | {p['correct']} / {r['questions']} | {pct_text(p['accuracy'])} |"
         for p in r["per_repeat"]
     ]
     std = r["std_accuracy"]
     out += [
-        f"| mean | | {_pct(r['mean_accuracy'])} (sd {'n/a' if std is None else f'{100 * std:.2f}'} points, "
-        f"95% CI {_ci(r['ci95'])}) |",
+        f"| mean | | {pct_text(r['mean_accuracy'])} (sd {'n/a' if std is None else f'{100 * std:.2f}'} points, "
+        f"95% CI {ci_text(r['ci95'])}) |",
         "",
         f"Per-question agreement: {a['always_right']} always right, {a['never_right']} never right, "
         f"{a['sometimes_right']} sometimes right. Questions by number of right repeats: "
@@ -175,7 +167,7 @@ def repeats_markdown(summary: Summary) -> list[str]:
         + ".",
         "",
         f"Diagnostic only (not the score): majority vote over the repeats gives {mv['correct']} / "
-        f"{r['questions']} = {_pct(mv['accuracy'])}.",
+        f"{r['questions']} = {pct_text(mv['accuracy'])}.",
         "",
         "With repeats, the tables below count responses (questions x repeats) in `correct` and the outcome "
         "columns; accuracies are means over repeats with question-cluster bootstrap intervals.",
