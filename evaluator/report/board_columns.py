@@ -54,16 +54,7 @@ def cell(
     flag: str = "",
     data: tuple[str, ...] = (),
 ) -> Cell:
-    return {
-        "text": text,
-        "value": value,
-        "sub": sub,
-        "title": title,
-        "href": href,
-        "note": note,
-        "flag": flag,
-        "data": data,
-    }
+    return Cell(text=text, value=value, sub=sub, title=title, href=href, note=note, flag=flag, data=data)
 
 
 def pct(x: float | None) -> str:
@@ -72,6 +63,10 @@ def pct(x: float | None) -> str:
 
 def ci(c: Sequence[float] | None) -> str:
     return "" if not c else f"[{100 * c[0]:.1f}, {100 * c[1]:.1f}]"
+
+
+def p_text(x: float | None) -> str:
+    return "" if x is None else f"{x:.3g}"
 
 
 def usd(x: float | None) -> str:
@@ -269,9 +264,8 @@ def _timeouts_cell(e: BoardEntry) -> Cell:
     written before entries carried them)."""
     t = e.get("timeouts")
     text = f"{t['last_attempt_timed_out']} / {t['answered_after_timeout']}" if t else ""
-    return cell(
-        text, title="rows whose last attempt timed out / rows answered only after a timed-out attempt"
-    )
+    title = "rows whose last attempt timed out / rows answered only after a timed-out attempt"
+    return cell(text, title=title)
 
 
 def _tokens_cell(e: BoardEntry) -> Cell:

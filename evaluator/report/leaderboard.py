@@ -23,7 +23,7 @@ from evaluator.core.jsonl import utf8_json
 from evaluator.core.text import md_text
 from evaluator.core.vocab import NOT_COMPARABLE
 from evaluator.report.base import REPORT_FILE
-from evaluator.report.board_columns import markdown_table, md_row, pct, verdict_detail
+from evaluator.report.board_columns import markdown_table, md_row, p_text, pct, verdict_detail
 from evaluator.report.leaderboard_page import render_page
 from evaluator.runfolder.files import CONFIG as RUN_CONFIG
 from evaluator.runfolder.handoff import SWEEP_STATE, SweepState, read_sweep_state
@@ -98,14 +98,10 @@ def write_leaderboard(dirs: list[Path], out_dir: Path | None = None, title: str 
     board["title"] = title or (state.sweep if state else None) or dirs[0].resolve().name
     if state and state.sha256:
         board["sweep"] = {"name": state.sweep, "file": state.file, "sha256": state.sha256}
-    write_atomic(out_dir / LEADERBOARD_JSON, leaderboard_json(board))
+    write_atomic(out_dir / LEADERBOARD_JSON, utf8_json(board, indent=2) + b"\n")
     write_atomic(out_dir / LEADERBOARD_MD, leaderboard_markdown(board).encode("utf-8"))
     write_atomic(out_dir / BOARD_PAGE, render_page(board).encode("utf-8"))
     return out_dir
-
-
-def leaderboard_json(board: Board) -> bytes:
-    return utf8_json(board, indent=2) + b"\n"
 
 
 def pair_cells(p: BoardPair) -> list[str]:
@@ -186,10 +182,6 @@ def _difference(block: PublishedBlock) -> str:
     return f"{100 * d:+.2f}" + (f" [{100 * c[0]:+.1f}, {100 * c[1]:+.1f}]" if c else "")
 
 
-def _p(x: float | None) -> str:
-    return "" if x is None else f"{x:.3g}"
-
-
 def _published_line(name: str, source: str, b: PublishedBlock) -> list[str]:
     return [
         name,
@@ -197,8 +189,8 @@ def _published_line(name: str, source: str, b: PublishedBlock) -> list[str]:
         f"{pct(b['accuracy'])} ({b['correct']} / {b['questions']})",
         f"{pct(b['reproduced_accuracy'])} ({b['reproduced_correct']} / {b['reproduced_questions']})",
         _difference(b),
-        _p(b.get("p_value")),
-        _p(b.get("p_holm")),
+        p_text(b.get("p_value")),
+        p_text(b.get("p_holm")),
         verdict_text(b),
     ]
 

@@ -173,7 +173,7 @@ def published_block(
     reason, mode_note = mode_check(published.get("reasoning"), declared)
     out: PublishedBlock = {
         "source": published.get("source"),
-        **compare_counts(correct, questions, *_counts(published), reason),
+        **compare_counts(correct, questions, int(published["correct"]), int(published["questions"]), reason),
         "reasoning": declared_mode(published.get("reasoning")),
         "reproduced_reasoning": declared_mode(declared),
     }
@@ -218,7 +218,3 @@ def _per_class(
         if adj is not None:
             block["verdict"] = DIFFERS if adj < ALPHA else NO_DIFFERENCE
     return per_class, mismatched
-
-
-def _counts(published: Mapping[str, Any]) -> tuple[int, int]:
-    return int(published["correct"]), int(published["questions"])
