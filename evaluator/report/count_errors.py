@@ -138,15 +138,13 @@ def confusion(rows: list[ScoredRow], limit: int | None, label: str) -> Confusion
             )
             line.append({"n": n, "kind": kind, "alpha": f"{0.15 + 0.85 * n / top:.2f}"})
         table.append((_label(bins[i]), line))
-    stats = error_stats(rows, limit)
-    out: Confusion = {
+    return {
         "label": label,
         "n": len(pairs),
         "columns": [_label(b) for b in bins] + extra,
         "rows": table,
-        **stats,
+        **error_stats(rows, limit),
     }
-    return out
 
 
 def confusion_tables(
