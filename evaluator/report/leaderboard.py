@@ -111,11 +111,8 @@ def pair_cells(p: BoardPair) -> list[str]:
     diff = f"{100 * p['difference']:+.2f}" + (
         f" [{100 * lo:+.1f}, {100 * hi:+.1f}]" if lo is not None and hi is not None else ""
     )
-    pv = (
-        "n/a"
-        if p["p_value"] is None
-        else f"{p['p_value']:.4g}" + SIGN_FLIP_MARK.get(str(p.get("p_test")), "")
-    )
+    mark = SIGN_FLIP_MARK.get(str(p.get("p_test")), "")
+    pv = "n/a" if p["p_value"] is None else f"{p['p_value']:.4g}{mark}"
     ph = "" if p["p_holm"] is None else f"{p['p_holm']:.4g}"
     return [md_text(p["a"]), md_text(p["b"]), str(p["questions"]), diff, pv, ph]
 

@@ -1,17 +1,10 @@
 """The spread over repeats (the seed and the (sample_id, repeat) key live in evaluator.core.records). Pure.
 
-* `repeat_metrics(correct)`: over a (questions x K) boolean matrix, each repeat's accuracy over
-  every question, their mean (the headline), standard deviation, a question-cluster bootstrap interval
-  for the mean, per-question agreement and majority-vote accuracy (a diagnostic).
-
-And scoring a run made with --repeats K > 1: the summary's repeat-aware numbers and their Markdown.
-
-The merged rows of such a run are K consecutive rows per question (repeats 0..K-1), in manifest order.
-Counts over rows (outcomes, parse status, error anatomy, usage) then pool every response; accuracies
-are re-stated per question: accuracy = mean of the K per-repeat accuracies (= correct responses /
-(questions x K)), with a question-cluster bootstrap interval instead of Wilson's (which would treat
-the K responses to one question as independent questions). A run with K = 1 never comes here, so its
-summary stays as it was.
+The merged rows of a run made with --repeats K > 1 are K consecutive rows per question (repeats 0..K-1),
+in manifest order. Counts over rows (outcomes, parse status, error anatomy, usage) then pool every
+response; accuracies are re-stated per question: accuracy = mean of the K per-repeat accuracies (= correct
+responses / (questions x K)), with a question-cluster bootstrap interval instead of Wilson's (which would
+treat the K responses to one question as independent questions). A run with K = 1 never comes here.
 """
 
 from __future__ import annotations
