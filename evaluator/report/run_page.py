@@ -258,12 +258,6 @@ def _cell(value: Any) -> Any:
     return value
 
 
-def per_question_header(benchmark: Benchmark, repeats: bool) -> list[str]:
-    head = ["sample_id", *(["repeat"] if repeats else []), *benchmark.group_fields, "question"]
-    head += ["ground_truth", "parsed_answer", "parse_status", "outcome", "correct", "latency_s"]
-    return head + list(TOKEN_KEYS)
-
-
 def per_question_line(row: ScoredRow, benchmark: Benchmark, question: str | None, repeats: bool) -> list[Any]:
     usage = row.usage or Usage()
     state = row.outcome
@@ -279,7 +273,9 @@ def per_question_csv(merged: MergedRun, questions: dict[str, str]) -> str:
     repeats = pieces.repeats_of(merged.summary) > 1
     out = io.StringIO()
     writer = csv.writer(out)
-    writer.writerow([csv_cell(c) for c in per_question_header(merged.benchmark, repeats)])
+    head = ["sample_id", *(["repeat"] if repeats else []), *merged.benchmark.group_fields, "question"]
+    head += ["ground_truth", "parsed_answer", "parse_status", "outcome", "correct", "latency_s"]
+    writer.writerow([csv_cell(c) for c in head + list(TOKEN_KEYS)])
     for row in merged.rows:
         question = questions.get(row.sample_id)
         writer.writerow([csv_cell(c) for c in per_question_line(row, merged.benchmark, question, repeats)])
