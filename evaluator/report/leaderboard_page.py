@@ -269,7 +269,8 @@ def forest(board: Board) -> Forest:
         return round(LABEL_W + (v - lo) / (hi - lo) * plot_w, 1)
 
     step = 0.05 if hi - lo <= 0.3 else 0.1
-    ticks = [(x(t), f"{100 * t:.0f}") for t in _ticks(lo, hi, step)]
+    tick_values = [round(lo + k * step, 6) for k in range(round((hi - lo) / step) + 1)]
+    ticks = [(x(t), f"{100 * t:.0f}") for t in tick_values]
     rows: list[ForestRow] = []
     for i, e in enumerate(board["runs"]):
         y = TOP + i * ROW_H + ROW_H / 2
@@ -303,8 +304,3 @@ def forest(board: Board) -> Forest:
         "rows": rows,
         "has_published": any(r.get("pub") for r in rows),
     }
-
-
-def _ticks(lo: float, hi: float, step: float) -> list[float]:
-    n = round((hi - lo) / step)
-    return [round(lo + k * step, 6) for k in range(n + 1)]

@@ -72,14 +72,6 @@ def repeat_metrics(correct: np.ndarray) -> RepeatMetrics:
     }
 
 
-def correctness_matrix(correct: Sequence[bool], k: int) -> np.ndarray:
-    """Right/wrong per row (K consecutive rows per question, repeats in order) -> (questions x K) matrix."""
-    flags = np.fromiter(correct, dtype=bool, count=len(correct))
-    if len(correct) % k:
-        raise ValueError(f"{len(correct)} rows is not a whole number of questions with {k} repeats each")
-    return flags.reshape(-1, k)
-
-
 def _members(question_rows: list[ScoredRow], of: Any) -> dict[str, list[int]]:
     out: dict[str, list[int]] = {}
     for i, row in enumerate(question_rows):
@@ -95,7 +87,10 @@ def apply_repeats(
 
     bucket_of_row(row) -> the count-bucket name of a question (the scorer's own bucketing).
     """
-    m = correctness_matrix([r.correct for r in rows], k)
+    if len(rows) % k:
+        raise ValueError(f"{len(rows)} rows is not a whole number of questions with {k} repeats each")
+    # right/wrong as a (questions x K) matrix: K consecutive rows per question, repeats in order
+    m = np.fromiter((r.correct for r in rows), dtype=bool, count=len(rows)).reshape(-1, k)
     first = rows[::k]  # one row per question: its groups and ground truth are the manifest's
     summary["primary"] = {"metric": "exact_count_accuracy", **repeat_accuracy_block(m)}
     summary["repeats"] = repeat_metrics(m)
