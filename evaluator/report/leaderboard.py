@@ -98,10 +98,14 @@ def write_leaderboard(dirs: list[Path], out_dir: Path | None = None, title: str 
     board["title"] = title or (state.sweep if state else None) or dirs[0].resolve().name
     if state and state.sha256:
         board["sweep"] = {"name": state.sweep, "file": state.file, "sha256": state.sha256}
-    write_atomic(out_dir / LEADERBOARD_JSON, utf8_json(board, indent=2) + b"\n")
+    write_atomic(out_dir / LEADERBOARD_JSON, leaderboard_json(board))
     write_atomic(out_dir / LEADERBOARD_MD, leaderboard_markdown(board).encode("utf-8"))
     write_atomic(out_dir / BOARD_PAGE, render_page(board).encode("utf-8"))
     return out_dir
+
+
+def leaderboard_json(board: Board) -> bytes:
+    return utf8_json(board, indent=2) + b"\n"
 
 
 def pair_cells(p: BoardPair) -> list[str]:
