@@ -20,9 +20,9 @@ May import: core, data, request, runfolder, scoring.
 """
 
 from evaluator.report.base import REPORT_FILE, ReportError, clip_text
-from evaluator.report.compare_page import render_compare, write_compare_report
+from evaluator.report.compare_page import write_compare_report
 from evaluator.report.pagedata import load_page_data, thumbnail_data_url
-from evaluator.report.run_page import PER_QUESTION_FILE, render_report, write_per_question, write_report
+from evaluator.report.run_page import PER_QUESTION_FILE, write_per_question, write_report
 
 __all__ = [
     "PER_QUESTION_FILE",
@@ -30,8 +30,6 @@ __all__ = [
     "ReportError",
     "clip_text",
     "load_page_data",
-    "render_compare",
-    "render_report",
     "thumbnail_data_url",
     "write_compare_report",
     "write_per_question",

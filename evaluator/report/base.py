@@ -178,17 +178,13 @@ def fallback_of(row: ScoredRow, benchmark: Benchmark) -> int | None:
 # ----------------------------------------------------------------------------- the pages' templates
 
 
-def _blank_none(value: Any) -> Any:
-    return "" if value is None else value
-
-
 @cache
 def environment() -> jinja2.Environment:
     env = jinja2.Environment(
         loader=jinja2.PackageLoader("evaluator.report", "templates"),
         autoescape=True,
         undefined=jinja2.StrictUndefined,  # a misspelt field fails the render, never shows blank
-        finalize=_blank_none,
+        finalize=lambda value: "" if value is None else value,
         trim_blocks=True,
         lstrip_blocks=True,
     )
@@ -207,23 +203,19 @@ def inline_script(text: str) -> Markup:
 _SCRIPT = re.compile(r"<script(?P<attrs>[^>]*)>(?P<body>.*?)</script>", re.DOTALL)
 
 
-def script_hashes(html: str, own: list[str]) -> list[str]:
-    """The CSP sources ('sha256-...') of the inline scripts `html` runs whose text is one of `own` (the
-    bundle's scripts), in page order: any other script element, however it got there, stays blocked."""
+def with_script_hashes(html: str, own: list[str]) -> str:
+    """The page with SCRIPT_HASHES in its policy (the first occurrence: the <meta> in <head>) replaced by
+    the CSP sources ('sha256-...') of the inline scripts it runs whose text is one of `own` (the bundle's
+    scripts), in page order, or 'none': any other script element, however it got there, stays blocked."""
     mine = {text.strip() for text in own}
-    return [
+    hashes = [
         "'sha256-"
         + base64.b64encode(hashlib.sha256(m["body"].encode("utf-8")).digest()).decode("ascii")
         + "'"
         for m in _SCRIPT.finditer(html)
         if "application/json" not in m["attrs"] and m["body"].strip() in mine
     ]
-
-
-def with_script_hashes(html: str, own: list[str]) -> str:
-    """The page with SCRIPT_HASHES in its policy (the first occurrence: the <meta> in <head>) replaced by
-    the hashes of its own scripts ('none' when it has none)."""
-    sources = " ".join(dict.fromkeys(script_hashes(html, own))) or "'none'"
+    sources = " ".join(dict.fromkeys(hashes)) or "'none'"
     return html.replace(SCRIPT_HASHES, str(escape(sources)), 1)
 
 

@@ -54,16 +54,7 @@ def cell(
     flag: str = "",
     data: tuple[str, ...] = (),
 ) -> Cell:
-    return {
-        "text": text,
-        "value": value,
-        "sub": sub,
-        "title": title,
-        "href": href,
-        "note": note,
-        "flag": flag,
-        "data": data,
-    }
+    return Cell(text=text, value=value, sub=sub, title=title, href=href, note=note, flag=flag, data=data)
 
 
 def pct(x: float | None) -> str:
@@ -72,6 +63,10 @@ def pct(x: float | None) -> str:
 
 def ci(c: Sequence[float] | None) -> str:
     return "" if not c else f"[{100 * c[0]:.1f}, {100 * c[1]:.1f}]"
+
+
+def p_text(x: float | None) -> str:
+    return "" if x is None else f"{x:.3g}"
 
 
 def usd(x: float | None) -> str:
@@ -83,7 +78,9 @@ def columns(board: Board) -> list[Column]:
     cols = [
         Column("Rank", "txt", lambda e: cell(e["rank"]), main=True),
         Column("Run / model", "txt", _run_model_cell, main=True, full=False),
-        Column("Run", "txt", _run_cell),
+        Column(
+            "Run", "txt", lambda e: cell(e["name"] + (" (batch)" if e.get("batch") else ""), data=("text",))
+        ),
         Column(
             "Model / provider", "txt", lambda e: cell(e["model"], sub=e["provider"], data=("text", "sub"))
         ),
@@ -216,10 +213,6 @@ def _run_model_cell(e: BoardEntry) -> Cell:
     return cell(e["name"], href=href, sub=f"{e['model']} · {e['provider']}")
 
 
-def _run_cell(e: BoardEntry) -> Cell:
-    return cell(e["name"] + (" (batch)" if e.get("batch") else ""), data=("text",))
-
-
 def _accuracy_cell(e: BoardEntry) -> Cell:
     note, flag = published_mark(e)
     return cell(pct(e["accuracy"]), e["accuracy"], sub=ci(e["ci95"]), note=note, flag=flag, data=("flag",))
@@ -227,10 +220,6 @@ def _accuracy_cell(e: BoardEntry) -> Cell:
 
 def _complete_cell(e: BoardEntry) -> Cell:
     return cell("yes" if e["complete"] else f"no ({e['state']})" if e.get("state") else "no", data=("text",))
-
-
-def _report_cell(e: BoardEntry) -> Cell:
-    return cell("report", href=safe_href(e["report"])) if e["report"] else cell("")
 
 
 def _repeats_cell(e: BoardEntry) -> Cell:
@@ -269,9 +258,8 @@ def _timeouts_cell(e: BoardEntry) -> Cell:
     written before entries carried them)."""
     t = e.get("timeouts")
     text = f"{t['last_attempt_timed_out']} / {t['answered_after_timeout']}" if t else ""
-    return cell(
-        text, title="rows whose last attempt timed out / rows answered only after a timed-out attempt"
-    )
+    title = "rows whose last attempt timed out / rows answered only after a timed-out attempt"
+    return cell(text, title=title)
 
 
 def _tokens_cell(e: BoardEntry) -> Cell:
@@ -287,3 +275,7 @@ def verdict_detail(block: PublishedBlock) -> str:
         return block.get("not_comparable") or "no test"
     md = block.get("min_detectable")
     return "" if md is None else f"smallest detectable: {md:.1f} points"
+
+
+def _report_cell(e: BoardEntry) -> Cell:
+    return cell("report", href=safe_href(e["report"])) if e["report"] else cell("")

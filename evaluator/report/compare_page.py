@@ -79,10 +79,6 @@ class GroupCompare(TypedDict):
     rows: list[list[Any]]
 
 
-def _primary(m: MergedRun) -> Primary:
-    return m.summary["primary"]
-
-
 def _accuracy_parts(p: Primary) -> Parts:
     correct, questions = p.get("correct"), p.get("questions")
     return [
@@ -92,7 +88,7 @@ def _accuracy_parts(p: Primary) -> Parts:
 
 
 def _summary_rows(ma: MergedRun, mb: MergedRun, pairs: list[Pair]) -> list[tuple[str, Parts, Parts]]:
-    pa_, pb_ = _primary(ma), _primary(mb)
+    pa_, pb_ = ma.summary["primary"], mb.summary["primary"]
     paired = [(a, b) for _, a, b in pairs if a is not None and b is not None]
     acc_a = sum(1 for a, _ in paired if a.correct)
     acc_b = sum(1 for _, b in paired if b.correct)
@@ -147,13 +143,9 @@ def _compare_controls(
 ) -> pieces.Controls:
     selects = pieces.group_filters(bench, summary, [_either(a, b).groups for _, a, b in pairs])
     disagree = sum(verdicts[k] for k in ("only_a", "only_b", "both_wrong_diff"))
+    options = [(k, f"{v} ({verdicts[k]})") for k, v in VERDICTS.items() if verdicts[k]]
     selects.append(
-        Select(
-            "verdict",
-            "verdict",
-            [("", "all"), ("disagree", f"disagree ({disagree})")]
-            + [(k, f"{v} ({verdicts[k]})") for k, v in VERDICTS.items() if verdicts[k]],
-        )
+        Select("verdict", "verdict", [("", "all"), ("disagree", f"disagree ({disagree})"), *options])
     )
     selects.append(pieces.status_select("status-a", "A status", [a for _, a, _ in pairs if a]))
     selects.append(pieces.status_select("status-b", "B status", [b for _, _, b in pairs if b]))

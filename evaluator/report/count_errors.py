@@ -127,26 +127,21 @@ def confusion(rows: list[ScoredRow], limit: int | None, label: str) -> Confusion
         line: list[Cell] = []
         for j in [*range(len(bins)), *extra]:
             n = cells.get((i, j), 0)
-            kind = (
-                "none"
-                if j == NO_ANSWER
-                else "over"
-                if j == ABSURD or j > i
-                else "under"
-                if j < i
-                else "exact"
-            )
+            if j == NO_ANSWER:
+                kind = "none"
+            elif j == ABSURD or j > i:
+                kind = "over"
+            else:
+                kind = "under" if j < i else "exact"
             line.append({"n": n, "kind": kind, "alpha": f"{0.15 + 0.85 * n / top:.2f}"})
         table.append((_label(bins[i]), line))
-    stats = error_stats(rows, limit)
-    out: Confusion = {
+    return {
         "label": label,
         "n": len(pairs),
         "columns": [_label(b) for b in bins] + extra,
         "rows": table,
-        **stats,
+        **error_stats(rows, limit),
     }
-    return out
 
 
 def confusion_tables(

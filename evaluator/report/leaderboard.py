@@ -23,7 +23,7 @@ from evaluator.core.jsonl import utf8_json
 from evaluator.core.text import md_text
 from evaluator.core.vocab import NOT_COMPARABLE
 from evaluator.report.base import REPORT_FILE
-from evaluator.report.board_columns import markdown_table, md_row, pct, verdict_detail
+from evaluator.report.board_columns import markdown_table, md_row, p_text, pct, verdict_detail
 from evaluator.report.leaderboard_page import render_page
 from evaluator.runfolder.files import CONFIG as RUN_CONFIG
 from evaluator.runfolder.handoff import SWEEP_STATE, SweepState, read_sweep_state
@@ -115,11 +115,8 @@ def pair_cells(p: BoardPair) -> list[str]:
     diff = f"{100 * p['difference']:+.2f}" + (
         f" [{100 * lo:+.1f}, {100 * hi:+.1f}]" if lo is not None and hi is not None else ""
     )
-    pv = (
-        "n/a"
-        if p["p_value"] is None
-        else f"{p['p_value']:.4g}" + SIGN_FLIP_MARK.get(str(p.get("p_test")), "")
-    )
+    mark = SIGN_FLIP_MARK.get(str(p.get("p_test")), "")
+    pv = "n/a" if p["p_value"] is None else f"{p['p_value']:.4g}{mark}"
     ph = "" if p["p_holm"] is None else f"{p['p_holm']:.4g}"
     return [md_text(p["a"]), md_text(p["b"]), str(p["questions"]), diff, pv, ph]
 
@@ -186,10 +183,6 @@ def _difference(block: PublishedBlock) -> str:
     return f"{100 * d:+.2f}" + (f" [{100 * c[0]:+.1f}, {100 * c[1]:+.1f}]" if c else "")
 
 
-def _p(x: float | None) -> str:
-    return "" if x is None else f"{x:.3g}"
-
-
 def _published_line(name: str, source: str, b: PublishedBlock) -> list[str]:
     return [
         name,
@@ -197,8 +190,8 @@ def _published_line(name: str, source: str, b: PublishedBlock) -> list[str]:
         f"{pct(b['accuracy'])} ({b['correct']} / {b['questions']})",
         f"{pct(b['reproduced_accuracy'])} ({b['reproduced_correct']} / {b['reproduced_questions']})",
         _difference(b),
-        _p(b.get("p_value")),
-        _p(b.get("p_holm")),
+        p_text(b.get("p_value")),
+        p_text(b.get("p_holm")),
         verdict_text(b),
     ]
 

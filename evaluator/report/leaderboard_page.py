@@ -21,7 +21,7 @@ from markupsafe import Markup
 
 from evaluator.core.vocab import NOT_COMPARABLE
 from evaluator.report.base import asset, render
-from evaluator.report.board_columns import Cell, Column, columns, pct, verdict_detail
+from evaluator.report.board_columns import Cell, Column, columns, p_text, pct, verdict_detail
 from evaluator.scoring.board import Board, BoardPair, PublishedBlock
 from evaluator.scoring.stats import wilson_interval
 
@@ -131,10 +131,6 @@ def _verdict(block: PublishedBlock) -> VerdictCells:
     return {"verdict": word, "verdict_class": word.replace(" ", "-"), "verdict_note": verdict_detail(block)}
 
 
-def _p(x: float | None) -> str:
-    return "" if x is None else f"{x:.3g}"
-
-
 def published_rows(board: Board) -> list[PublishedRow]:
     """The runs that carry a published result: both side by side, the difference, p, the verdict."""
     out: list[PublishedRow] = []
@@ -149,8 +145,8 @@ def published_rows(board: Board) -> list[PublishedRow]:
                 "reproduced": pct(b["reproduced_accuracy"]),
                 "difference": _points(b["difference"]),
                 "interval": _interval(b["difference_ci95"]),
-                "p": _p(b.get("p_value")),
-                "p_holm": _p(b.get("p_holm")),
+                "p": p_text(b.get("p_value")),
+                "p_holm": p_text(b.get("p_holm")),
                 **_verdict(b),
                 "size": f"{b['reproduced_questions']} here, {b['questions']} published",
                 "size_matches": b["size_matches"],
@@ -166,7 +162,7 @@ def published_rows(board: Board) -> list[PublishedRow]:
                 "reproduced": f"{pct(e['accuracy'])} ({e['correct']} / {e.get('responses', e['questions'])})",
                 "difference": _points(pub["difference"]),
                 "interval": _interval(pub["difference_ci95"]),
-                "p": _p(pub["p_value"]),
+                "p": p_text(pub["p_value"]),
                 **_verdict(pub),
                 "mismatches": pub.get("class_size_mismatches") or [],
                 "classes": classes,
@@ -273,7 +269,8 @@ def forest(board: Board) -> Forest:
         return round(LABEL_W + (v - lo) / (hi - lo) * plot_w, 1)
 
     step = 0.05 if hi - lo <= 0.3 else 0.1
-    ticks = [(x(t), f"{100 * t:.0f}") for t in _ticks(lo, hi, step)]
+    tick_values = [round(lo + k * step, 6) for k in range(round((hi - lo) / step) + 1)]
+    ticks = [(x(t), f"{100 * t:.0f}") for t in tick_values]
     rows: list[ForestRow] = []
     for i, e in enumerate(board["runs"]):
         y = TOP + i * ROW_H + ROW_H / 2
@@ -307,8 +304,3 @@ def forest(board: Board) -> Forest:
         "rows": rows,
         "has_published": any(r.get("pub") for r in rows),
     }
-
-
-def _ticks(lo: float, hi: float, step: float) -> list[float]:
-    n = round((hi - lo) / step)
-    return [round(lo + k * step, 6) for k in range(n + 1)]

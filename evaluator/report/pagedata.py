@@ -18,16 +18,9 @@ from evaluator.data.parquet import (
     resolve_hub,
     resolve_local,
 )
-from evaluator.report.base import (
-    ID_COLUMN,
-    IMAGE_PX,
-    JPEG_QUALITY,
-    QUESTION_COLUMN,
-)
+from evaluator.report.base import ID_COLUMN, IMAGE_PX, JPEG_QUALITY, QUESTION_COLUMN
 from evaluator.runfolder.runconfig import RunConfig
 from evaluator.scoring.row import ScoredRow
-
-# ----------------------------------------------------------------------------- data and thumbnails
 
 
 @dataclass
@@ -102,9 +95,6 @@ def find_source(
             )
         try:
             source = cached or resolve_hub(benchmark, dataset, revision)
-        except DataError as exc:
-            raise _NoData(str(exc)) from None
-        try:
             check_schema(benchmark, source)
         except DataError as exc:
             raise _NoData(str(exc)) from None
@@ -161,10 +151,6 @@ class _Scan:
     by_hash: dict[str, str] = field(default_factory=dict)
 
 
-def _expected_hashes(rows: list[ScoredRow]) -> dict[str, str | None]:
-    return {row.sample_id: row.image_sha256 or None for row in rows}
-
-
 def load_page_data(
     benchmark: Benchmark,
     config: RunConfig,
@@ -175,7 +161,7 @@ def load_page_data(
 ) -> PageData:
     """Question texts and thumbnails for `rows`; every problem becomes a note, nothing raises."""
     page = PageData(images_requested=images)
-    expected = _expected_hashes(rows)
+    expected = {row.sample_id: row.image_sha256 or None for row in rows}
     try:
         source, described = find_source(benchmark, config, data_files, allow_download=images)
     except _NoData as exc:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import base64
 from collections import Counter
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypedDict
@@ -278,7 +277,7 @@ def group_filters(benchmark: Benchmark, summary: Summary, rows_groups: list[JSON
 
 
 def status_select(attr: str, label: str, rows: list[ScoredRow]) -> Select:
-    counts = counts_of(rows, lambda r: r.outcome)
+    counts = Counter(r.outcome for r in rows)
     options = [(k, f"{v} ({counts[k]})") for k, v in STATUS_LABELS.items() if counts[k]]
     return Select(attr, label, [("", "all")] + options)
 
@@ -365,7 +364,3 @@ def side(row: ScoredRow, benchmark: Benchmark, repeat: Any = None) -> Side:
 
 def fmt_float(x: float | None) -> str:
     return "" if x is None or not is_num(x) else f"{x:g}"
-
-
-def counts_of(rows: list[ScoredRow], fn: Callable[[ScoredRow], str]) -> Counter[str]:
-    return Counter(fn(r) for r in rows)

@@ -20,12 +20,8 @@ def data_parts(config: RunConfig, summary: Summary) -> tuple[Parts, Parts]:
     if data.get("source") == "hub":
         rev = data.get("revision")
         asked = data.get("requested_revision")
-        text = [
-            ("", "Hugging Face "),
-            ("code", str(data.get("dataset"))),
-            ("", " revision "),
-            ("code", str(rev)),
-        ]
+        dataset = str(data.get("dataset"))
+        text = [("", "Hugging Face "), ("code", dataset), ("", " revision "), ("code", str(rev))]
         if asked and asked != rev:
             text += [("", " (requested "), ("code", str(asked)), ("", ")")]
     elif data.get("source") == "local":
@@ -49,14 +45,8 @@ def _question_set(config: RunConfig, summary: Summary) -> Parts:
     qs: Parts = [("", f"{'' if sdata.get('questions') is None else sdata.get('questions')} questions")]
     if digest:
         qs += [("", ", manifest sha256 "), ("code", str(digest)[:16]), ("", "…")]
-        qs.append(
-            (
-                "",
-                " (verified against run_config.json)"
-                if sdata.get("manifest_verified")
-                else " (not verified)",
-            )
-        )
+        verified = sdata.get("manifest_verified")
+        qs.append(("", " (verified against run_config.json)" if verified else " (not verified)"))
     total = config.data.get("questions")
     if is_int(total) and is_int(sdata.get("questions")) and total != sdata.get("questions"):
         qs.append(("", f"; a selection of the {total} questions in the data"))
@@ -74,8 +64,7 @@ def sampling_text(config: RunConfig) -> str:
         parts.append(f"output limit sent as {s['max_tokens_field']}")
     if s.get("extra_body"):
         parts.append("extra body " + json.dumps(s["extra_body"], sort_keys=True))
-    rpf = config.retry_parse_failures
-    if rpf:
+    if rpf := config.retry_parse_failures:
         parts.append(f"retry parse failures {rpf}")
     if strip := config.strip_tokens:
         parts.append("stripped before parsing " + json.dumps(strip, ensure_ascii=False))

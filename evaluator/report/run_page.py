@@ -18,6 +18,7 @@ from __future__ import annotations
 import csv
 import io
 import re
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -120,24 +121,14 @@ def _meta(merged: MergedRun, title: str, model: Any, written: str) -> list[tuple
 
 
 def _run_controls(bench: Benchmark, summary: Summary, rows: list[ScoredRow]) -> pieces.Controls:
-    results = pieces.counts_of(rows, lambda r: "correct" if r.correct else "wrong")
-    dirs = pieces.counts_of(rows, direction_of)
+    results = Counter("correct" if r.correct else "wrong" for r in rows)
+    dirs = Counter(direction_of(r) for r in rows)
+    result_options = [(k, f"{k} ({results[k]})") for k in ("correct", "wrong") if results[k]]
+    dir_options = [(k, f"{v} ({dirs[k]})") for k, v in DIRECTION_LABELS.items() if dirs[k]]
     selects = pieces.group_filters(bench, summary, [r.groups for r in rows])
     selects.append(pieces.status_select("status", "status", rows))
-    selects.append(
-        Select(
-            "result",
-            "result",
-            [("", "all")] + [(k, f"{k} ({results[k]})") for k in ("correct", "wrong") if results[k]],
-        )
-    )
-    selects.append(
-        Select(
-            "dir",
-            "error",
-            [("", "all")] + [(k, f"{v} ({dirs[k]})") for k, v in DIRECTION_LABELS.items() if dirs[k]],
-        )
-    )
+    selects.append(Select("result", "result", [("", "all")] + result_options))
+    selects.append(Select("dir", "error", [("", "all")] + dir_options))
     sort_options = [
         ("order:asc", "question order"),
         ("err:desc", "error size, largest first"),
@@ -267,12 +258,6 @@ def _cell(value: Any) -> Any:
     return value
 
 
-def per_question_header(benchmark: Benchmark, repeats: bool) -> list[str]:
-    head = ["sample_id", *(["repeat"] if repeats else []), *benchmark.group_fields, "question"]
-    head += ["ground_truth", "parsed_answer", "parse_status", "outcome", "correct", "latency_s"]
-    return head + list(TOKEN_KEYS)
-
-
 def per_question_line(row: ScoredRow, benchmark: Benchmark, question: str | None, repeats: bool) -> list[Any]:
     usage = row.usage or Usage()
     state = row.outcome
@@ -288,7 +273,9 @@ def per_question_csv(merged: MergedRun, questions: dict[str, str]) -> str:
     repeats = pieces.repeats_of(merged.summary) > 1
     out = io.StringIO()
     writer = csv.writer(out)
-    writer.writerow([csv_cell(c) for c in per_question_header(merged.benchmark, repeats)])
+    head = ["sample_id", *(["repeat"] if repeats else []), *merged.benchmark.group_fields, "question"]
+    head += ["ground_truth", "parsed_answer", "parse_status", "outcome", "correct", "latency_s"]
+    writer.writerow([csv_cell(c) for c in head + list(TOKEN_KEYS)])
     for row in merged.rows:
         question = questions.get(row.sample_id)
         writer.writerow([csv_cell(c) for c in per_question_line(row, merged.benchmark, question, repeats)])

@@ -19,63 +19,37 @@ because score_run draws them into scores/, and scoring may not import the report
 May import: core, data, request, runfolder.
 """
 
-from evaluator.runfolder.selection import RECORD_STATUSES
 from evaluator.scoring.base import (
     BUCKETS,
-    OUTCOME_LABELS,
-    OUTCOMES,
     SCORES_DIR,
     SUMMARY_JSON,
     SUMMARY_MD,
-    SUMMARY_SCHEMA_VERSION,
     ZERO_BUCKET,
     MergedRun,
     ScoreError,
-    ScoreResult,
-    benchmark_title,
     bucket_of,
     group_keys,
     group_value_key,
     ordered_values,
     outcome_of,
 )
-from evaluator.scoring.markdown import render_markdown
 from evaluator.scoring.merge import merge_run
-from evaluator.scoring.metrics import (
-    accuracy_block,
-    bucket_breakdown,
-    error_anatomy,
-    extra_metrics_of,
-    fallback_diagnostic,
-    group_breakdown,
-    outcome_counts,
-    summarize,
-    usage_stats,
-)
-from evaluator.scoring.write import answer_pairs, merged_jsonl, score_run, summary_json
+from evaluator.scoring.metrics import accuracy_block, error_anatomy, extra_metrics_of, outcome_counts
+from evaluator.scoring.write import answer_pairs, merged_jsonl, score_run
 
 __all__ = [
     "BUCKETS",
-    "OUTCOME_LABELS",
-    "OUTCOMES",
-    "RECORD_STATUSES",
     "SCORES_DIR",
     "SUMMARY_JSON",
     "SUMMARY_MD",
-    "SUMMARY_SCHEMA_VERSION",
     "ZERO_BUCKET",
     "MergedRun",
     "ScoreError",
-    "ScoreResult",
     "accuracy_block",
     "answer_pairs",
-    "benchmark_title",
-    "bucket_breakdown",
     "bucket_of",
     "error_anatomy",
     "extra_metrics_of",
-    "fallback_diagnostic",
-    "group_breakdown",
     "group_keys",
     "group_value_key",
     "merge_run",
@@ -83,9 +57,5 @@ __all__ = [
     "ordered_values",
     "outcome_counts",
     "outcome_of",
-    "render_markdown",
     "score_run",
-    "summarize",
-    "summary_json",
-    "usage_stats",
 ]

@@ -136,7 +136,3 @@ def num(x: Any, digits: int = 2) -> str:
     if isinstance(x, int):
         return str(x)
     return f"{x:.{digits}f}"
-
-
-def benchmark_title(benchmark: Benchmark) -> str:
-    return type(benchmark).__name__

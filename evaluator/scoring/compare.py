@@ -65,11 +65,6 @@ def _key(q: ScoredQuestion) -> Key:
     return (q.sample_id, q.image_sha256)
 
 
-def _labels(runs: list[MergedRun], roots: Sequence[Path]) -> list[str]:
-    names = [r.run_root.resolve().name for r in runs]
-    return [n if names.count(n) == 1 else str(root) for n, root in zip(names, roots, strict=True)]
-
-
 def paired_table(a: Sequence[float], b: Sequence[float]) -> dict[str, int]:
     """McNemar's table of right (1) / wrong (0) pairs."""
     return {
@@ -146,15 +141,19 @@ def compare_runs(
 ) -> CompareResult:
     roots = [Path(r) for r in roots]
     runs = _merge_runs(roots)
-    labels = _labels(runs, roots)
-    _check_one_benchmark(runs, labels)
+    names = [r.run_root.resolve().name for r in runs]
+    labels = [n if names.count(n) == 1 else str(root) for n, root in zip(names, roots, strict=True)]
+    if len({r.benchmark.name for r in runs}) > 1:
+        detail = ", ".join(f"{lab}: {r.benchmark.name}" for lab, r in zip(labels, runs, strict=True))
+        raise CompareError(f"the runs are on different benchmarks ({detail}); compare runs of one benchmark")
     warnings: list[str] = []
     for lab, run in zip(labels, runs, strict=True):
         warnings += [f"{lab}: {w}" for w in run.warnings]
     ks = [run.run_config.repeat_count for run in runs]
     qrows = [question_rows(run.rows, k) for run, k in zip(runs, ks, strict=True)]  # one row per question
     common = _question_sets(qrows, labels, intersect, warnings)
-    rows_by_run = _aligned_rows(qrows, common)
+    indexes = [{_key(r): r for r in rows} for rows in qrows]
+    rows_by_run = [[index[k] for k in common] for index in indexes]  # the compared questions, in one order
     _warn_truth_differences(rows_by_run, common, warnings)
     columns = group_columns(runs[0].benchmark, rows_by_run)
     entries = [
@@ -190,37 +189,17 @@ def _merge_runs(roots: list[Path]) -> list[MergedRun]:
     for root in roots:
         try:
             runs.append(merge_run(root))
-        except CompareError:
-            raise
         except ScoreError as exc:
             raise CompareError(f"cannot read run {root}: {exc}") from None
     return runs
 
 
-def _check_one_benchmark(runs: list[MergedRun], labels: list[str]) -> None:
-    benches = {r.benchmark.name for r in runs}
-    if len(benches) > 1:
-        detail = ", ".join(f"{lab}: {r.benchmark.name}" for lab, r in zip(labels, runs, strict=True))
-        raise CompareError(f"the runs are on different benchmarks ({detail}); compare runs of one benchmark")
-
-
-def _aligned_rows(qrows: list[list[ScoredQuestion]], common: list[Key]) -> list[list[ScoredQuestion]]:
-    """Each run's rows for the compared questions, in the same order."""
-    rows_by_run = []
-    for rows in qrows:
-        index = {_key(r): r for r in rows}
-        rows_by_run.append([index[k] for k in common])
-    return rows_by_run
-
-
 def _warn_truth_differences(
     rows_by_run: list[list[ScoredQuestion]], common: list[Key], warnings: list[str]
 ) -> None:
-    truth_diff: list[str] = []
-    for i, k in enumerate(common):
-        truths = {rows[i].ground_truth for rows in rows_by_run}
-        if len(truths) > 1:
-            truth_diff.append(k[0])
+    truth_diff = [
+        k[0] for i, k in enumerate(common) if len({rows[i].ground_truth for rows in rows_by_run}) > 1
+    ]
     if truth_diff:
         warnings.append(
             f"{len(truth_diff)} shared question(s) have different ground truths in different runs "

@@ -90,10 +90,8 @@ def response_identity(original: list[ScoredRow], new: list[ScoredRow]) -> Identi
     has none are `without_response` and are neither identical nor differing.
     """
     by_key = {r.key: r for r in new}
-    identical = 0
+    identical = without = paired = 0
     differing: list[Difference] = []
-    without = 0
-    paired = 0
     for o in original:
         key = o.key
         r = by_key.get(key)
@@ -129,15 +127,11 @@ def response_identity(original: list[ScoredRow], new: list[ScoredRow]) -> Identi
 
 def render_identity(c: Identity, limit: int = 20) -> str:
     n = c["compared"]
+    without = c["without_response"]
+    tail = f"; {without} pair(s) without a response on one side" if without else ""
     out = [
         f"Byte-identical responses (response_text and reasoning_text): {c['identical']} / {n}; "
-        f"differing: {c['differing']} / {n}"
-        + (
-            f"; {c['without_response']} pair(s) without a response on one side"
-            if c["without_response"]
-            else ""
-        )
-        + ".",
+        f"differing: {c['differing']} / {n}{tail}."
     ]
     if c["differences"]:
         out += [

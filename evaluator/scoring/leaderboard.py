@@ -159,21 +159,17 @@ def run_entry(
         "timeouts": timeout_block(responses),
     }
     if run.published:
+        answered = entry.get("responses", entry["questions"])
         entry["published"] = published_block(
-            run.published, entry["correct"], _denominator(entry), per_group, m.run_config.reasoning
+            run.published, entry["correct"], answered, per_group, m.run_config.reasoning
         )
     return entry
 
 
 def reasoning_of(config: RunConfig, responses: list[ScoredRow]) -> ReasoningSeen:
-    """The declared mode, the share of answered responses that showed reasoning and whether the provider
-    can show it at all (summary.json's)."""
+    """summary.json's reasoning block without its counts."""
     b = reasoning_block(config, responses)
     return {"declared": b["declared"], "observed_share": b["observed_share"], "observable": b["observable"]}
-
-
-def _denominator(entry: BoardEntry) -> int:
-    return entry.get("responses", entry["questions"])
 
 
 def latency_of(responses: list[ScoredRow]) -> Latency:
@@ -232,9 +228,7 @@ def tokens_of(responses: list[ScoredRow]) -> Tokens:
     for row in responses:
         for usage in spent_usages(row):
             for kind in TOKEN_KINDS:
-                v = getattr(usage, kind)
-                if isinstance(v, int) and not isinstance(v, bool):
-                    totals[kind] += v
+                totals[kind] += _int(getattr(usage, kind))
         failed += sum(_int(e.usage.total_tokens) for e in row.failed_attempts if e.usage is not None)
     return {
         "prompt": totals["prompt_tokens"],
@@ -264,15 +258,12 @@ def price_for(price: Any, batch: bool) -> Price | None:
         return None
     if any(price.get(k) is not None and not is_price(price.get(k)) for k in PRICE_FIELDS):
         return None
-    fields = (
-        PRICE_FIELDS if batch else ONLINE_PRICE_FIELDS
-    )  # an online run is costed at the online prices only
+    # an online run is costed at the online prices only
+    fields = PRICE_FIELDS if batch else ONLINE_PRICE_FIELDS
     out: Price = {}
     for k in fields:
         if price.get(k) is not None:
             out[k] = float(price[k])
-    if not batch:
-        return out
     if batch:
         out["batch_default"] = "batch_input" not in out or "batch_output" not in out
         out.setdefault("batch_input", out["input"] * BATCH_DISCOUNT)

@@ -140,16 +140,9 @@ def _usage(s: Summary) -> list[str]:
         *rate_limit_markdown(s.get("rate_limits", {})),
         *usage_markdown(s["usage"]),
     ]
-    if s["parse_status"]:
-        out += [
-            "Parse status: " + ", ".join(f"{md_text(k)} {v}" for k, v in s["parse_status"].items()) + ".",
-            "",
-        ]
-    if s["finish_reasons"]:
-        out += [
-            "Finish reasons: " + ", ".join(f"{md_text(k)} {v}" for k, v in s["finish_reasons"].items()) + ".",
-            "",
-        ]
+    for label, counts in (("Parse status", s["parse_status"]), ("Finish reasons", s["finish_reasons"])):
+        if counts:
+            out += [f"{label}: " + ", ".join(f"{md_text(k)} {v}" for k, v in counts.items()) + ".", ""]
     return out
 
 

@@ -205,8 +205,7 @@ def _merge_rows(
             line["record_ground_truth"] = line.get("ground_truth")
         line["ground_truth"] = entry.ground_truth
         line["groups"] = entry.groups
-        for k, v in entry.groups.items():
-            line[k] = v
+        line.update(entry.groups)
         answer = line.get("parsed_answer") if line.get("status") == "ok" else None
         line["correct"] = correct = bool(benchmark.is_correct(answer, entry.ground_truth))
         line["outcome"] = outcome = outcome_of(line)
@@ -281,6 +280,3 @@ def _merge_run(run_root: Path) -> MergedRun:
         else set()
     )
     return MergedRun(run_root, config, benchmark, manifest, rows, summary, warnings, lenient_rows)
-
-
-# ----------------------------------------------------------------------------- metrics

@@ -67,14 +67,9 @@ def outcome_counts(rows: list[ScoredRow]) -> dict[str, int]:
     return {k: c.get(k, 0) for k in OUTCOMES}
 
 
-def _answers(rows: list[ScoredRow]) -> tuple[list[int | None], list[int | None]]:
-    answers = [r.parsed_answer if r.outcome == "ok" else None for r in rows]
-    return answers, [r.ground_truth for r in rows]
-
-
 def extra_metrics_of(benchmark: Benchmark, rows: list[ScoredRow]) -> dict[str, float]:
-    answers, truths = _answers(rows)
-    return dict(sorted(benchmark.extra_metrics(answers, truths).items()))
+    answers = [r.parsed_answer if r.outcome == "ok" else None for r in rows]
+    return dict(sorted(benchmark.extra_metrics(answers, [r.ground_truth for r in rows]).items()))
 
 
 def group_breakdown(benchmark: Benchmark, rows: list[ScoredRow]) -> dict[str, GroupBreakdown]:
@@ -83,19 +78,13 @@ def group_breakdown(benchmark: Benchmark, rows: list[ScoredRow]) -> dict[str, Gr
         members: dict[str, list[ScoredRow]] = {}
         multi = False
         for row in rows:
-            groups = row.groups
-            value = groups.get(name)
+            value = row.groups.get(name)
             if isinstance(value, list):
                 multi = True
-                for key in group_keys(groups, name):
+                for key in group_keys(row.groups, name):
                     members.setdefault(key, []).append(row)
             else:
-                key = group_value_key(value)
-                sub = members.get(key)
-                if sub is None:
-                    members[key] = [row]
-                else:
-                    sub.append(row)
+                members.setdefault(group_value_key(value), []).append(row)
         order = ordered_values(benchmark, name, set(members))
         values: dict[str, GroupValue] = {}
         for key in order:
@@ -105,11 +94,7 @@ def group_breakdown(benchmark: Benchmark, rows: list[ScoredRow]) -> dict[str, Gr
                 "outcomes": outcome_counts(sub),
                 "extra_metrics": extra_metrics_of(benchmark, sub) if sub else {},
             }
-        out[name] = {
-            "multi_valued": multi,
-            "order": order,
-            "values": values,
-        }
+        out[name] = {"multi_valued": multi, "order": order, "values": values}
     return out
 
 
@@ -202,11 +187,6 @@ def usage_stats(rows: list[ScoredRow]) -> UsageSummary:
     return out
 
 
-def reasoning_observable(config: RunConfig) -> bool:
-    """False when the run's preset says its provider cannot show reasoning (run_config.json `preset`)."""
-    return not (config.preset and config.preset.get("reasoning_observable") is False)
-
-
 def reasoning_block(config: RunConfig, rows: list[ScoredRow]) -> ReasoningObserved:
     """summary.json `reasoning`: the declared mode and how many answered responses showed reasoning
     (evaluator.data.reasoning: a reasoning text, reported reasoning tokens or a think block); where the
@@ -220,7 +200,8 @@ def reasoning_block(config: RunConfig, rows: list[ScoredRow]) -> ReasoningObserv
             )
             for r in answered
         ),
-        reasoning_observable(config),
+        # False when the run's preset says its provider cannot show reasoning
+        not (config.preset and config.preset.get("reasoning_observable") is False),
     )
 
 
@@ -242,9 +223,7 @@ def fallback_diagnostic(benchmark: Benchmark, rows: list[ScoredRow]) -> Fallback
     """Last-integer fallback over the visible text of every response: a diagnostic, never the score."""
     correct = rescued = lost = 0
     for r in rows:
-        answer = None
-        if r.outcome in ("ok", "parse_failure"):
-            answer = benchmark.fallback(r.response_text)
+        answer = benchmark.fallback(r.response_text) if r.outcome in ("ok", "parse_failure") else None
         hit = bool(benchmark.is_correct(answer, r.ground_truth))
         correct += hit
         if hit and not r.correct:
@@ -362,11 +341,4 @@ def _apply_repeats_view(summary: Summary, benchmark: Benchmark, rows: list[Score
     summary["data"]["questions"] = len(rows) // k
     summary["data"]["responses"] = len(rows)
     buckets = [ZERO_BUCKET, *BUCKETS] if "0" in summary["count_buckets"]["order"] else list(BUCKETS)
-
-    def bucket(row: ScoredRow) -> str:
-        return bucket_of(row.ground_truth, buckets)
-
-    apply_repeats(summary, benchmark, rows, k, bucket)
-
-
-# ----------------------------------------------------------------------------- writing
+    apply_repeats(summary, benchmark, rows, k, lambda row: bucket_of(row.ground_truth, buckets))

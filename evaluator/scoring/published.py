@@ -1,30 +1,11 @@
 """A reproduced accuracy against the published one it reproduces (pure numbers for the leaderboard).
 
-The published result is counts: `correct` of `questions`, optionally per class (`per_class = {"<class>":
-[correct, questions]}`), and optionally the mode the source ran in (`reasoning = "on" | "off"`). The two
-accuracies are compared as two independent proportions:
-
-* difference reproduced minus published, with Newcombe's hybrid score interval (his method 10: built
-  from the two Wilson intervals, so it agrees with the Wilson intervals shown for each run);
-* p: the two-sided two-proportion z-test with the pooled proportion (the same p as Pearson's chi-square
-  test of the 2x2 table without continuity correction). p < 0.05 reads "differs", otherwise "no
-  detectable difference": a large p is no evidence that the two agree, so the verdict comes with
-  `min_detectable`, the smallest difference in accuracy points this same test detects with 80% power
-  (two-sided 5%) at these two sizes, the published accuracy taken as the reference (statsmodels'
-  power_proportions_2indep computes the same power). At 442 against 442 questions it is about 9 points.
-* a run whose declared reasoning mode (run_config.json `reasoning`) differs from the source's is "not
-  comparable": no test, no p-value. When either side states no mode the test runs and the block says
-  the mode is unknown (`reasoning_note`).
-* per class: the same test per class, the p-values Holm-adjusted within the run (`p_holm`); a class
-  "differs" when p_holm < 0.05. Its `min_detectable` is at 5%/m for m classes: a class p below that is
-  rejected by Holm whatever the other classes do.
-
-The two runs answered the same questions, so they are not truly independent; a positive correlation
-between them makes this test conservative (it reports a difference less readily), which is the safe
-side for a claim that a result did not reproduce.
-
-Per class, the data's class sizes are compared with the published denominators: a mismatch means the
-published numbers were measured on another release of the data.
+The two are compared as independent proportions: Newcombe's hybrid score interval (method 10) for the
+difference, the pooled two-proportion z-test for p, Holm-adjusted within the run per class. "No detectable
+difference" is no evidence that the two agree, so it comes with `min_detectable`, the smallest difference
+the test detects with 80% power. Both runs answered the same questions, so they are not truly independent:
+a positive correlation makes the test conservative, the safe side for a claim that a result did not
+reproduce. The fields, the reasoning-mode rule and the class sizes: docs/sweeps.md ("Published results").
 """
 
 from __future__ import annotations
@@ -173,7 +154,7 @@ def published_block(
     reason, mode_note = mode_check(published.get("reasoning"), declared)
     out: PublishedBlock = {
         "source": published.get("source"),
-        **compare_counts(correct, questions, *_counts(published), reason),
+        **compare_counts(correct, questions, int(published["correct"]), int(published["questions"]), reason),
         "reasoning": declared_mode(published.get("reasoning")),
         "reproduced_reasoning": declared_mode(declared),
     }
@@ -218,7 +199,3 @@ def _per_class(
         if adj is not None:
             block["verdict"] = DIFFERS if adj < ALPHA else NO_DIFFERENCE
     return per_class, mismatched
-
-
-def _counts(published: Mapping[str, Any]) -> tuple[int, int]:
-    return int(published["correct"]), int(published["questions"])

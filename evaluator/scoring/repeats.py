@@ -1,17 +1,10 @@
 """The spread over repeats (the seed and the (sample_id, repeat) key live in evaluator.core.records). Pure.
 
-* `repeat_metrics(correct)`: over a (questions x K) boolean matrix, each repeat's accuracy over
-  every question, their mean (the headline), standard deviation, a question-cluster bootstrap interval
-  for the mean, per-question agreement and majority-vote accuracy (a diagnostic).
-
-And scoring a run made with --repeats K > 1: the summary's repeat-aware numbers and their Markdown.
-
-The merged rows of such a run are K consecutive rows per question (repeats 0..K-1), in manifest order.
-Counts over rows (outcomes, parse status, error anatomy, usage) then pool every response; accuracies
-are re-stated per question: accuracy = mean of the K per-repeat accuracies (= correct responses /
-(questions x K)), with a question-cluster bootstrap interval instead of Wilson's (which would treat
-the K responses to one question as independent questions). A run with K = 1 never comes here, so its
-summary stays as it was.
+The merged rows of a run made with --repeats K > 1 are K consecutive rows per question (repeats 0..K-1),
+in manifest order. Counts over rows (outcomes, parse status, error anatomy, usage) then pool every
+response; accuracies are re-stated per question: accuracy = mean of the K per-repeat accuracies (= correct
+responses / (questions x K)), with a question-cluster bootstrap interval instead of Wilson's (which would
+treat the K responses to one question as independent questions). A run with K = 1 never comes here.
 """
 
 from __future__ import annotations
@@ -22,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from evaluator.data.benchmarks.base import Benchmark
-from evaluator.scoring.base import group_keys
+from evaluator.scoring.base import ci_text, group_keys, pct_text
 from evaluator.scoring.board import AccuracyBlock
 from evaluator.scoring.row import ScoredQuestion, ScoredRow, responses_of
 from evaluator.scoring.stats import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, bootstrap_mean_interval
@@ -79,14 +72,6 @@ def repeat_metrics(correct: np.ndarray) -> RepeatMetrics:
     }
 
 
-def correctness_matrix(correct: Sequence[bool], k: int) -> np.ndarray:
-    """Right/wrong per row (K consecutive rows per question, repeats in order) -> (questions x K) matrix."""
-    flags = np.fromiter(correct, dtype=bool, count=len(correct))
-    if len(correct) % k:
-        raise ValueError(f"{len(correct)} rows is not a whole number of questions with {k} repeats each")
-    return flags.reshape(-1, k)
-
-
 def _members(question_rows: list[ScoredRow], of: Any) -> dict[str, list[int]]:
     out: dict[str, list[int]] = {}
     for i, row in enumerate(question_rows):
@@ -102,7 +87,10 @@ def apply_repeats(
 
     bucket_of_row(row) -> the count-bucket name of a question (the scorer's own bucketing).
     """
-    m = correctness_matrix([r.correct for r in rows], k)
+    if len(rows) % k:
+        raise ValueError(f"{len(rows)} rows is not a whole number of questions with {k} repeats each")
+    # right/wrong as a (questions x K) matrix: K consecutive rows per question, repeats in order
+    m = np.fromiter((r.correct for r in rows), dtype=bool, count=len(rows)).reshape(-1, k)
     first = rows[::k]  # one row per question: its groups and ground truth are the manifest's
     summary["primary"] = {"metric": "exact_count_accuracy", **repeat_accuracy_block(m)}
     summary["repeats"] = repeat_metrics(m)
@@ -128,21 +116,13 @@ def apply_repeats(
         )
 
 
-def _pct(x: float | None) -> str:
-    return "n/a" if x is None else f"{100 * x:.2f}%"
-
-
-def _ci(ci: Sequence[float] | None) -> str:
-    return "n/a" if not ci else f"{100 * ci[0]:.1f}-{100 * ci[1]:.1f}%"
-
-
 def headline_markdown(summary: Summary) -> list[str]:
     p, r = summary["primary"], summary["repeats"]
     std = r["std_accuracy"]
     return [
-        f"**Exact-count accuracy: {_pct(p['accuracy'])}**, the mean of {r['k']} repeats over {p['questions']} "
+        f"**Exact-count accuracy: {pct_text(p['accuracy'])}**, the mean of {r['k']} repeats over {p['questions']} "
         f"questions ({p['correct']} / {p['responses']} responses right; 95% question-cluster bootstrap interval "
-        f"{_ci(p['ci95'])}; standard deviation across repeats "
+        f"{ci_text(p['ci95'])}; standard deviation across repeats "
         f"{'n/a' if std is None else f'{100 * std:.2f} points'}). Every question of the run's manifest is "
         "in the denominator of every repeat; parse failures, request errors, data errors and missing rows "
         "count as wrong.",
@@ -161,13 +141,13 @@ def repeats_markdown(summary: Summary) -> list[str]:
         "| ---: | ---: | ---: |",
     ]
     out += [
-        f"| {p['repeat']} | {p['correct']} / {r['questions']} | {_pct(p['accuracy'])} |"
+        f"| {p['repeat']} | {p['correct']} / {r['questions']} | {pct_text(p['accuracy'])} |"
         for p in r["per_repeat"]
     ]
     std = r["std_accuracy"]
     out += [
-        f"| mean | | {_pct(r['mean_accuracy'])} (sd {'n/a' if std is None else f'{100 * std:.2f}'} points, "
-        f"95% CI {_ci(r['ci95'])}) |",
+        f"| mean | | {pct_text(r['mean_accuracy'])} (sd {'n/a' if std is None else f'{100 * std:.2f}'} points, "
+        f"95% CI {ci_text(r['ci95'])}) |",
         "",
         f"Per-question agreement: {a['always_right']} always right, {a['never_right']} never right, "
         f"{a['sometimes_right']} sometimes right. Questions by number of right repeats: "
@@ -175,7 +155,7 @@ def repeats_markdown(summary: Summary) -> list[str]:
         + ".",
         "",
         f"Diagnostic only (not the score): majority vote over the repeats gives {mv['correct']} / "
-        f"{r['questions']} = {_pct(mv['accuracy'])}.",
+        f"{r['questions']} = {pct_text(mv['accuracy'])}.",
         "",
         "With repeats, the tables below count responses (questions x repeats) in `correct` and the outcome "
         "columns; accuracies are means over repeats with question-cluster bootstrap intervals.",

@@ -55,10 +55,6 @@ class ScoredQuestion(msgspec.Struct, frozen=True):
     rows: list[ScoredRow]
 
     @property
-    def first(self) -> ScoredRow:
-        return self.rows[0]
-
-    @property
     def sample_id(self) -> str:
         return self.rows[0].sample_id
 

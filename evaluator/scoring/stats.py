@@ -1,14 +1,7 @@
 """Statistics for scoring and comparing runs. Pure functions: numbers in, numbers out (no files).
 
-* `wilson_interval`: score interval for a binomial proportion (the accuracy of one run).
-* `mcnemar_exact`: exact two-sided McNemar test, a binomial test on the discordant pairs.
-* `bootstrap_mean_interval`: percentile interval of a mean of per-question values, resampling questions
-  with a fixed seed so the same inputs always give the same interval; `paired_bootstrap_diff` is it
-  over the per-question differences of two runs.
-* `sign_flip_p`: paired randomization test on per-question differences (exact for few, else seeded
-  Monte Carlo); on right/wrong outcomes it equals the exact McNemar test, and it also takes the
-  per-question mean correctness of repeated runs.
-* `percentile` / `describe`: linear-interpolation percentiles (numpy's default method).
+The bootstraps and the sign-flip test are seeded, so the same inputs always give the same numbers;
+percentiles interpolate linearly between order statistics (numpy's default method).
 """
 
 from __future__ import annotations

@@ -16,7 +16,6 @@ from evaluator.scoring.markdown import render_markdown
 from evaluator.scoring.merge import merge_run
 from evaluator.scoring.plot_worker import PlotWorker, child_pays_off
 from evaluator.scoring.row import ScoredRow
-from evaluator.scoring.summary_shape import Summary
 
 
 def merged_jsonl(rows: list[ScoredRow], lenient_rows: set[int] | frozenset[int] = frozenset()) -> bytes:
@@ -53,10 +52,6 @@ def _write_merged_atomic(
         if pending is not None:
             pending.result()
     return digest.hexdigest()
-
-
-def summary_json(summary: Summary) -> bytes:
-    return utf8_json(summary, indent=2, sort_keys=True) + b"\n"
 
 
 def answer_pairs(rows: list[ScoredRow]) -> Counter[tuple[int, int]]:
@@ -109,7 +104,7 @@ def _score_run(run_root: Path, keep_merged: bool = False) -> ScoreResult:
         warnings.extend(problems)
         summary["outputs"] = {"responses_sha256": responses_sha256}
         md = render_markdown(summary)
-        write_atomic(scores / SUMMARY_JSON, summary_json(summary))
+        write_atomic(scores / SUMMARY_JSON, utf8_json(summary, indent=2, sort_keys=True) + b"\n")
         write_atomic(scores / SUMMARY_MD, utf8_text(md))
     except OSError as exc:
         raise ScoreError(_write_failed(root, exc)) from None
