@@ -274,11 +274,6 @@ class ModelSnapshot(HubSnapshot):
     size: int
 
 
-def serve_command(repo_id: str, commit: str) -> str:
-    """The make line that serves exactly these weights from the cache (compose.yaml's vllm service)."""
-    return f"HF_HUB_OFFLINE=1 make serve MODEL={repo_id} MODEL_REVISION={commit}"
-
-
 def fetch_model(
     repo_id: str, revision: str | None, allow: list[str] | None = None, ignore: list[str] | None = None
 ) -> ModelSnapshot:
@@ -336,5 +331,6 @@ def model_report(snap: ModelSnapshot) -> list[str]:
     return [
         *snap.heading("model"),
         f"{snap.files} file(s), {snap.size / 1e6:.1f} MB in {snap.folder}",
-        f"serve: {serve_command(snap.repo_id, snap.commit)}",
+        # the make line that serves exactly these weights from the cache (compose.yaml's vllm service)
+        f"serve: HF_HUB_OFFLINE=1 make serve MODEL={snap.repo_id} MODEL_REVISION={snap.commit}",
     ]

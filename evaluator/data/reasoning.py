@@ -86,10 +86,6 @@ def shows_reasoning(reasoning_text: Any, reasoning_tokens: Any, response_text: A
     return any(signals(reasoning_text, reasoning_tokens, response_text))
 
 
-def record_signals(record: ResponseRecord) -> tuple[bool, bool, bool]:
-    return signals(record.reasoning_text, record.usage.reasoning_tokens, record.response_text)
-
-
 class ReasoningObserved(TypedDict):
     """summary.json `reasoning`."""
 
@@ -161,7 +157,7 @@ class SmokeCheck:
         """The mismatch once the first answered responses all contradict the mode; None otherwise."""
         if record.status != "ok" or len(self.seen) >= self.needed:
             return None
-        self.seen.append(record_signals(record))
+        self.seen.append(signals(record.reasoning_text, record.usage.reasoning_tokens, record.response_text))
         if len(self.seen) < self.needed:
             return None
         reasoned = [any(s) for s in self.seen]

@@ -10,9 +10,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 
-# --------------------------------------------------------------------------------------------
 # Assets: fonts, words, photos
-# --------------------------------------------------------------------------------------------
 
 _LOREM_TEXT = (
     "lorem ipsum dolor sit amet consectetur adipiscing elit sed do eiusmod tempor incididunt ut "
@@ -100,9 +98,7 @@ def _photo(name: str) -> np.ndarray:
     return np.ascontiguousarray(arr[..., :3].astype(np.uint8))
 
 
-# --------------------------------------------------------------------------------------------
 # Element renderers (each returns an RGB PIL image of exactly the requested size)
-# --------------------------------------------------------------------------------------------
 
 
 def render_photo(rng: np.random.Generator, w: int, h: int) -> tuple[Image.Image, str]:

@@ -22,9 +22,7 @@ from evaluator.demo.page_elements import (
 )
 from evaluator.demo.page_model import BRAND_LOGO, PHOTOGRAPH, TABLE, Instance
 
-# --------------------------------------------------------------------------------------------
 # Layout
-# --------------------------------------------------------------------------------------------
 
 MARGIN = 56
 ROW_GAP = 14

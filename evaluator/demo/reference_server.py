@@ -41,11 +41,6 @@ log = logging.getLogger(__name__)
 DEFAULT_MODEL_NAME = "reference-layout-cdla"
 
 
-# --------------------------------------------------------------------------------------------
-# Request parsing
-# --------------------------------------------------------------------------------------------
-
-
 class RequestError(EvaluatorError):
     def __init__(self, message: str, status: int = 400, code: str = "invalid_request_error") -> None:
         super().__init__(message)
@@ -89,11 +84,6 @@ def extract_request(body: dict[str, Any]) -> tuple[bytes, str]:
     except (binascii.Error, ValueError) as exc:
         raise RequestError(f"image data URL is not valid base64: {exc}") from exc
     return data, "\n".join(texts)
-
-
-# --------------------------------------------------------------------------------------------
-# HTTP server
-# --------------------------------------------------------------------------------------------
 
 
 def _error(status: int, message: str, code: str = "invalid_request_error"):

@@ -86,9 +86,7 @@ __all__ = [  # the sample set's face (tests and docs use these names through thi
     "render_sample_pages",
 ]
 
-# --------------------------------------------------------------------------------------------
 # Prompt template
-# --------------------------------------------------------------------------------------------
 
 
 def load_prompt_template(path: Path | None = None) -> str:
