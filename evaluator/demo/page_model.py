@@ -82,15 +82,9 @@ RELEASE_SCHEMA = pa.schema(
         pa.field("answer", pa.int64()),
     ]
 )
-HF_FEATURES = {
-    "sample_id": {"dtype": "string", "_type": "Value"},
-    "image": {"_type": "Image"},
-    "image_sha256": {"dtype": "string", "_type": "Value"},
-    "target_class": {"dtype": "string", "_type": "Value"},
-    "class_definition": {"dtype": "string", "_type": "Value"},
-    "question": {"dtype": "string", "_type": "Value"},
-    "prompt": {"dtype": "string", "_type": "Value"},
-    "answer": {"dtype": "int64", "_type": "Value"},
+HF_FEATURES = {  # the same columns as Hugging Face `datasets` features
+    f.name: {"_type": "Image"} if f.name == "image" else {"dtype": str(f.type), "_type": "Value"}
+    for f in RELEASE_SCHEMA
 }
 
 

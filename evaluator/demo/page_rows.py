@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -14,6 +13,7 @@ from evaluator.demo.page_elements import (
     draw_logo,
     fit_text,
     logo_size,
+    logo_width,
     render_chart,
     render_photo,
     render_table,
@@ -90,12 +90,7 @@ class Counter:
 
 
 def plan_rows(
-    rng: np.random.Generator,
-    figures: list[str],
-    n_tables: int,
-    n_logos: int,
-    content_w: int,
-    level: int,
+    rng: np.random.Generator, figures: list[str], n_tables: int, n_logos: int, content_w: int, level: int
 ) -> list[Row]:
     """Plan body rows for the given elements; higher ``level`` packs them more tightly."""
     # figures, tables, logos in this order: each draws from `rng`, so the order fixes the pages
@@ -167,12 +162,7 @@ def _logo_rows(rng: np.random.Generator, n_logos: int, content_w: int, level: in
 
 
 def _figure_row(
-    rng: np.random.Generator,
-    group: list[str],
-    item_w: int,
-    item_h: int,
-    content_w: int,
-    wrap: bool,
+    rng: np.random.Generator, group: list[str], item_w: int, item_h: int, content_w: int, wrap: bool
 ) -> Row:
     image_left = bool(rng.random() < 0.5)
     height = item_h + _CAPTION_H
@@ -207,12 +197,7 @@ def _figure_row(
 
 
 def _table_row(
-    rng: np.random.Generator,
-    n_rows: list[int],
-    n_cols: list[int],
-    tw: int,
-    content_w: int,
-    wrap: bool,
+    rng: np.random.Generator, n_rows: list[int], n_cols: list[int], tw: int, content_w: int, wrap: bool
 ) -> Row:
     renders = []
     for r, c in zip(n_rows, n_cols, strict=True):
@@ -250,7 +235,7 @@ def _logo_row(rng: np.random.Generator, k: int, content_w: int) -> Row:
     # Shrink until the marks fit on one line with a reasonable gap.
     while sum(s[0] for s in specs) + (k - 1) * 24 > content_w and h > 26:
         h -= 4
-        specs = [(_logo_size_for(name, wm, h), name, wm) for _, name, wm in specs]
+        specs = [(logo_width(name, wm, h), name, wm) for _, name, wm in specs]
     height = _CAPTION_H + 6 + h
 
     def draw(page: Image.Image, y: int, numbers: Counter) -> list[Instance]:
@@ -268,9 +253,3 @@ def _logo_row(rng: np.random.Generator, k: int, content_w: int) -> Row:
         return out
 
     return Row(height, draw)
-
-
-def _logo_size_for(name: str, wordmark: bool, h: int) -> int:
-    if not wordmark:
-        return h
-    return h + 6 + int(math.ceil(sans_bold(max(10, int(h * 0.34))).getlength(name)))

@@ -183,11 +183,7 @@ async def _reply(request, body: dict[str, Any], model_name: str, text: str, prom
     return web.json_response(_completion_json(rid, now, model_name, text, usage))
 
 
-def create_app(
-    model_name: str = DEFAULT_MODEL_NAME,
-    counter: LayoutCounter | None = None,
-    workers: int = 1,
-):
+def create_app(model_name: str = DEFAULT_MODEL_NAME, counter: LayoutCounter | None = None, workers: int = 1):
     """The aiohttp application. Inference runs in a thread pool so ``/health`` stays responsive."""
     from aiohttp import web
 
