@@ -11,26 +11,23 @@ them; tests/test_wheel.py fails when the package copy differs from it (copy them
 from __future__ import annotations
 
 import hashlib
+import os
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict
 
+from evaluator.core.errors import UserError
 from evaluator.core.jsonl import JSONObject
 from evaluator.core.records import Sampling
 from evaluator.data.parsing import ParseResult, last_integer_fallback
 
 if TYPE_CHECKING:  # annotations only: pyarrow costs ~0.15 s at start-up
+    from importlib.resources.abc import Traversable
+
     import pyarrow as pa
-import os
-from importlib import resources
-from pathlib import Path
-from typing import TYPE_CHECKING
-
-from evaluator.core.errors import UserError
-
-if TYPE_CHECKING:  # importlib.resources.abc is 3.11+; the package supports 3.10
-    from importlib.abc import Traversable
 
 
 @dataclass
