@@ -153,7 +153,6 @@ class Benchmark(ABC):
     name: str
     title: str  # how pages, summaries and leaderboards name it
     hub_id: str
-    split: str = "test"
     hub_files: str = "data/test-*.parquet"
     # column -> human description; the one place the release schema lives
     columns: dict[str, str]

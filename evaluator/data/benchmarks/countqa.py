@@ -38,7 +38,6 @@ class CountQA(Benchmark):
     title = "CountQA"
     zero_counts = True
     hub_id = "Jayant-Sravan/CountQA"
-    split = "test"
     hub_files = "data/test-*.parquet"
     columns = {
         "image": "Image struct {bytes, path}, JPEG or PNG",
@@ -72,9 +71,7 @@ class CountQA(Benchmark):
         return f"countqa-{row_index:05d}-q{question_index}"
 
     def samples(self, batch: pa.RecordBatch, first_row_index: int, with_images: bool) -> Iterator[Sample]:
-        cols = {name: batch.column(name).to_pylist() for name in batch.schema.names}
-        for i in range(batch.num_rows):
-            row: JSONObject = {name: values[i] for name, values in cols.items()}
+        for i, row in enumerate(batch.to_pylist()):
             yield from self._row_samples(row, first_row_index + i, with_images)
 
     def _row_samples(self, row: JSONObject, row_index: int, with_images: bool) -> Iterator[Sample]:
