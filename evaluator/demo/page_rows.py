@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+import itertools
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 
 import numpy as np
 from PIL import Image, ImageDraw
@@ -75,18 +76,12 @@ def _draw_caption(page: Image.Image, x: int, y: int, width: int, text: str) -> N
     d.text((x, y + 2), fit_text(d, text, font, width), font=font, fill="#444444")
 
 
+@dataclass
 class Counter:
-    def __init__(self) -> None:
-        self.figure = 0
-        self.table = 0
+    """The running figure and table numbers of a page's captions."""
 
-    def next_figure(self) -> int:
-        self.figure += 1
-        return self.figure
-
-    def next_table(self) -> int:
-        self.table += 1
-        return self.table
+    figures: Iterator[int] = field(default_factory=lambda: itertools.count(1))
+    tables: Iterator[int] = field(default_factory=lambda: itertools.count(1))
 
 
 def plan_rows(
@@ -190,7 +185,7 @@ def _figure_row(
         for x, (kind, img, tag, cap) in zip(xs, renders, strict=True):
             page.paste(img, (x, y))
             out.append(Instance(kind, (x, y, x + item_w, y + item_h), tag))
-            _draw_caption(page, x, y + item_h, item_w, f"Figure {numbers.next_figure()}. {cap}")
+            _draw_caption(page, x, y + item_h, item_w, f"Figure {next(numbers.figures)}. {cap}")
         return out
 
     return Row(height, draw)
@@ -218,7 +213,7 @@ def _table_row(
             start = MARGIN + (content_w - total) // 2
             xs = [start + j * (tw + _COL_GAP) for j in range(len(renders))]
         for x, (img, tag, cap) in zip(xs, renders, strict=True):
-            _draw_caption(page, x, y, tw, f"Table {numbers.next_table()}. {cap}")
+            _draw_caption(page, x, y, tw, f"Table {next(numbers.tables)}. {cap}")
             page.paste(img, (x, y + _CAPTION_H))
             out.append(Instance(TABLE, (x, y + _CAPTION_H, x + tw, y + _CAPTION_H + img.size[1]), tag))
         return out
