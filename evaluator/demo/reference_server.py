@@ -22,7 +22,6 @@ import binascii
 import contextlib
 import json
 import logging
-import os
 import re
 import sys
 import threading
@@ -33,6 +32,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from evaluator.core.atomic import atomic_file
 from evaluator.core.errors import EvaluatorError
 from evaluator.demo.layout_counter import LayoutCounter, compose_reply, decode_image, parse_target_class
 
@@ -233,14 +233,6 @@ def create_app(model_name: str = DEFAULT_MODEL_NAME, counter: LayoutCounter | No
     return app
 
 
-def _write_port_file(path: Path, port: int) -> None:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(f"{port}\n", encoding="utf-8")
-    os.replace(tmp, path)
-
-
 async def _serve(
     host: str,
     port: int,
@@ -261,7 +253,9 @@ async def _serve(
     actual = int(runner.addresses[0][1])
     log.info("reference server %s listening on http://%s:%d/v1", model_name, host, actual)
     if port_file is not None:
-        _write_port_file(port_file, actual)
+        port_file.parent.mkdir(parents=True, exist_ok=True)
+        with atomic_file(port_file) as f:
+            f.write(f"{actual}\n".encode())
     if bound is not None:
         bound.append(actual)
     if started is not None:
