@@ -125,24 +125,6 @@ def _refusal(body: Any, model_name: str):
     return None
 
 
-def _completion_json(rid: str, now: int, model_name: str, text: str, usage: dict[str, int]) -> dict[str, Any]:
-    return {
-        "id": rid,
-        "object": "chat.completion",
-        "created": now,
-        "model": model_name,
-        "choices": [
-            {
-                "index": 0,
-                "message": {"role": "assistant", "content": text},
-                "finish_reason": "stop",
-                "logprobs": None,
-            }
-        ],
-        "usage": usage,
-    }
-
-
 async def _stream_reply(
     request, body: dict[str, Any], base: dict[str, Any], text: str, usage: dict[str, int]
 ):
@@ -180,7 +162,23 @@ async def _reply(request, body: dict[str, Any], model_name: str, text: str, prom
     if body.get("stream"):
         base = {"id": rid, "object": "chat.completion.chunk", "created": now, "model": model_name}
         return await _stream_reply(request, body, base, text, usage)
-    return web.json_response(_completion_json(rid, now, model_name, text, usage))
+    return web.json_response(
+        {
+            "id": rid,
+            "object": "chat.completion",
+            "created": now,
+            "model": model_name,
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": text},
+                    "finish_reason": "stop",
+                    "logprobs": None,
+                }
+            ],
+            "usage": usage,
+        }
+    )
 
 
 def create_app(model_name: str = DEFAULT_MODEL_NAME, counter: LayoutCounter | None = None, workers: int = 1):
