@@ -170,14 +170,6 @@ def _download(
     return resolved.resolved, Path(folder), offline
 
 
-def _cached_commit(repo_id: str, revision: str | None) -> str | None:
-    """The commit the cache maps this revision to (only to word an error message)."""
-    try:
-        return resolve(repo_id, revision, True).resolved
-    except Exception:  # noqa: BLE001
-        return None
-
-
 def fetch(
     benchmark: Benchmark, dataset: str | None, revision: str | None, local_dir: str | None = None
 ) -> Snapshot:
@@ -191,7 +183,13 @@ def fetch(
         allow_patterns=[benchmark.hub_files],
         local_dir=local_dir,
     )
-    return _snapshot(benchmark, repo_id, revision, commit, folder, offline)
+    files = sorted(p for p in folder.glob(benchmark.hub_files) if p.is_file())
+    if not files:
+        raise HubDataError(
+            f"{repo_id} at commit {commit} has no files matching {benchmark.hub_files!r} in {folder}; run "
+            f"`{fetch_command(benchmark.name, repo_id, benchmark.hub_id, commit)}` where the hub is reachable"
+        )
+    return Snapshot(repo_id, revision, commit, folder, offline, files)
 
 
 def hub_error(
@@ -213,7 +211,10 @@ def hub_error(
             "and set HF_TOKEN if it is gated or private"
         )
     if isinstance(exc, errors.LocalEntryNotFoundError):  # also IncompleteSnapshotError
-        commit = _cached_commit(repo_id, revision)
+        try:  # the commit the cache maps this revision to (only to word the message)
+            commit: str | None = resolve(repo_id, revision, True).resolved
+        except Exception:  # noqa: BLE001
+            commit = None
         if commit and (repo_folder(cache_dir, repo_id) / "snapshots" / commit).is_dir():
             return HubDataError(
                 f"the cached copy of {repo_id} at commit {commit} is incomplete (some of its "
@@ -230,18 +231,6 @@ def hub_error(
             f"{type(exc).__name__}: {one_line(exc)[:300]}"
         )
     return None
-
-
-def _snapshot(
-    benchmark: Benchmark, repo_id: str, revision: str | None, commit: str, folder: Path, offline: bool
-) -> Snapshot:
-    files = sorted(p for p in folder.glob(benchmark.hub_files) if p.is_file())
-    if not files:
-        raise HubDataError(
-            f"{repo_id} at commit {commit} has no files matching {benchmark.hub_files!r} in {folder}; run "
-            f"`{fetch_command(benchmark.name, repo_id, benchmark.hub_id, commit)}` where the hub is reachable"
-        )
-    return Snapshot(repo_id, revision, commit, folder, offline, files)
 
 
 def fetch_report(snap: Snapshot, benchmark: Benchmark, local_dir: str | None) -> list[str]:
