@@ -19,10 +19,10 @@ qwen3 reasoning parser docs); both forms are flagged.
 
 The format smoke check: a model whose answers never parse (a special token the server leaves after the
 tag, thinking in the content with a quoted tag, every answer cut off at the output limit) would spend a
-whole run on rows that all count as wrong. `FormatCheck` sees the first FORMAT_SMOKE_RESPONSES answered responses (or all the
-invocation sends, when fewer): if every one failed the strict parser, or every one was cut off at the
-output limit (finish_reason "length"), the run stops (`FormatMismatch`, exit 2 in evaluate, state
-"stopped" in a sweep), with the parse statuses seen, the text that broke the rule and the fix.
+whole run on rows that all count as wrong. `FormatCheck` sees the first FORMAT_SMOKE_RESPONSES answered
+responses (or all the invocation sends, when fewer): if every one failed the strict parser, or every one
+was cut off at the output limit (finish_reason "length"), the run stops (`FormatMismatch`, exit 2 in
+evaluate, state "stopped" in a sweep), with the parse statuses seen, the text that broke the rule and the fix.
 """
 
 from __future__ import annotations
