@@ -1,7 +1,7 @@
-"""core: the shared vocabulary every stage uses: the typed record schema (records), JSON Lines (jsonl),
-atomic writes (atomic), token usage (usage), the (sample_id, repeat) key and seeds (keys), the API-key
-redactor (secrets), small text and value helpers (text, values), and how library code reports to a person
-(output: messages and answers through logging; only cli/ and demo/ print).
+"""core: the shared vocabulary every stage uses: the typed record schema, the (sample_id, repeat) key and
+seeds (records), JSON Lines and JSON value checks (jsonl), atomic writes (atomic), token usage (usage), the
+trust boundary and API-key redactor (boundary, unescape, secrets), text helpers (text), exit codes and
+errors (errors), closed vocabularies (vocab), and how library code reports to a person (output).
 
 May import: nothing from evaluator (layer 0).
 """

@@ -26,9 +26,6 @@ class ExitCode(IntEnum):
     INTERRUPTED = 130
     """Ctrl-C or SIGTERM: what finished is saved; a re-run resumes."""
 
-    def __str__(self) -> str:
-        return str(int(self))  # as Python 3.11 does; 3.10 would print "ExitCode.OK"
-
 
 class EvaluatorError(Exception):
     """Every exception the package raises on purpose (a stop, a refusal, a bound reached)."""

@@ -128,11 +128,6 @@ def decode_strict_lines(lines: Sequence[bytes | memoryview]) -> list[Any] | None
         return None
 
 
-def encode_lenient(row: Any) -> bytes:
-    """The stdlib form for rows strict JSON cannot carry: sorted keys, compact, ASCII escapes."""
-    return json.dumps(row, sort_keys=True, separators=(",", ":")).encode("ascii")
-
-
 def encode_row(row: Any, lenient: bool = False) -> bytes:
     """One row as one line (with its newline)."""
     if not lenient:
@@ -140,7 +135,8 @@ def encode_row(row: Any, lenient: bool = False) -> bytes:
             return _ENCODER.encode(row) + b"\n"
         except (UnicodeEncodeError, TypeError, OverflowError, ValueError):
             pass
-    return encode_lenient(row) + b"\n"
+    # the stdlib form for rows strict JSON cannot carry: sorted keys, compact, ASCII escapes
+    return json.dumps(row, sort_keys=True, separators=(",", ":")).encode("ascii") + b"\n"
 
 
 def encode_rows(rows: Sequence[Any], lenient: Iterable[int] = ()) -> bytes:

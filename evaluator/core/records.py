@@ -33,15 +33,8 @@ Lenient decoding: a msgspec Struct read from JSON that may be damaged (a hand-ed
 strict converter; a field that does not convert is replaced by a value of its declared type, never by a
 value of another one. The fields come from the Struct itself, so a field added to it is read here with no
 other edit. Pure.
-
-The replacement for a field of the wrong type:
-- a label (a type annotated with LABEL) keeps its text: str(value), None staying None where None is allowed;
-- a type that allows None: None, except that a JSON object given for a Struct member is read leniently
-  and a JSON array for a list member keeps its convertible elements;
-- a Struct: read leniently from the object (an empty one when the value is not an object);
-- a list: its elements that convert (for Structs: every JSON object, read leniently);
-- a dict: {}; str, int, float, bool: "", 0, 0.0, False; Any accepts every value.
-A required field that is missing is replaced as if it held null; a missing optional one keeps its default.
+The replacement (`replacement`): a label keeps its text; a Struct or list keeps what converts of it;
+else None where allowed, else an empty or zero value. A missing required field is read as if it held null.
 """
 
 from __future__ import annotations

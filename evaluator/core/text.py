@@ -1,20 +1,14 @@
-"""Small text helpers shared by every layer: timestamps, one-line exception texts, id lists. Pure.
+"""Small text helpers shared by every layer: timestamps, one-line exception texts, id lists, and text from
+a data file, a server, a sweep file or a folder name made safe for where it is written (a Markdown cell or
+line, inline code, a CSV cell no spreadsheet runs as a formula, a relative link that is never a scheme).
+Ordinary text (no newline, `|`, `\\`, `<`, `[`, `]` or backtick) comes back unchanged, so the files
+written for ordinary runs keep their bytes. Pure.
 
 References to the repository's docs/ in help texts: named only where the files are (a checkout), since
 a wheel install does not ship them and a path it cannot open helps no one.
 
-Text from a data file, a server, a sweep file or a folder name, made safe for where it is written.
-
-* `md_text`: a Markdown table cell or inline text: one line, no table break, no link, no HTML;
-* `md_code`: a value shown as inline code when it can be (else as md_text);
-* `csv_cell`: a CSV cell a spreadsheet will not run as a formula;
-* `safe_href`: a relative link that is a path, never a scheme (`javascript:`).
-* `usable_batch_id`: whether a provider's batch (or file) id can be saved, polled and printed as it is;
-  here, not beside the Batch API client, so that the run folder's batch ledger and the commands that
-  read it start without the openai client.
-
-Ordinary text (no newline, `|`, `\\`, `<`, `[`, `]` or backtick) comes back unchanged, so the files
-written for ordinary runs keep their bytes. Pure.
+`usable_batch_id` is here, not beside the Batch API client, so that the run folder's batch ledger and the
+commands that read it start without the openai client.
 """
 
 from __future__ import annotations

@@ -70,9 +70,8 @@ class _Round:
         i = bisect_right(self.at, char) - 1
         if i >= 0 and self.at[i] == char:
             return self.starts[i], self.ends[i]
-        shift = (
-            self.ends[i] - self.at[i] - 1 if i >= 0 else 0
-        )  # what the escapes before it took up, less 1 each
+        # what the escapes before it took up, less 1 each
+        shift = self.ends[i] - self.at[i] - 1 if i >= 0 else 0
         return char + shift, char + shift + 1
 
 

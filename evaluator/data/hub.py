@@ -170,14 +170,6 @@ def _download(
     return resolved.resolved, Path(folder), offline
 
 
-def _cached_commit(repo_id: str, revision: str | None) -> str | None:
-    """The commit the cache maps this revision to (only to word an error message)."""
-    try:
-        return resolve(repo_id, revision, True).resolved
-    except Exception:  # noqa: BLE001
-        return None
-
-
 def fetch(
     benchmark: Benchmark, dataset: str | None, revision: str | None, local_dir: str | None = None
 ) -> Snapshot:
@@ -191,7 +183,13 @@ def fetch(
         allow_patterns=[benchmark.hub_files],
         local_dir=local_dir,
     )
-    return _snapshot(benchmark, repo_id, revision, commit, folder, offline)
+    files = sorted(p for p in folder.glob(benchmark.hub_files) if p.is_file())
+    if not files:
+        raise HubDataError(
+            f"{repo_id} at commit {commit} has no files matching {benchmark.hub_files!r} in {folder}; run "
+            f"`{fetch_command(benchmark.name, repo_id, benchmark.hub_id, commit)}` where the hub is reachable"
+        )
+    return Snapshot(repo_id, revision, commit, folder, offline, files)
 
 
 def hub_error(
@@ -213,7 +211,10 @@ def hub_error(
             "and set HF_TOKEN if it is gated or private"
         )
     if isinstance(exc, errors.LocalEntryNotFoundError):  # also IncompleteSnapshotError
-        commit = _cached_commit(repo_id, revision)
+        try:  # the commit the cache maps this revision to (only to word the message)
+            commit: str | None = resolve(repo_id, revision, True).resolved
+        except Exception:  # noqa: BLE001
+            commit = None
         if commit and (repo_folder(cache_dir, repo_id) / "snapshots" / commit).is_dir():
             return HubDataError(
                 f"the cached copy of {repo_id} at commit {commit} is incomplete (some of its "
@@ -230,18 +231,6 @@ def hub_error(
             f"{type(exc).__name__}: {one_line(exc)[:300]}"
         )
     return None
-
-
-def _snapshot(
-    benchmark: Benchmark, repo_id: str, revision: str | None, commit: str, folder: Path, offline: bool
-) -> Snapshot:
-    files = sorted(p for p in folder.glob(benchmark.hub_files) if p.is_file())
-    if not files:
-        raise HubDataError(
-            f"{repo_id} at commit {commit} has no files matching {benchmark.hub_files!r} in {folder}; run "
-            f"`{fetch_command(benchmark.name, repo_id, benchmark.hub_id, commit)}` where the hub is reachable"
-        )
-    return Snapshot(repo_id, revision, commit, folder, offline, files)
 
 
 def fetch_report(snap: Snapshot, benchmark: Benchmark, local_dir: str | None) -> list[str]:
@@ -272,11 +261,6 @@ class ModelSnapshot(HubSnapshot):
 
     files: int
     size: int
-
-
-def serve_command(repo_id: str, commit: str) -> str:
-    """The make line that serves exactly these weights from the cache (compose.yaml's vllm service)."""
-    return f"HF_HUB_OFFLINE=1 make serve MODEL={repo_id} MODEL_REVISION={commit}"
 
 
 def fetch_model(
@@ -336,5 +320,6 @@ def model_report(snap: ModelSnapshot) -> list[str]:
     return [
         *snap.heading("model"),
         f"{snap.files} file(s), {snap.size / 1e6:.1f} MB in {snap.folder}",
-        f"serve: {serve_command(snap.repo_id, snap.commit)}",
+        # the make line that serves exactly these weights from the cache (compose.yaml's vllm service)
+        f"serve: HF_HUB_OFFLINE=1 make serve MODEL={snap.repo_id} MODEL_REVISION={snap.commit}",
     ]

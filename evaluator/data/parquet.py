@@ -50,12 +50,9 @@ class DataSource:
     origin: DataOrigin = field(default_factory=lambda: DataOrigin())  # recorded in run_config.json
 
 
-def file_sha256(path: Path, chunk: int = 1 << 20) -> str:
-    h = hashlib.sha256()
+def file_sha256(path: Path) -> str:
     with open(path, "rb") as f:
-        while block := f.read(chunk):
-            h.update(block)
-    return h.hexdigest()
+        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 def resolve_local(pattern: str) -> DataSource:
@@ -166,27 +163,22 @@ def build_manifest(benchmark: Benchmark, source: DataSource) -> list[ManifestEnt
 
 def messages_digest(entries: list[ManifestEntry]) -> str:
     """SHA-256 over each question's messages digest: any changed prompt text changes it."""
-    h = hashlib.sha256()
-    for e in entries:
-        h.update(f"{e.sample_id}\t{e.messages_sha256 or ''}\n".encode())
-    return h.hexdigest()
+    lines = (f"{e.sample_id}\t{e.messages_sha256 or ''}\n" for e in entries)
+    return hashlib.sha256("".join(lines).encode()).hexdigest()
 
 
 def labels_digest(entries: list[ManifestEntry]) -> str:
     """SHA-256 over each question's ground truth and group fields: a relabelled release changes it."""
-    h = hashlib.sha256()
-    for e in entries:
-        h.update(json.dumps([e.sample_id, e.ground_truth, e.groups], sort_keys=True, default=str).encode())
-        h.update(b"\n")
-    return h.hexdigest()
+    lines = (
+        json.dumps([e.sample_id, e.ground_truth, e.groups], sort_keys=True, default=str) for e in entries
+    )
+    return hashlib.sha256("".join(f"{line}\n" for line in lines).encode()).hexdigest()
 
 
 def manifest_digest(entries: list[ManifestEntry]) -> str:
     """SHA-256 over 'sample_id<TAB>image_sha256' lines: identifies the question set and its pixels."""
-    h = hashlib.sha256()
-    for e in entries:
-        h.update(f"{e.sample_id}\t{e.image_sha256 or ''}\n".encode())
-    return h.hexdigest()
+    lines = (f"{e.sample_id}\t{e.image_sha256 or ''}\n" for e in entries)
+    return hashlib.sha256("".join(lines).encode()).hexdigest()
 
 
 # Stands in for the image in the digest of what a question sends besides its pixels (those have their own).

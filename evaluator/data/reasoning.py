@@ -17,14 +17,12 @@ served without a reasoning parser (vLLM's --reasoning-parser) sends its thinking
 chat templates open the block in the prompt, so the reply may hold only the closing `</think>` (vLLM's
 qwen3 reasoning parser docs); both forms are flagged.
 
-The format smoke check: the first answers of an invocation against the strict parser. Pure.
-
-A model whose answers never parse (a special token the server leaves after the tag, thinking in the
-content with a quoted tag, every answer cut off at the output limit) would spend a whole run on rows that
-all count as wrong. `FormatCheck` sees the first FORMAT_SMOKE_RESPONSES answered responses (or all the
-invocation sends, when fewer): if every one failed the strict parser, or every one was cut off at the
-output limit (finish_reason "length"), the run stops (`FormatMismatch`, exit 2 in evaluate, state
-"stopped" in a sweep), with the parse statuses seen, the text that broke the rule and the fix.
+The format smoke check: a model whose answers never parse (a special token the server leaves after the
+tag, thinking in the content with a quoted tag, every answer cut off at the output limit) would spend a
+whole run on rows that all count as wrong. `FormatCheck` sees the first FORMAT_SMOKE_RESPONSES answered
+responses (or all the invocation sends, when fewer): if every one failed the strict parser, or every one
+was cut off at the output limit (finish_reason "length"), the run stops (`FormatMismatch`, exit 2 in
+evaluate, state "stopped" in a sweep), with the parse statuses seen, the text that broke the rule and the fix.
 """
 
 from __future__ import annotations
@@ -84,10 +82,6 @@ def signals(reasoning_text: Any, reasoning_tokens: Any, response_text: Any) -> t
 def shows_reasoning(reasoning_text: Any, reasoning_tokens: Any, response_text: Any) -> bool:
     """Whether a response shows reasoning: any of the three signals."""
     return any(signals(reasoning_text, reasoning_tokens, response_text))
-
-
-def record_signals(record: ResponseRecord) -> tuple[bool, bool, bool]:
-    return signals(record.reasoning_text, record.usage.reasoning_tokens, record.response_text)
 
 
 class ReasoningObserved(TypedDict):
@@ -161,7 +155,7 @@ class SmokeCheck:
         """The mismatch once the first answered responses all contradict the mode; None otherwise."""
         if record.status != "ok" or len(self.seen) >= self.needed:
             return None
-        self.seen.append(record_signals(record))
+        self.seen.append(signals(record.reasoning_text, record.usage.reasoning_tokens, record.response_text))
         if len(self.seen) < self.needed:
             return None
         reasoned = [any(s) for s in self.seen]

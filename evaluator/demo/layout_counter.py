@@ -27,6 +27,7 @@ import io
 import re
 import threading
 import time
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -54,9 +55,7 @@ TEXTLIKE_LABELS = (
 )
 
 
-# --------------------------------------------------------------------------------------------
 # Counting
-# --------------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -234,10 +233,7 @@ def decode_image(image_bytes: bytes) -> np.ndarray:
 
 def compose_reply(result: CountResult) -> str:
     """The visible answer: a short rationale with the counted boxes, then the answer tag."""
-    others: dict[str, int] = {}
-    for r in result.all_regions:
-        if r.target_class != result.target_class:
-            others[r.target_class] = others.get(r.target_class, 0) + 1
+    others = Counter(r.target_class for r in result.all_regions if r.target_class != result.target_class)
     lines = [
         f"I ran a document-layout detector (layout_cdla) on the page and looked for regions of the "
         f"class {result.target_class}. It proposed {result.n_detections} layout boxes; after splitting "

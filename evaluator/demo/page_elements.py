@@ -10,9 +10,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 
-# --------------------------------------------------------------------------------------------
 # Assets: fonts, words, photos
-# --------------------------------------------------------------------------------------------
 
 _LOREM_TEXT = (
     "lorem ipsum dolor sit amet consectetur adipiscing elit sed do eiusmod tempor incididunt ut "
@@ -100,9 +98,7 @@ def _photo(name: str) -> np.ndarray:
     return np.ascontiguousarray(arr[..., :3].astype(np.uint8))
 
 
-# --------------------------------------------------------------------------------------------
 # Element renderers (each returns an RGB PIL image of exactly the requested size)
-# --------------------------------------------------------------------------------------------
 
 
 def render_photo(rng: np.random.Generator, w: int, h: int) -> tuple[Image.Image, str]:
@@ -243,15 +239,18 @@ def brand_name(rng: np.random.Generator) -> str:
     return word
 
 
+def logo_width(name: str, wordmark: bool, h: int) -> int:
+    """A logo's width at height ``h``: the mark, and the brand name beside it for a wordmark."""
+    if not wordmark:
+        return h
+    return h + 6 + int(math.ceil(sans_bold(max(10, int(h * 0.34))).getlength(name)))
+
+
 def logo_size(rng: np.random.Generator, h: int) -> tuple[int, str, bool]:
     """Width of a logo of height ``h`` (decided before drawing), its brand name and wordmark flag."""
     name = brand_name(rng)
     wordmark = bool(rng.random() < 0.6)
-    w = h
-    if wordmark:
-        font = sans_bold(max(10, int(h * 0.34)))
-        w += 6 + int(math.ceil(font.getlength(name)))
-    return w, name, wordmark
+    return logo_width(name, wordmark, h), name, wordmark
 
 
 def draw_logo(
@@ -286,9 +285,6 @@ def draw_logo(
     d.text(
         (cx, cy - (h * 0.04 if shape == "shield" else 0)), initials, font=font, fill=text_fill, anchor="mm"
     )
-    x1 = x + h
     if wordmark:
-        wfont = sans_bold(max(10, int(h * 0.34)))
-        d.text((x + h + 6, cy), name, font=wfont, fill=color, anchor="lm")
-        x1 = x + h + 6 + int(math.ceil(wfont.getlength(name)))
-    return (x, y, x1, y + h), f"logo:{shape}"
+        d.text((x + h + 6, cy), name, font=sans_bold(max(10, int(h * 0.34))), fill=color, anchor="lm")
+    return (x, y, x + logo_width(name, wordmark, h), y + h), f"logo:{shape}"

@@ -8,9 +8,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-# --------------------------------------------------------------------------------------------
 # Public constants
-# --------------------------------------------------------------------------------------------
 
 BRAND_LOGO = "Brand Logo"
 PHOTOGRAPH = "Photograph"
@@ -84,21 +82,13 @@ RELEASE_SCHEMA = pa.schema(
         pa.field("answer", pa.int64()),
     ]
 )
-HF_FEATURES = {
-    "sample_id": {"dtype": "string", "_type": "Value"},
-    "image": {"_type": "Image"},
-    "image_sha256": {"dtype": "string", "_type": "Value"},
-    "target_class": {"dtype": "string", "_type": "Value"},
-    "class_definition": {"dtype": "string", "_type": "Value"},
-    "question": {"dtype": "string", "_type": "Value"},
-    "prompt": {"dtype": "string", "_type": "Value"},
-    "answer": {"dtype": "int64", "_type": "Value"},
+HF_FEATURES = {  # the same columns as Hugging Face `datasets` features
+    f.name: {"_type": "Image"} if f.name == "image" else {"dtype": str(f.type), "_type": "Value"}
+    for f in RELEASE_SCHEMA
 }
 
 
-# --------------------------------------------------------------------------------------------
 # Page model
-# --------------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)

@@ -21,20 +21,9 @@ def _trim(ink: np.ndarray) -> tuple[int, int, int, int] | None:
 
 def _gaps(profile: np.ndarray, min_gap: int) -> list[tuple[int, int]]:
     """Interior runs of empty entries (``profile`` False) at least ``min_gap`` long."""
-    out = []
-    n = profile.size
-    i = 0
-    while i < n:
-        if not profile[i]:
-            j = i
-            while j < n and not profile[j]:
-                j += 1
-            if i > 0 and j < n and j - i >= min_gap:
-                out.append((i, j))
-            i = j
-        else:
-            i += 1
-    return out
+    edges = np.flatnonzero(np.diff(np.concatenate(([0], ~profile, [0])).astype(np.int8)))
+    runs = zip(edges[::2].tolist(), edges[1::2].tolist(), strict=True)
+    return [(i, j) for i, j in runs if i > 0 and j < profile.size and j - i >= min_gap]
 
 
 def _merge_slivers(edges: list[int], ratio: float = 0.2) -> list[tuple[int, int]]:

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable
-from dataclasses import dataclass
+import itertools
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 
 import numpy as np
 from PIL import Image, ImageDraw
@@ -14,6 +14,7 @@ from evaluator.demo.page_elements import (
     draw_logo,
     fit_text,
     logo_size,
+    logo_width,
     render_chart,
     render_photo,
     render_table,
@@ -22,9 +23,7 @@ from evaluator.demo.page_elements import (
 )
 from evaluator.demo.page_model import BRAND_LOGO, PHOTOGRAPH, TABLE, Instance
 
-# --------------------------------------------------------------------------------------------
 # Layout
-# --------------------------------------------------------------------------------------------
 
 MARGIN = 56
 ROW_GAP = 14
@@ -77,27 +76,16 @@ def _draw_caption(page: Image.Image, x: int, y: int, width: int, text: str) -> N
     d.text((x, y + 2), fit_text(d, text, font, width), font=font, fill="#444444")
 
 
+@dataclass
 class Counter:
-    def __init__(self) -> None:
-        self.figure = 0
-        self.table = 0
+    """The running figure and table numbers of a page's captions."""
 
-    def next_figure(self) -> int:
-        self.figure += 1
-        return self.figure
-
-    def next_table(self) -> int:
-        self.table += 1
-        return self.table
+    figures: Iterator[int] = field(default_factory=lambda: itertools.count(1))
+    tables: Iterator[int] = field(default_factory=lambda: itertools.count(1))
 
 
 def plan_rows(
-    rng: np.random.Generator,
-    figures: list[str],
-    n_tables: int,
-    n_logos: int,
-    content_w: int,
-    level: int,
+    rng: np.random.Generator, figures: list[str], n_tables: int, n_logos: int, content_w: int, level: int
 ) -> list[Row]:
     """Plan body rows for the given elements; higher ``level`` packs them more tightly."""
     # figures, tables, logos in this order: each draws from `rng`, so the order fixes the pages
@@ -169,12 +157,7 @@ def _logo_rows(rng: np.random.Generator, n_logos: int, content_w: int, level: in
 
 
 def _figure_row(
-    rng: np.random.Generator,
-    group: list[str],
-    item_w: int,
-    item_h: int,
-    content_w: int,
-    wrap: bool,
+    rng: np.random.Generator, group: list[str], item_w: int, item_h: int, content_w: int, wrap: bool
 ) -> Row:
     image_left = bool(rng.random() < 0.5)
     height = item_h + _CAPTION_H
@@ -202,19 +185,14 @@ def _figure_row(
         for x, (kind, img, tag, cap) in zip(xs, renders, strict=True):
             page.paste(img, (x, y))
             out.append(Instance(kind, (x, y, x + item_w, y + item_h), tag))
-            _draw_caption(page, x, y + item_h, item_w, f"Figure {numbers.next_figure()}. {cap}")
+            _draw_caption(page, x, y + item_h, item_w, f"Figure {next(numbers.figures)}. {cap}")
         return out
 
     return Row(height, draw)
 
 
 def _table_row(
-    rng: np.random.Generator,
-    n_rows: list[int],
-    n_cols: list[int],
-    tw: int,
-    content_w: int,
-    wrap: bool,
+    rng: np.random.Generator, n_rows: list[int], n_cols: list[int], tw: int, content_w: int, wrap: bool
 ) -> Row:
     renders = []
     for r, c in zip(n_rows, n_cols, strict=True):
@@ -235,7 +213,7 @@ def _table_row(
             start = MARGIN + (content_w - total) // 2
             xs = [start + j * (tw + _COL_GAP) for j in range(len(renders))]
         for x, (img, tag, cap) in zip(xs, renders, strict=True):
-            _draw_caption(page, x, y, tw, f"Table {numbers.next_table()}. {cap}")
+            _draw_caption(page, x, y, tw, f"Table {next(numbers.tables)}. {cap}")
             page.paste(img, (x, y + _CAPTION_H))
             out.append(Instance(TABLE, (x, y + _CAPTION_H, x + tw, y + _CAPTION_H + img.size[1]), tag))
         return out
@@ -252,7 +230,7 @@ def _logo_row(rng: np.random.Generator, k: int, content_w: int) -> Row:
     # Shrink until the marks fit on one line with a reasonable gap.
     while sum(s[0] for s in specs) + (k - 1) * 24 > content_w and h > 26:
         h -= 4
-        specs = [(_logo_size_for(name, wm, h), name, wm) for _, name, wm in specs]
+        specs = [(logo_width(name, wm, h), name, wm) for _, name, wm in specs]
     height = _CAPTION_H + 6 + h
 
     def draw(page: Image.Image, y: int, numbers: Counter) -> list[Instance]:
@@ -270,9 +248,3 @@ def _logo_row(rng: np.random.Generator, k: int, content_w: int) -> Row:
         return out
 
     return Row(height, draw)
-
-
-def _logo_size_for(name: str, wordmark: bool, h: int) -> int:
-    if not wordmark:
-        return h
-    return h + 6 + int(math.ceil(sans_bold(max(10, int(h * 0.34))).getlength(name)))

@@ -22,7 +22,6 @@ import binascii
 import contextlib
 import json
 import logging
-import os
 import re
 import sys
 import threading
@@ -33,17 +32,13 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from evaluator.core.atomic import atomic_file
 from evaluator.core.errors import EvaluatorError
 from evaluator.demo.layout_counter import LayoutCounter, compose_reply, decode_image, parse_target_class
 
 log = logging.getLogger(__name__)
 
 DEFAULT_MODEL_NAME = "reference-layout-cdla"
-
-
-# --------------------------------------------------------------------------------------------
-# Request parsing
-# --------------------------------------------------------------------------------------------
 
 
 class RequestError(EvaluatorError):
@@ -91,11 +86,6 @@ def extract_request(body: dict[str, Any]) -> tuple[bytes, str]:
     return data, "\n".join(texts)
 
 
-# --------------------------------------------------------------------------------------------
-# HTTP server
-# --------------------------------------------------------------------------------------------
-
-
 def _error(status: int, message: str, code: str = "invalid_request_error"):
     from aiohttp import web
 
@@ -135,24 +125,6 @@ def _refusal(body: Any, model_name: str):
     return None
 
 
-def _completion_json(rid: str, now: int, model_name: str, text: str, usage: dict[str, int]) -> dict[str, Any]:
-    return {
-        "id": rid,
-        "object": "chat.completion",
-        "created": now,
-        "model": model_name,
-        "choices": [
-            {
-                "index": 0,
-                "message": {"role": "assistant", "content": text},
-                "finish_reason": "stop",
-                "logprobs": None,
-            }
-        ],
-        "usage": usage,
-    }
-
-
 async def _stream_reply(
     request, body: dict[str, Any], base: dict[str, Any], text: str, usage: dict[str, int]
 ):
@@ -190,14 +162,26 @@ async def _reply(request, body: dict[str, Any], model_name: str, text: str, prom
     if body.get("stream"):
         base = {"id": rid, "object": "chat.completion.chunk", "created": now, "model": model_name}
         return await _stream_reply(request, body, base, text, usage)
-    return web.json_response(_completion_json(rid, now, model_name, text, usage))
+    return web.json_response(
+        {
+            "id": rid,
+            "object": "chat.completion",
+            "created": now,
+            "model": model_name,
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": text},
+                    "finish_reason": "stop",
+                    "logprobs": None,
+                }
+            ],
+            "usage": usage,
+        }
+    )
 
 
-def create_app(
-    model_name: str = DEFAULT_MODEL_NAME,
-    counter: LayoutCounter | None = None,
-    workers: int = 1,
-):
+def create_app(model_name: str = DEFAULT_MODEL_NAME, counter: LayoutCounter | None = None, workers: int = 1):
     """The aiohttp application. Inference runs in a thread pool so ``/health`` stays responsive."""
     from aiohttp import web
 
@@ -247,14 +231,6 @@ def create_app(
     return app
 
 
-def _write_port_file(path: Path, port: int) -> None:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(f"{port}\n", encoding="utf-8")
-    os.replace(tmp, path)
-
-
 async def _serve(
     host: str,
     port: int,
@@ -275,7 +251,9 @@ async def _serve(
     actual = int(runner.addresses[0][1])
     log.info("reference server %s listening on http://%s:%d/v1", model_name, host, actual)
     if port_file is not None:
-        _write_port_file(port_file, actual)
+        port_file.parent.mkdir(parents=True, exist_ok=True)
+        with atomic_file(port_file) as f:
+            f.write(f"{actual}\n".encode())
     if bound is not None:
         bound.append(actual)
     if started is not None:

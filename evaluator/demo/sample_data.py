@@ -7,11 +7,8 @@ one target class; the answer is the number of regions of that class that the gen
 so pages that also contain other classes test that only the target class is counted.
 
 The output is byte-identical for a given ``(n_pages, seed)`` on a given set of library versions
-(fixed JPEG settings, no timestamps, per-page random generators derived from the seed).
-
-One whole sample page (`sample_page`): header, title, footer, the rows of the body and the paragraphs
-between them. Every random draw comes from one generator per page, in a fixed order: the pages are
-byte-identical for a given seed.
+(fixed JPEG settings, no timestamps, one random generator per page derived from the seed, drawn from in
+a fixed order: header, title, footer, the rows of the body and the paragraphs between them).
 
 CLI::
 
@@ -86,9 +83,7 @@ __all__ = [  # the sample set's face (tests and docs use these names through thi
     "render_sample_pages",
 ]
 
-# --------------------------------------------------------------------------------------------
 # Prompt template
-# --------------------------------------------------------------------------------------------
 
 
 def load_prompt_template(path: Path | None = None) -> str:
@@ -104,12 +99,6 @@ def compose_prompt(template: str, target_class: str, class_definition: str, ques
     return template.format(target_class=target_class, class_definition=class_definition, question=question)
 
 
-def encode_jpeg(img: Image.Image, quality: int = JPEG_QUALITY) -> bytes:
-    buf = io.BytesIO()
-    img.save(buf, format="JPEG", quality=quality, optimize=False, progressive=False, subsampling=2)
-    return buf.getvalue()
-
-
 def render_sample_pages(n_pages: int = 40, seed: int = 0) -> list[SamplePage]:
     """Render ``n_pages`` pages; page ``i`` asks about ``CLASSES[i % 4]``."""
     if n_pages < 1:
@@ -122,10 +111,12 @@ def render_sample_pages(n_pages: int = 40, seed: int = 0) -> list[SamplePage]:
         template = QUESTION_TEMPLATES[int(qrng.integers(len(QUESTION_TEMPLATES)))]
         question = template.format(noun=CLASS_NOUNS[target], target_class=target)
         answer = sum(1 for inst in instances if inst.target_class == target)
+        jpeg = io.BytesIO()
+        img.save(jpeg, format="JPEG", quality=JPEG_QUALITY, optimize=False, progressive=False, subsampling=2)
         pages.append(
             SamplePage(
                 sample_id=f"demo-{i + 1:04d}",
-                jpeg=encode_jpeg(img),
+                jpeg=jpeg.getvalue(),
                 target_class=target,
                 question=question,
                 answer=answer,
@@ -183,8 +174,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     path = generate_sample_set(
         args.output, n_pages=args.pages, seed=args.seed, prompt_template=args.prompt_template
     )
-    size = path.stat().st_size
-    print(f"wrote {args.pages} pages to {path} ({size / 1e6:.2f} MB)")
+    print(f"wrote {args.pages} pages to {path} ({path.stat().st_size / 1e6:.2f} MB)")
     return 0
 
 
@@ -306,12 +296,8 @@ def _draw_body(
     numbers = Counter()
     for s in range(len(rows) + 1):
         if heading[s]:
-            d.text(
-                (MARGIN, y),
-                f"{section}. {' '.join(lorem_words(rng, 2)).title()}",
-                font=sans_bold(15),
-                fill="#222",
-            )
+            title = f"{section}. {' '.join(lorem_words(rng, 2)).title()}"
+            d.text((MARGIN, y), title, font=sans_bold(15), fill="#222")
             section += 1
             y += 26
         lines = text_lines[s]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import importlib
 import pkgutil
 
-from evaluator.data.benchmarks.base import Benchmark, ManifestEntry, Sample
+from evaluator.data.benchmarks.base import Benchmark
 
 DEFAULT_BENCHMARK = "doccount"
 
@@ -41,12 +41,4 @@ def title_of(name: str) -> str:
     return known.title if known else name
 
 
-__all__ = [
-    "DEFAULT_BENCHMARK",
-    "REGISTRY",
-    "Benchmark",
-    "ManifestEntry",
-    "Sample",
-    "get_benchmark",
-    "title_of",
-]
+__all__ = ["DEFAULT_BENCHMARK", "REGISTRY", "Benchmark", "get_benchmark", "title_of"]

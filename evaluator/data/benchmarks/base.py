@@ -11,26 +11,23 @@ them; tests/test_wheel.py fails when the package copy differs from it (copy them
 from __future__ import annotations
 
 import hashlib
+import os
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict
 
+from evaluator.core.errors import UserError
 from evaluator.core.jsonl import JSONObject
 from evaluator.core.records import Sampling
 from evaluator.data.parsing import ParseResult, last_integer_fallback
 
 if TYPE_CHECKING:  # annotations only: pyarrow costs ~0.15 s at start-up
+    from importlib.resources.abc import Traversable
+
     import pyarrow as pa
-import os
-from importlib import resources
-from pathlib import Path
-from typing import TYPE_CHECKING
-
-from evaluator.core.errors import UserError
-
-if TYPE_CHECKING:  # importlib.resources.abc is 3.11+; the package supports 3.10
-    from importlib.abc import Traversable
 
 
 @dataclass
@@ -156,7 +153,6 @@ class Benchmark(ABC):
     name: str
     title: str  # how pages, summaries and leaderboards name it
     hub_id: str
-    split: str = "test"
     hub_files: str = "data/test-*.parquet"
     # column -> human description; the one place the release schema lives
     columns: dict[str, str]

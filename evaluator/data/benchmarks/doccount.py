@@ -30,7 +30,6 @@ class DocCount(Benchmark):
     name = "doccount"
     title = "DocCount"
     hub_id = "adopd/DocCount"
-    split = "test"
     hub_files = "data/test-*.parquet"
     # The assumed release schema (the dataset card does not list it): rename here only.
     columns = {
@@ -53,9 +52,7 @@ class DocCount(Benchmark):
     expected_groups = {"target_class": CLASSES}
 
     def samples(self, batch: pa.RecordBatch, first_row_index: int, with_images: bool) -> Iterator[Sample]:
-        cols = {name: batch.column(name).to_pylist() for name in batch.schema.names}
-        for i in range(batch.num_rows):
-            row: JSONObject = {name: values[i] for name, values in cols.items()}
+        for i, row in enumerate(batch.to_pylist()):
             yield self._sample(row, first_row_index + i, with_images)
 
     def _sample(self, row: JSONObject, row_index: int, with_images: bool) -> Sample:
