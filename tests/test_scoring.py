@@ -584,3 +584,40 @@ def test_text_without_a_utf8_form_in_records_scores_and_is_kept(doc_run: Path, t
     assert "not-in-the-set-\ufffd" in md
     merged = [json.loads(line) for line in (run / "responses.jsonl").read_bytes().splitlines()]
     assert [m["finish_reason"] for m in merged if m["sample_id"] == last["sample_id"]] == ["stop\ud800"]
+
+
+def test_runs_scored_at_once_in_threads_are_the_bytes_of_one_at_a_time(doc_run: Path, tmp_path: Path) -> None:
+    """A sweep scores each run in a thread of its own as the run ends (study.sweep): runs ending together
+    are scored at once in one process, and each gets the files a lone `score` writes, plots included."""
+    import threading
+
+    from evaluator.report.run_page import score_and_report
+    from evaluator.scoring import plots
+
+    names = ("summary.json", "summary.md", "per_class_accuracy.png", "predicted_vs_true.png")
+    runs = []
+    for i in range(4):  # four runs, each missing another question: four different pairs of plots
+        run = fresh_copy(doc_run, tmp_path / f"run{i}")
+        partial = run / "responses.partial.jsonl"
+        lines = partial.read_text().splitlines(keepends=True)
+        partial.write_text("".join(ln for ln in lines if json.loads(ln)["sample_id"] != f"doc-{i:04d}"))
+        runs.append(run)
+    alone = []
+    for run in runs:
+        score_and_report(run, lambda _line: None, images=False)
+        alone.append({n: (run / "scores" / n).read_bytes() for n in names})
+        shutil.rmtree(run / "scores")
+    plots._memo.clear()  # drawn again, not served from the bytes kept above
+    notes: list[str] = []
+    threads = [
+        threading.Thread(target=score_and_report, args=(run, notes.append, True, False)) for run in runs
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert [{n: (run / "scores" / n).read_bytes() for n in names} for run in runs] == alone
+    assert len({a["predicted_vs_true.png"] for a in alone}) == 4
+    assert sorted(n for n in notes if n.startswith("report: /")) == [
+        f"report: {run / 'scores' / 'report.html'}" for run in runs
+    ]

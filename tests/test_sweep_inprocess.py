@@ -14,6 +14,7 @@ import json
 import logging
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -24,6 +25,7 @@ from pathlib import Path
 from typing import get_args
 
 import pytest
+from support.answered import answered_run_fixture  # noqa: F401  (the `answered_run` fixture)
 from support.cli import REPO
 from support.fake_slurm import FakeSlurm
 
@@ -179,6 +181,33 @@ def test_a_rerun_submits_again_what_did_not_finish_and_only_that(tmp_path: Path)
     assert sorted(second.submitted) == ["bad", "refused", "stopped"]  # ok finished with the same settings
     assert code == ExitCode.OK and sweep_json(root)["invocations"] == 2
     assert {r["state"] for r in sweep_json(root)["runs"].values()} == {"done"}
+
+
+def test_ended_runs_are_scored_in_the_sweeps_process_and_what_scoring_says_is_in_their_logs(
+    tmp_path: Path, answered_run: Path
+) -> None:
+    """Scoring a run that ended starts no process (a child per run cost ~1.5 s of CPU): its warnings, a lone
+    surrogate among them, reach the run's log; a folder that cannot be scored is an error line there and
+    the other run is still scored."""
+    ends = {"ok": UnitResult(state="done", exit_code=0), "broken": UnitResult(state="done", exit_code=0)}
+    root = tmp_path / "runs"
+    ok = shutil.copytree(answered_run, root / "s" / "ok")
+    last = json.loads((ok / "responses.partial.jsonl").read_text().splitlines()[-1])
+    with open(ok / "responses.partial.jsonl", "a", encoding="ascii") as f:  # json.dumps escapes it
+        f.write(json.dumps({**last, "sample_id": "stranger-\udc00"}) + "\n")
+    (root / "s" / "broken").mkdir()
+    (root / "s" / "broken" / "run_config.json").write_text("{}")
+    executor = FakeExecutor(ends, root / "s" / SWEEP_STATE)
+    code = run_sweep(load_sweep(sweep_file(tmp_path, dict.fromkeys(ends, "")), specs()), specs(), root, [],
+                     None, env={}, out=io.StringIO(), executor=executor)  # fmt: skip
+    assert code == ExitCode.OK
+    assert json.loads((ok / "scores" / "summary.json").read_text())["primary"]["questions"] == 4
+    log = (root / "s" / "logs" / "ok.log").read_text("utf-8").splitlines()
+    assert any(line.startswith("warning: ") and "stranger-\\udc00" in line for line in log), log
+    assert f"report: {ok / 'scores' / 'report.html'}" in log and (ok / "scores" / "report.html").is_file()
+    broken = (root / "s" / "logs" / "broken.log").read_text("utf-8").splitlines()
+    assert len(broken) == 1 and broken[0].startswith("error: ") and "run_config.json" in broken[0], broken
+    assert not (root / "s" / "broken" / "scores").exists()
 
 
 def test_ctrl_c_during_the_loop_cancels_every_unit_and_exits_130(tmp_path: Path) -> None:

@@ -6,7 +6,7 @@ import gc
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import click
 
@@ -27,9 +27,6 @@ from evaluator.core.jsonl import printable
 from evaluator.core.secrets import redactor_from_env
 from evaluator.data.benchmarks import DEFAULT_BENCHMARK, REGISTRY, get_benchmark
 from evaluator.evaluation.options import OPTION_GROUPS, EvaluateOptions, evaluate_options
-
-if TYPE_CHECKING:
-    from evaluator.scoring import MergedRun
 
 
 class Standalone(click.Command):
@@ -121,36 +118,11 @@ check_endpoint_cmd = GroupedCommand(
 )
 def score_cmd(run_dir: Path | None, run_root: Path | None, report: bool, report_images: bool) -> None:
     """Score a run folder over its full question set; writes responses.jsonl and scores/."""
-    from evaluator.scoring import score_run  # here: numpy is not needed to start every command
+    from evaluator.report.run_page import score_and_report  # here: numpy is not needed to start every command
 
     run_root = one_run_folder(run_dir, run_root)
-    result = score_run(run_root, keep_merged=True)
-    for w in result.warnings:
-        click.echo(f"warning: {w}", err=True)
+    result = score_and_report(run_root, lambda line: click.echo(line, err=True), report, report_images)
     click.echo(printable(result.markdown))
-    if report:
-        from evaluator.report import write_report
-
-        try:  # the report is a view of the score: it must never fail the scoring
-            path = write_report(run_root, images=report_images, merged=result.merged)
-            click.echo(f"report: {path}", err=True)
-        except Exception as exc:  # noqa: BLE001
-            click.echo(f"warning: the HTML report was not written ({exc})", err=True)
-    else:
-        _write_per_question(result.merged)
-
-
-def _write_per_question(merged: MergedRun | None) -> None:
-    """scores/per_question.csv without the report: question texts from the data when it is found."""
-    from evaluator.report import load_page_data, write_per_question
-
-    if merged is None:
-        return
-    try:
-        page = load_page_data(merged.benchmark, merged.run_config, merged.rows, images=False)
-        write_per_question(merged, page.questions)
-    except Exception as exc:  # noqa: BLE001 - a view of the score: it must never fail the scoring
-        click.echo(f"warning: scores/per_question.csv was not written ({exc})", err=True)
 
 
 @click.group(cls=Commands)

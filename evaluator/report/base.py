@@ -74,7 +74,7 @@ VERDICT_RANK = {
     "unpaired": 4,
 }
 
-Log = Callable[[str], None]
+Log = Callable[[str], object]  # what it returns is not read (a file's write returns a count)
 
 
 class ReportError(UserError):

@@ -48,8 +48,8 @@ from evaluator.report.pagedata import PageData, load_page_data
 from evaluator.report.pieces import QuestionRow, Select
 from evaluator.report.run_facts import data_parts, dates_text, reasoning_text, sampling_text
 from evaluator.runfolder.batches import batch_line
-from evaluator.scoring import MergedRun, merge_run
-from evaluator.scoring.base import SCORES_DIR
+from evaluator.scoring import MergedRun, merge_run, score_run
+from evaluator.scoring.base import SCORES_DIR, ScoreResult
 from evaluator.scoring.markdown import timeouts_text
 from evaluator.scoring.row import ScoredRow
 from evaluator.scoring.summary_shape import Summary
@@ -326,3 +326,23 @@ def write_report(
         if log:
             log(f"scores/per_question.csv was not written ({exc.strerror})")
     return target
+
+
+def score_and_report(run_root: Path, note: Log, report: bool = True, images: bool = True) -> ScoreResult:
+    """What `doccount score` does: score_run, then the page (or per_question.csv alone) from the same merge,
+    its notes and warnings to `note`. The page is a view of the score: failing to write it never fails
+    the scoring (a warning)."""
+    result = score_run(run_root, keep_merged=True)
+    for warning in result.warnings:
+        note(f"warning: {warning}")
+    merged = result.merged
+    try:
+        if report:
+            page_notes: Log = lambda m: note(f"report: {m}")  # noqa: E731
+            note(f"report: {write_report(run_root, images=images, merged=merged, log=page_notes)}")
+        elif merged is not None:  # per_question.csv: question texts from the data when it is found
+            page = load_page_data(merged.benchmark, merged.run_config, merged.rows, images=False)
+            write_per_question(merged, page.questions)
+    except Exception as exc:  # noqa: BLE001
+        note(f"warning: {'the HTML report' if report else 'scores/per_question.csv'} was not written ({exc})")
+    return result

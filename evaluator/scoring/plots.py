@@ -35,6 +35,8 @@ _RC: Any = {"font.size": 9, "axes.titlesize": 10, "svg.hashsalt": "doccount", "p
 MEMO_PLOTS = 16  # ~50 KB each: the two plots of the last few scorings
 _memo: OrderedDict[str, bytes] = OrderedDict()
 _memo_lock = threading.Lock()
+# matplotlib is not thread-safe: one figure at a time (a sweep scores its runs in threads)
+_draw_lock = threading.Lock()
 
 
 def _png(fig: Figure) -> bytes:
@@ -53,7 +55,8 @@ def _write_png(path: Path, kind: str, drawn: tuple[Any, ...], draw: Callable[[],
         if png is not None:
             _memo.move_to_end(key)
     if png is None:
-        png = draw()
+        with _draw_lock:
+            png = draw()
         with _memo_lock:
             _memo[key] = png
             while len(_memo) > MEMO_PLOTS:

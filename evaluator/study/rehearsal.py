@@ -215,6 +215,11 @@ def table_lines(sweep_name: str, n: int, rows: list[RehearsalRow]) -> list[str]:
     return out
 
 
-def write_rehearsal(folder: Path, n: int, rows: list[RehearsalRow]) -> None:
+def write_rehearsal(
+    folder: Path, sweep_name: str, n: int, runs: Iterable[RunSpec], states: Mapping[str, RunState]
+) -> list[str]:
+    """Write the sweep folder's rehearsal.json; the table's lines."""
+    rows = [rehearsal_row(r, folder / r.name, states.get(r.name)) for r in runs]
     data = {"smoke": n, "runs": [msgspec.to_builtins(r) for r in rows]}
     write_atomic(folder / REHEARSAL, msgspec.json.format(msgspec.json.encode(data), indent=2) + b"\n")
+    return table_lines(sweep_name, n, rows)

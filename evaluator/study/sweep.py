@@ -15,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import subprocess
 import sys
 import threading
 import time
@@ -44,11 +43,11 @@ from evaluator.study.executors.base import Executor, ExecutorError, Handle, Poll
 from evaluator.study.plan_checks import check_runs
 from evaluator.study.plan_text import plan_lines, request_lines, request_side
 from evaluator.study.progress import SweepProgress, end_table, status_lines
-from evaluator.study.rehearsal import rehearsal_row, smoke_run, table_lines, write_rehearsal
+from evaluator.study.rehearsal import smoke_run, write_rehearsal
 from evaluator.study.serve_file import server_spec
 from evaluator.study.sweep_file import RunSpec, SweepSpec, check_key_variables, select_runs
 from evaluator.study.sweep_options import OptionSpec, run_args
-from evaluator.study.unit import CHILD_DROPS, UnitResult, UnitTask
+from evaluator.study.unit import UnitResult, UnitTask
 
 LOGS = "logs"
 POLL_S = 0.2  # the drive loop's pace: how often it polls the handles
@@ -139,10 +138,8 @@ class Sweep:
         st.message = self.redact(result.message) if result.message and result.state != "done" else None
         if result.launch is not None:
             st.gpus = result.launch.gpus
-        rows_kept = (
-            result.exit_code in (ExitCode.OK, ExitCode.INCOMPLETE, ExitCode.INTERRUPTED)
-            or result.state == "stopped"
-        )  # a smoke stop keeps its rows
+        kept = (ExitCode.OK, ExitCode.INCOMPLETE, ExitCode.INTERRUPTED)
+        rows_kept = result.exit_code in kept or result.state == "stopped"  # a smoke stop keeps its rows
         if (self.folder / run.name / CONFIG).is_file() and rows_kept and not self.smoke:
             progress.update(run.name, st.state, "scoring")
             self.score(run)
@@ -152,11 +149,16 @@ class Sweep:
         progress.update(run.name, st.state, st.message or code)
 
     def score(self, run: RunSpec) -> None:
-        """`score` on the run folder: summary.json, summary.md and report.html, for the leaderboard."""
-        cmd = [sys.executable, "-m", "evaluator.cli", "score", "--run-root", str(self.folder / run.name)]
-        env = {k: v for k, v in self.env.items() if k not in CHILD_DROPS and k not in self.key_vars}
-        with open(self.folder / LOGS / f"{run.name}.log", "ab", opener=no_follow) as log:
-            subprocess.run(cmd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log)
+        """`score` of the run folder, for the leaderboard; what it says goes to the run's log. In this
+        process: a child per run cost ~1.5 s of CPU to start and import matplotlib."""
+        from evaluator.report.run_page import score_and_report  # here: numpy and matplotlib once a run ends
+
+        log_file = self.folder / LOGS / f"{run.name}.log"  # a lone surrogate (a sample id) has no UTF-8 form
+        with open(log_file, "a", encoding="utf-8", errors="backslashreplace", opener=no_follow) as log:
+            try:
+                score_and_report(self.folder / run.name, lambda line: log.write(self.redact(line) + "\n"))
+            except Exception as exc:  # noqa: BLE001 - one run's scoring never stops the sweep
+                log.write(self.redact(f"error: {exc}") + "\n")
 
     def exit_code(self, interrupted: bool) -> ExitCode:
         """130 when interrupted, 0 when every selected run is done, else 3 (a re-run continues)."""
@@ -367,9 +369,7 @@ def run_sweep(
             thread.join()
         progress.close()
         if smoke:  # the rehearsal's table (the command's answer) and rehearsal.json
-            rows = [rehearsal_row(r, sw.folder / r.name, sw.state.runs.get(r.name)) for r in runs]
-            write_rehearsal(sw.folder, smoke, rows)
-            for line in table_lines(sweep.name, smoke, rows):
+            for line in write_rehearsal(sw.folder, sweep.name, smoke, runs, sw.state.runs):
                 answer(line)
             return sw.exit_code(interrupted)
         board = _write_board(sw)
