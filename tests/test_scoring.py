@@ -592,22 +592,18 @@ def test_runs_scored_at_once_in_threads_are_the_bytes_of_one_at_a_time(doc_run: 
     import threading
 
     from evaluator.report.run_page import score_and_report
-    from evaluator.scoring import plots
 
     names = ("summary.json", "summary.md", "per_class_accuracy.png", "predicted_vs_true.png")
     runs = []
-    for i in range(4):  # four runs, each missing another question: four different pairs of plots
-        run = fresh_copy(doc_run, tmp_path / f"run{i}")
+    # four runs, each missing two questions no other test drops: plots no earlier test here has drawn
+    for i, other in enumerate((8, 10, 12, 15)):
+        run = fresh_copy(doc_run, tmp_path / "together" / f"run{i}")
         partial = run / "responses.partial.jsonl"
         lines = partial.read_text().splitlines(keepends=True)
-        partial.write_text("".join(ln for ln in lines if json.loads(ln)["sample_id"] != f"doc-{i:04d}"))
+        dropped = {f"doc-{i:04d}", f"doc-{other:04d}"}
+        partial.write_text("".join(ln for ln in lines if json.loads(ln)["sample_id"] not in dropped))
         runs.append(run)
-    alone = []
-    for run in runs:
-        score_and_report(run, lambda _line: None, images=False)
-        alone.append({n: (run / "scores" / n).read_bytes() for n in names})
-        shutil.rmtree(run / "scores")
-    plots._memo.clear()  # drawn again, not served from the bytes kept above
+    alone = [fresh_copy(run, tmp_path / "alone" / run.name) for run in runs]  # the same names: run_name
     notes: list[str] = []
     threads = [
         threading.Thread(target=score_and_report, args=(run, notes.append, True, False)) for run in runs
@@ -616,8 +612,16 @@ def test_runs_scored_at_once_in_threads_are_the_bytes_of_one_at_a_time(doc_run: 
         t.start()
     for t in threads:
         t.join()
-    assert [{n: (run / "scores" / n).read_bytes() for n in names} for run in runs] == alone
-    assert len({a["predicted_vs_true.png"] for a in alone}) == 4
+    one_at_a_time = (  # in a fresh interpreter: nothing drawn in it before
+        "import sys\nfrom pathlib import Path\nfrom evaluator.report.run_page import score_and_report\n"
+        "for run in sys.argv[1:]:\n    score_and_report(Path(run), print, True, False)\n"
+    )
+    res = subprocess.run([sys.executable, "-c", one_at_a_time, *map(str, alone)], capture_output=True,
+                         text=True, env=clean_env(), timeout=120)  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    expected = [{n: (run / "scores" / n).read_bytes() for n in names} for run in alone]
+    assert [{n: (run / "scores" / n).read_bytes() for n in names} for run in runs] == expected
+    assert len({e["predicted_vs_true.png"] for e in expected}) == 4
     assert sorted(n for n in notes if n.startswith("report: /")) == [
         f"report: {run / 'scores' / 'report.html'}" for run in runs
     ]
